@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/federation/store/posix"
+	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/raft"
+)
+
+type serverFlags struct {
+	listen, dataDir, cacheDir, config, s3Region, domain string
+	accessKey, secretKey, nodeID, logLevel              string
+	shutdownTimeout                                     time.Duration
+}
+
+func newServerCmd() *cobra.Command {
+	var f serverFlags
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run a gateway node (a one-node region on embedded defaults)",
+		Long: `Run a fedgate gateway node: the S3 API, health and metrics under /_fedgate/, and
+the admin API that 'fedgate user' talks to.
+
+With no --config, the node is a one-node region named "local" with one on-prem store
+(a directory under --data-dir); buckets created through S3 live there.
+
+Root credentials come from --access-key/--secret-key (or FEDGATE_ACCESS_KEY and
+FEDGATE_SECRET_KEY). If neither is given, a key pair is generated on first start,
+kept in the region's state and in DATA-DIR/root-credentials.json, and printed once.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.accessKey == "" {
+				f.accessKey = os.Getenv("FEDGATE_ACCESS_KEY")
+			}
+			if f.secretKey == "" {
+				f.secretKey = os.Getenv("FEDGATE_SECRET_KEY")
+			}
+			return runServer(cmd.Context(), f, cmd.OutOrStdout())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:9000", "address of the S3 port (also serves /_fedgate/)")
+	fl.StringVar(&f.dataDir, "data-dir", "./var", "directory for Raft state and the embedded on-prem store (a persistent disk)")
+	fl.StringVar(&f.cacheDir, "cache-dir", "", "directory for the chunk cache and write-back staging (NVMe); default DATA-DIR/cache")
+	fl.StringVar(&f.config, "config", "", "policy file seeding this region (see docs/policies.md)")
+	fl.StringVar(&f.s3Region, "s3-region", "us-east-1", "S3 signing region clients must use")
+	fl.StringVar(&f.domain, "domain", "", "enable virtual-hosted-style requests for BUCKET.DOMAIN")
+	fl.StringVar(&f.accessKey, "access-key", "", "root access key (default $FEDGATE_ACCESS_KEY)")
+	fl.StringVar(&f.secretKey, "secret-key", "", "root secret key (default $FEDGATE_SECRET_KEY)")
+	fl.StringVar(&f.nodeID, "node-id", "node-1", "this node's Raft id")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long SIGTERM waits for in-flight requests")
+	return cmd
+}
+
+func newLogger(level string, w io.Writer) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
+	log, err := newLogger(f.logLevel, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if (f.accessKey == "") != (f.secretKey == "") {
+		return errors.New("give both --access-key and --secret-key (or FEDGATE_ACCESS_KEY and FEDGATE_SECRET_KEY), or neither")
+	}
+	if f.cacheDir == "" {
+		f.cacheDir = filepath.Join(f.dataDir, "cache")
+	}
+	var pol *policies.Policy
+	if f.config != "" {
+		if pol, err = policies.Load(f.config, policies.SkeletonFeatures()); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{f.dataDir, f.cacheDir} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	stores, defStore, err := openStores(f.dataDir, pol)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", f.listen, err)
+	}
+	defer ln.Close()
+
+	openCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	node, err := raft.Open(openCtx, raft.Config{NodeID: f.nodeID, Dir: filepath.Join(f.dataDir, "raft"), Logger: log.With("component", "raft")})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("open region state: %w", err)
+	}
+	defer node.Close()
+
+	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: defStore, Policy: pol, Logger: log.With("component", "federation")})
+	if err != nil {
+		return err
+	}
+	creds, generated, err := rootCredentials(ctx, ns, f)
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := gateway.New(gateway.Config{Namespace: ns, Region: f.s3Region, Domain: f.domain, Logger: log, Registry: reg, Version: version})
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	endpoint := "http://" + ln.Addr().String()
+	fmt.Fprintf(out, "fedgate %s: S3 endpoint %s (region %q, signing region %s)\n", version, endpoint, regionName(pol), f.s3Region)
+	if generated {
+		fmt.Fprintf(out, "Generated root credentials (shown once; also in %s):\n  AccessKey: %s\n  SecretKey: %s\n",
+			credsFile(f.dataDir), creds.AccessKey, creds.SecretKey)
+	}
+	log.Info("server started", "endpoint", endpoint, "data_dir", f.dataDir, "cache_dir", f.cacheDir, "default_store", defStore, "version", version)
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case sig := <-sigs:
+		log.Info("shutting down: draining in-flight requests", "signal", sig.String(), "timeout", f.shutdownTimeout.String())
+	case <-ctx.Done():
+	}
+	srv.Drain()
+	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Warn("shutdown did not finish in time; closing connections", "error", err)
+		_ = hs.Close()
+	}
+	if err := node.Close(); err != nil {
+		return fmt.Errorf("close region state: %w", err)
+	}
+	log.Info("stopped cleanly")
+	return nil
+}
+
+func regionName(p *policies.Policy) string {
+	if p == nil {
+		return "local"
+	}
+	r, err := p.Region("")
+	if err != nil {
+		return "?"
+	}
+	return r.Name
+}
+
+// openStores opens the policy's stores, or the embedded on-prem store.
+func openStores(dataDir string, p *policies.Policy) (map[string]store.Store, string, error) {
+	stores := map[string]store.Store{}
+	if p == nil || len(p.Stores) == 0 {
+		st, err := posix.New("local", store.Location{Cloud: "onprem", Region: "local"}, filepath.Join(dataDir, "store"))
+		if err != nil {
+			return nil, "", err
+		}
+		stores["local"] = st
+		return stores, "local", nil
+	}
+	for _, ps := range p.Stores {
+		if ps.Kind != policies.KindPosix {
+			return nil, "", fmt.Errorf("store %q: kind %s is not supported yet", ps.Name, ps.Kind)
+		}
+		st, err := posix.New(ps.Name, store.Location{Cloud: ps.Location.Cloud, Region: ps.Location.Region}, ps.Path)
+		if err != nil {
+			return nil, "", fmt.Errorf("store %q: %w", ps.Name, err)
+		}
+		stores[ps.Name] = st
+	}
+	def, ok := p.DefaultStore()
+	if !ok {
+		def = p.Stores[0]
+	}
+	return stores, def.Name, nil
+}
+
+func credsFile(dataDir string) string { return filepath.Join(dataDir, "root-credentials.json") }
+
+// rootCredentials installs the root key pair: from flags/env, else the one
+// already in the region's state, else a new one (generated reports that).
+func rootCredentials(ctx context.Context, ns *federation.Namespace, f serverFlags) (federation.Credentials, bool, error) {
+	if f.accessKey != "" {
+		c := federation.Credentials{AccessKey: f.accessKey, SecretKey: f.secretKey}
+		return c, false, ns.Users().EnsureRoot(ctx, c)
+	}
+	for _, u := range ns.Users().List() {
+		if u.Root {
+			return federation.Credentials{AccessKey: u.AccessKey}, false, nil
+		}
+	}
+	c := federation.NewCredentials()
+	if err := ns.Users().EnsureRoot(ctx, c); err != nil {
+		return c, false, err
+	}
+	data, _ := json.MarshalIndent(c, "", "  ")
+	if err := os.WriteFile(credsFile(f.dataDir), append(data, '\n'), 0o600); err != nil {
+		return c, false, fmt.Errorf("save root credentials: %w", err)
+	}
+	return c, true, nil
+}

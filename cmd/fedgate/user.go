@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/spf13/cobra"
+
+	"github.com/fedgate/fedgate/gateway"
+)
+
+// adminClient signs admin API requests with the root credentials.
+type adminClient struct {
+	endpoint, region, accessKey, secretKey, dataDir string
+	http                                            *http.Client
+}
+
+func (c *adminClient) bind(cmd *cobra.Command) {
+	fl := cmd.PersistentFlags()
+	fl.StringVar(&c.endpoint, "endpoint", "", "server URL (default $FEDGATE_ENDPOINT, else http://127.0.0.1:9000)")
+	fl.StringVar(&c.accessKey, "root-access-key", "", "root access key (default $FEDGATE_ACCESS_KEY, else DATA-DIR/root-credentials.json)")
+	fl.StringVar(&c.secretKey, "root-secret-key", "", "root secret key (default $FEDGATE_SECRET_KEY, else DATA-DIR/root-credentials.json)")
+	fl.StringVar(&c.region, "s3-region", "us-east-1", "the server's signing region")
+	fl.StringVar(&c.dataDir, "data-dir", "./var", "where a locally started server keeps root-credentials.json")
+}
+
+func (c *adminClient) resolve() error {
+	if c.endpoint == "" {
+		c.endpoint = os.Getenv("FEDGATE_ENDPOINT")
+	}
+	if c.endpoint == "" {
+		c.endpoint = "http://127.0.0.1:9000"
+	}
+	if !strings.Contains(c.endpoint, "://") {
+		c.endpoint = "http://" + c.endpoint
+	}
+	if c.accessKey == "" && c.secretKey == "" {
+		c.accessKey, c.secretKey = os.Getenv("FEDGATE_ACCESS_KEY"), os.Getenv("FEDGATE_SECRET_KEY")
+	}
+	if c.accessKey == "" && c.secretKey == "" {
+		if data, err := os.ReadFile(credsFile(c.dataDir)); err == nil {
+			var cr struct {
+				AccessKey string `json:"access_key"`
+				SecretKey string `json:"secret_key"`
+			}
+			if json.Unmarshal(data, &cr) == nil {
+				c.accessKey, c.secretKey = cr.AccessKey, cr.SecretKey
+			}
+		}
+	}
+	if c.accessKey == "" || c.secretKey == "" {
+		return errors.New("no root credentials: set FEDGATE_ACCESS_KEY and FEDGATE_SECRET_KEY (or --root-access-key/--root-secret-key)")
+	}
+	c.http = &http.Client{Timeout: 30 * time.Second}
+	return nil
+}
+
+// do sends one signed admin request and decodes a JSON answer into out.
+func (c *adminClient) do(ctx context.Context, method, path string, body, out any) error {
+	if err := c.resolve(); err != nil {
+		return err
+	}
+	var payload []byte
+	if body != nil {
+		payload, _ = json.Marshal(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.endpoint, "/")+"/_fedgate/admin"+path, bytes.NewReader(payload))
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	sum := sha256.Sum256(payload)
+	hash := hex.EncodeToString(sum[:])
+	req.Header.Set("x-amz-content-sha256", hash)
+	creds := aws.Credentials{AccessKeyID: c.accessKey, SecretAccessKey: c.secretKey}
+	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hash, "s3", c.region, time.Now()); err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the fedgate server at %s: %w", c.endpoint, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode >= 300 {
+		var ae gateway.AdminError
+		if json.Unmarshal(data, &ae) == nil && ae.Error != "" {
+			return fmt.Errorf("%s (%s)", ae.Error, ae.Code)
+		}
+		return fmt.Errorf("server answered %s: %s", resp.Status, strings.TrimSpace(string(data)))
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+func newUserCmd() *cobra.Command {
+	var c adminClient
+	cmd := &cobra.Command{
+		Use:   "user",
+		Short: "Manage S3 users, their keys and bucket grants on a running server",
+	}
+	c.bind(cmd)
+
+	var ak, sk string
+	add := &cobra.Command{
+		Use:   "add NAME",
+		Short: "Create a user and print its access key and secret key",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var cr struct {
+				AccessKey string `json:"access_key"`
+				SecretKey string `json:"secret_key"`
+			}
+			err := c.do(cmd.Context(), http.MethodPost, "/users", gateway.AdminAddUser{Name: args[0], AccessKey: ak, SecretKey: sk}, &cr)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "User %s created.\nAccessKey: %s\nSecretKey: %s\n", args[0], cr.AccessKey, cr.SecretKey)
+			return nil
+		},
+	}
+	add.Flags().StringVar(&ak, "access-key", "", "use this access key instead of generating one (for migrating clients)")
+	add.Flags().StringVar(&sk, "secret-key", "", "use this secret key instead of generating one")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List users, their access keys and grants",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var users []gateway.AdminUser
+			if err := c.do(cmd.Context(), http.MethodGet, "/users", nil, &users); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tACCESS KEY\tCREATED\tGRANTS")
+			for _, u := range users {
+				var grants []string
+				for b, p := range u.Grants {
+					grants = append(grants, b+":"+p)
+				}
+				sort.Strings(grants)
+				g := strings.Join(grants, ",")
+				if u.Root {
+					g = "(root: everything)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Name, u.AccessKey, u.Created, g)
+			}
+			return tw.Flush()
+		},
+	}
+
+	remove := &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Remove a user, its keys and grants",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := c.do(cmd.Context(), http.MethodDelete, "/users/"+url.PathEscape(args[0]), nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "User %s removed.\n", args[0])
+			return nil
+		},
+	}
+
+	grant := &cobra.Command{
+		Use:   "grant NAME BUCKET read|write",
+		Short: "Give a user read or write access to a bucket",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[2] != "read" && args[2] != "write" {
+				return fmt.Errorf("permission %q: want read or write", args[2])
+			}
+			err := c.do(cmd.Context(), http.MethodPost, "/users/"+url.PathEscape(args[0])+"/grants", gateway.AdminGrant{Bucket: args[1], Perm: args[2]}, nil)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Granted %s %s access to bucket %s.\n", args[0], args[2], args[1])
+			return nil
+		},
+	}
+
+	revoke := &cobra.Command{
+		Use:   "revoke NAME BUCKET",
+		Short: "Remove a user's grant on a bucket",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			err := c.do(cmd.Context(), http.MethodDelete, "/users/"+url.PathEscape(args[0])+"/grants/"+url.PathEscape(args[1]), nil, nil)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Revoked %s's access to bucket %s.\n", args[0], args[1])
+			return nil
+		},
+	}
+	cmd.AddCommand(add, list, remove, grant, revoke)
+	return cmd
+}

@@ -1,0 +1,177 @@
+package federation
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/raft"
+)
+
+// MinPartSize is the smallest part S3 accepts, except for the last one.
+const MinPartSize = 5 << 20
+
+// ErrEntityTooSmall: a part other than the last is under MinPartSize.
+var ErrEntityTooSmall = errors.New("federation: part smaller than the 5 MiB minimum")
+
+// ErrInvalidPartOrder: parts of a completion are not in ascending order.
+var ErrInvalidPartOrder = errors.New("federation: parts not in ascending order")
+
+// Upload is a multipart upload in progress (a copy of Raft state).
+type Upload = raft.MultipartUpload
+
+func (b *Bucket) multiparter() (store.Multiparter, error) {
+	mp, ok := b.store.(store.Multiparter)
+	if !ok {
+		return nil, fmt.Errorf("store %q has no multipart upload: %w", b.store.Name(), store.ErrNotSupported)
+	}
+	return mp, nil
+}
+
+// CreateUpload starts a multipart upload of key and records it in Raft.
+func (n *Namespace) CreateUpload(ctx context.Context, u User, b *Bucket, key string, meta store.Metadata, checksumAlg string) (Upload, error) {
+	mp, err := b.multiparter()
+	if err != nil {
+		return Upload{}, err
+	}
+	sid, err := mp.CreateMultipart(ctx, b.prefix+key, store.PutOptions{Metadata: meta})
+	if err != nil {
+		return Upload{}, err
+	}
+	var idb [24]byte
+	_, _ = rand.Read(idb[:])
+	up := Upload{
+		ID: hex.EncodeToString(idb[:]), Bucket: b.Name, Key: key, Store: b.store.Name(), StoreUploadID: sid,
+		Initiator: u.Name, Created: n.now().UTC(), Meta: toRaftMeta(meta, checksumAlg),
+	}
+	if err := n.j.Apply(ctx, raft.CreateUpload{Upload: up}); err != nil {
+		_ = mp.AbortMultipart(context.WithoutCancel(ctx), b.prefix+key, sid)
+		return Upload{}, err
+	}
+	return up, nil
+}
+
+// Upload returns the upload id of bucket b for key, or ErrNoSuchUpload.
+func (n *Namespace) Upload(b *Bucket, id, key string) (Upload, error) {
+	up, ok := n.j.State().Upload(id)
+	if !ok || up.Bucket != b.Name || up.Key != key {
+		return Upload{}, ErrNoSuchUpload
+	}
+	return up, nil
+}
+
+// Uploads lists a bucket's uploads in progress whose key has prefix, by key
+// then initiation time.
+func (n *Namespace) Uploads(b *Bucket, prefix string) []Upload {
+	return n.j.State().Uploads(b.Name, prefix)
+}
+
+// UploadPart streams one part into the store's staging area and records it.
+func (n *Namespace) UploadPart(ctx context.Context, b *Bucket, up Upload, number int, body io.Reader, size int64, checksums func() map[string]string) (store.PartInfo, error) {
+	mp, err := b.multiparter()
+	if err != nil {
+		return store.PartInfo{}, err
+	}
+	pi, err := mp.UploadPart(ctx, b.prefix+up.Key, up.StoreUploadID, number, body, size)
+	if err != nil {
+		return store.PartInfo{}, err
+	}
+	if checksums != nil {
+		pi.Checksums = checksums()
+	}
+	err = n.j.Apply(ctx, raft.PutPart{UploadID: up.ID, Part: raft.Part{
+		Number: pi.Number, Size: pi.Size, ETag: pi.ETag, Checksums: pi.Checksums, Modified: pi.ModTime}})
+	if errors.Is(err, raft.ErrNoSuchUpload) {
+		return store.PartInfo{}, ErrNoSuchUpload
+	}
+	return pi, err
+}
+
+// PartRef is one entry of a CompleteMultipartUpload request.
+type PartRef struct {
+	Number int
+	ETag   string
+}
+
+// CompleteUpload joins the parts into the object. ErrInvalidPartOrder,
+// store.ErrInvalidPart (unknown part or ETag mismatch), ErrEntityTooSmall,
+// store.ErrPreconditionFailed with ifNoneMatch when the key exists.
+func (n *Namespace) CompleteUpload(ctx context.Context, b *Bucket, up Upload, refs []PartRef, ifNoneMatch bool) (store.ObjectInfo, error) {
+	mp, err := b.multiparter()
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	if len(refs) == 0 {
+		return store.ObjectInfo{}, fmt.Errorf("%w: a completion needs at least one part", store.ErrInvalidPart)
+	}
+	parts := make([]store.PartInfo, 0, len(refs))
+	for i, ref := range refs {
+		if i > 0 && ref.Number <= refs[i-1].Number {
+			return store.ObjectInfo{}, ErrInvalidPartOrder
+		}
+		p, ok := up.Parts[ref.Number]
+		if !ok || strings.Trim(ref.ETag, `"`) != p.ETag {
+			return store.ObjectInfo{}, fmt.Errorf("%w: part %d", store.ErrInvalidPart, ref.Number)
+		}
+		if i < len(refs)-1 && p.Size < MinPartSize {
+			return store.ObjectInfo{}, fmt.Errorf("%w: part %d is %d bytes", ErrEntityTooSmall, p.Number, p.Size)
+		}
+		parts = append(parts, store.PartInfo{Number: p.Number, Size: p.Size, ETag: p.ETag, Checksums: p.Checksums, ModTime: p.Modified})
+	}
+	opts := store.PutOptions{IfNoneMatch: ifNoneMatch, Metadata: fromRaftMeta(up.Meta)}
+	info, err := mp.CompleteMultipart(ctx, b.prefix+up.Key, up.StoreUploadID, parts, opts)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	info.Key = up.Key
+	// The object is committed; forgetting the session may not be cancelled
+	// half-way by a client that hangs up.
+	if err := n.j.Apply(context.WithoutCancel(ctx), raft.CompleteUpload{UploadID: up.ID}); err != nil && !errors.Is(err, raft.ErrNoSuchUpload) {
+		n.log.Warn("multipart session not cleared after completion", "upload_id", up.ID, "error", err)
+	}
+	return info, nil
+}
+
+// AbortUpload discards an upload's parts and its session.
+func (n *Namespace) AbortUpload(ctx context.Context, b *Bucket, up Upload) error {
+	mp, err := b.multiparter()
+	if err != nil {
+		return err
+	}
+	if err := mp.AbortMultipart(ctx, b.prefix+up.Key, up.StoreUploadID); err != nil {
+		return err
+	}
+	err = n.j.Apply(ctx, raft.AbortUpload{UploadID: up.ID})
+	if errors.Is(err, raft.ErrNoSuchUpload) {
+		return ErrNoSuchUpload
+	}
+	return err
+}
+
+// SortedParts returns an upload's parts by number.
+func SortedParts(up Upload) []raft.Part {
+	out := make([]raft.Part, 0, len(up.Parts))
+	for _, p := range up.Parts {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Number < out[j].Number })
+	return out
+}
+
+func toRaftMeta(m store.Metadata, checksumAlg string) raft.ObjectMeta {
+	return raft.ObjectMeta{ContentType: m.ContentType, CacheControl: m.CacheControl,
+		ContentDisposition: m.ContentDisposition, ContentEncoding: m.ContentEncoding,
+		ContentLanguage: m.ContentLanguage, Expires: m.Expires, User: m.User, ChecksumAlgorithm: checksumAlg}
+}
+
+func fromRaftMeta(m raft.ObjectMeta) store.Metadata {
+	return store.Metadata{ContentType: m.ContentType, CacheControl: m.CacheControl,
+		ContentDisposition: m.ContentDisposition, ContentEncoding: m.ContentEncoding,
+		ContentLanguage: m.ContentLanguage, Expires: m.Expires, User: m.User}
+}

@@ -1,0 +1,301 @@
+// Package federation is fedgate's namespace: it maps a bucket to its policy
+// and stores, routes reads and places writes. Region state (buckets, users,
+// multipart sessions) lives in the region's Raft journal, reached through the
+// small Journal interface.
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/raft"
+)
+
+// Errors the namespace returns besides the store sentinels.
+var (
+	ErrNoSuchBucket      = errors.New("federation: no such bucket")
+	ErrBucketNotEmpty    = errors.New("federation: bucket not empty")
+	ErrNoSuchUpload      = errors.New("federation: no such multipart upload")
+	ErrPolicyBucket      = errors.New("federation: bucket is declared in the policy file")
+	ErrInvalidBucketName = errors.New("federation: invalid bucket name")
+	ErrAccessDenied      = errors.New("federation: access denied")
+	ErrNoSuchUser        = errors.New("federation: no such user")
+	ErrUserExists        = errors.New("federation: user exists")
+	ErrAccessKeyInUse    = errors.New("federation: access key in use")
+)
+
+// BucketExistsError answers CreateBucket on a name that is taken.
+type BucketExistsError struct {
+	Bucket        string
+	OwnedByCaller bool
+}
+
+func (e *BucketExistsError) Error() string {
+	return fmt.Sprintf("federation: bucket %q already exists", e.Bucket)
+}
+
+// Journal is the region's replicated state as the namespace uses it; a
+// *raft.Node implements it.
+type Journal interface {
+	Apply(ctx context.Context, cmd raft.Command) error
+	State() *raft.State
+}
+
+// Config holds what a Namespace needs.
+type Config struct {
+	Journal Journal
+	// Stores by name; DefaultStore is where S3-created buckets live.
+	Stores       map[string]store.Store
+	DefaultStore string
+	// Policy is the active policy (nil on embedded defaults).
+	Policy *policies.Policy
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Namespace is one region's view of every bucket.
+type Namespace struct {
+	j       Journal
+	stores  map[string]store.Store
+	def     store.Store
+	global  map[string]*Bucket // buckets declared in the policy file
+	log     *slog.Logger
+	now     func() time.Time
+	users   *Users
+	ready   func(context.Context) error
+	created time.Time
+}
+
+// New validates cfg and builds the namespace.
+func New(cfg Config) (*Namespace, error) {
+	if cfg.Journal == nil {
+		return nil, errors.New("federation: Config.Journal is required")
+	}
+	def, ok := cfg.Stores[cfg.DefaultStore]
+	if !ok {
+		return nil, fmt.Errorf("federation: default store %q is not among the configured stores", cfg.DefaultStore)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	n := &Namespace{j: cfg.Journal, stores: cfg.Stores, def: def, log: cfg.Logger, now: cfg.Now,
+		global: map[string]*Bucket{}, created: cfg.Now()}
+	n.users = &Users{j: cfg.Journal, now: cfg.Now}
+	if cfg.Policy != nil {
+		if err := n.addPolicyBuckets(cfg.Policy); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// addPolicyBuckets registers the buckets declared in the policy file.
+func (n *Namespace) addPolicyBuckets(p *policies.Policy) error {
+	for _, pb := range p.Buckets {
+		storeName, prefix := "", pb.Name+"/"
+		switch {
+		case pb.Origin != nil:
+			storeName, prefix = pb.Origin.Store, pb.Origin.Prefix
+		case pb.Placement.Kind == policies.PlacementSingle && len(pb.Placement.Stores) == 1:
+			storeName = pb.Placement.Stores[0]
+		default:
+			storeName = n.def.Name()
+		}
+		st, ok := n.stores[storeName]
+		if !ok {
+			return fmt.Errorf("federation: bucket %q: store %q is not configured", pb.Name, storeName)
+		}
+		n.global[pb.Name] = &Bucket{Name: pb.Name, Owner: RootUser, Global: true, Created: n.created, store: st, prefix: prefix}
+	}
+	return nil
+}
+
+// Users gives the namespace's credential and grant operations.
+func (n *Namespace) Users() *Users { return n.users }
+
+// SetReady installs the readiness check (e.g. "Raft has a leader").
+func (n *Namespace) SetReady(f func(context.Context) error) { n.ready = f }
+
+// Ready reports whether this node can serve requests.
+func (n *Namespace) Ready(ctx context.Context) error {
+	if n.ready == nil {
+		return nil
+	}
+	return n.ready(ctx)
+}
+
+// Bucket is one bucket of the namespace and where its objects live.
+type Bucket struct {
+	Name    string
+	Owner   string
+	Created time.Time
+	// Global: declared in the policy file (owned by root, not deletable).
+	Global bool
+	store  store.Store
+	prefix string
+}
+
+// Bucket returns the named bucket, or ErrNoSuchBucket.
+func (n *Namespace) Bucket(name string) (*Bucket, error) {
+	if b, ok := n.global[name]; ok {
+		return b, nil
+	}
+	rec, ok := n.j.State().Bucket(name)
+	if !ok {
+		return nil, ErrNoSuchBucket
+	}
+	return n.fromRecord(rec)
+}
+
+func (n *Namespace) fromRecord(rec raft.Bucket) (*Bucket, error) {
+	st, ok := n.stores[rec.Store]
+	if !ok {
+		return nil, fmt.Errorf("federation: bucket %q lives on store %q, which is not configured on this node", rec.Name, rec.Store)
+	}
+	return &Bucket{Name: rec.Name, Owner: rec.Owner, Created: rec.Created, store: st, prefix: rec.Prefix}, nil
+}
+
+// ListBuckets returns the buckets u may read, sorted by name.
+func (n *Namespace) ListBuckets(u User) []*Bucket {
+	var out []*Bucket
+	for _, b := range n.global {
+		if n.Authorize(u, b, false) == nil {
+			out = append(out, b)
+		}
+	}
+	for _, rec := range n.j.State().Buckets() {
+		if _, dup := n.global[rec.Name]; dup {
+			continue
+		}
+		b, err := n.fromRecord(rec)
+		if err != nil {
+			n.log.Warn("bucket skipped in listing", "bucket", rec.Name, "error", err)
+			continue
+		}
+		if n.Authorize(u, b, false) == nil {
+			out = append(out, b)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Authorize returns nil when u may read (write=false) or write the bucket.
+func (n *Namespace) Authorize(u User, b *Bucket, write bool) error {
+	if u.Root || b.Owner == u.Name {
+		return nil
+	}
+	st := n.j.State()
+	if write && st.CanWrite(u.Name, b.Name) || !write && st.CanRead(u.Name, b.Name) {
+		return nil
+	}
+	return ErrAccessDenied
+}
+
+// CreateBucket creates a bucket owned by u in the region's default store.
+func (n *Namespace) CreateBucket(ctx context.Context, u User, name string) error {
+	if err := policies.ValidBucketName(name); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidBucketName, err)
+	}
+	if _, ok := n.global[name]; ok {
+		return &BucketExistsError{Bucket: name, OwnedByCaller: u.Root}
+	}
+	rec := raft.Bucket{Name: name, Owner: u.Name, Store: n.def.Name(), Prefix: name + "/", Created: n.now().UTC()}
+	err := n.j.Apply(ctx, raft.CreateBucket{Bucket: rec})
+	var exists *raft.BucketExistsError
+	if errors.As(err, &exists) {
+		return &BucketExistsError{Bucket: name, OwnedByCaller: exists.Owner == u.Name}
+	}
+	return err
+}
+
+// DeleteBucket removes an empty bucket. ErrBucketNotEmpty when it holds
+// objects or multipart uploads in progress; ErrPolicyBucket for a bucket of
+// the policy file.
+func (n *Namespace) DeleteBucket(ctx context.Context, b *Bucket) error {
+	if b.Global {
+		return fmt.Errorf("%w: remove %q from the policy file instead", ErrPolicyBucket, b.Name)
+	}
+	for _, err := range b.List(ctx, store.ListOptions{}) {
+		if err != nil {
+			return err
+		}
+		return ErrBucketNotEmpty
+	}
+	if len(n.j.State().Uploads(b.Name, "")) > 0 {
+		return ErrBucketNotEmpty
+	}
+	err := n.j.Apply(ctx, raft.DeleteBucket{Name: b.Name})
+	if errors.Is(err, raft.ErrNoSuchBucket) {
+		return ErrNoSuchBucket
+	}
+	return err
+}
+
+// Store is the store holding the bucket's objects.
+func (b *Bucket) Store() store.Store { return b.store }
+
+// Stat returns an object's info (Key relative to the bucket).
+func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error) {
+	info, err := b.store.Stat(ctx, b.prefix+key)
+	info.Key = key
+	return info, err
+}
+
+// ReadRange streams part of an object.
+func (b *Bucket) ReadRange(ctx context.Context, key string, offset, length int64, ifMatch store.Validator) (io.ReadCloser, error) {
+	return b.store.ReadRange(ctx, b.prefix+key, offset, length, ifMatch)
+}
+
+// LocalFiler returns the store's local-file ability with the bucket's key
+// prefix applied, or nil.
+func (b *Bucket) LocalFiler() (store.LocalFiler, string) {
+	lf, ok := b.store.(store.LocalFiler)
+	if !ok {
+		return nil, ""
+	}
+	return lf, b.prefix
+}
+
+// Put writes an object.
+func (b *Bucket) Put(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
+	info, err := b.store.Put(ctx, b.prefix+key, body, size, opts)
+	info.Key = key
+	return info, err
+}
+
+// Delete removes an object; deleting a missing key is not an error.
+func (b *Bucket) Delete(ctx context.Context, key string) error {
+	return b.store.Delete(ctx, b.prefix+key)
+}
+
+// List lists the bucket's objects; keys and prefixes are relative to the bucket.
+func (b *Bucket) List(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error] {
+	opts.Prefix = b.prefix + opts.Prefix
+	if opts.StartAfter != "" {
+		opts.StartAfter = b.prefix + opts.StartAfter
+	}
+	return func(yield func(store.Entry, error) bool) {
+		for e, err := range b.store.List(ctx, opts) {
+			if err == nil {
+				e.Key = strings.TrimPrefix(e.Key, b.prefix)
+				e.Info.Key = e.Key
+			}
+			if !yield(e, err) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,191 @@
+package federation
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/fedgate/fedgate/raft"
+)
+
+// RootUser is the name of the user who can do everything.
+const RootUser = "root"
+
+// User is an identity that signs S3 requests.
+type User struct {
+	Name      string
+	AccessKey string
+	Root      bool
+	Created   time.Time
+}
+
+// Users manages credentials and grants; they are Raft state.
+type Users struct {
+	j   Journal
+	now func() time.Time
+}
+
+// SecretFor returns the secret key for an access key (the SigV4 lookup).
+func (u *Users) SecretFor(accessKey string) (string, bool) {
+	rec, ok := u.j.State().UserByAccessKey(accessKey)
+	if !ok {
+		return "", false
+	}
+	return rec.SecretKey, true
+}
+
+// ByAccessKey returns the user owning an access key.
+func (u *Users) ByAccessKey(accessKey string) (User, bool) {
+	rec, ok := u.j.State().UserByAccessKey(accessKey)
+	if !ok {
+		return User{}, false
+	}
+	return toUser(rec), true
+}
+
+func toUser(r raft.User) User {
+	return User{Name: r.Name, AccessKey: r.AccessKey, Root: r.Root, Created: r.Created}
+}
+
+// UserInfo is a user with its grants, as `fedgate user list` shows it.
+type UserInfo struct {
+	User
+	Grants map[string]string // bucket -> read|write
+}
+
+// List returns every user and its grants.
+func (u *Users) List() []UserInfo {
+	st := u.j.State()
+	var out []UserInfo
+	for _, r := range st.Users() {
+		ui := UserInfo{User: toUser(r), Grants: map[string]string{}}
+		for bucket, perm := range st.Grants(r.Name) {
+			ui.Grants[bucket] = string(perm)
+		}
+		out = append(out, ui)
+	}
+	return out
+}
+
+var userNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+=-]{0,63}$`)
+var accessKeyRE = regexp.MustCompile(`^[A-Za-z0-9._~+/=-]{3,128}$`)
+
+// Credentials is a new user's key pair. The secret is shown only once.
+type Credentials struct {
+	AccessKey string `json:"access_key"`
+	SecretKey string `json:"secret_key"`
+}
+
+// NewCredentials generates a random access key (20 upper-case letters and
+// digits) and secret key (40 characters), like AWS's.
+func NewCredentials() Credentials {
+	return Credentials{AccessKey: randomString(20, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"),
+		SecretKey: randomString(40, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
+}
+
+func randomString(n int, alphabet string) string {
+	// 256 is a multiple of len(alphabet) for 64; for 36 the bias is tiny
+	// but avoidable: reject bytes past the largest multiple.
+	limit := byte(256 - 256%len(alphabet))
+	out := make([]byte, 0, n)
+	var buf [64]byte
+	for len(out) < n {
+		_, _ = rand.Read(buf[:])
+		for _, b := range buf {
+			if (limit == 0 || b < limit) && len(out) < n {
+				out = append(out, alphabet[int(b)%len(alphabet)])
+			}
+		}
+	}
+	return string(out)
+}
+
+// Add creates a user. Empty credentials are generated. ErrUserExists,
+// ErrAccessKeyInUse.
+func (u *Users) Add(ctx context.Context, name string, c Credentials) (Credentials, error) {
+	if !userNameRE.MatchString(name) || name == RootUser {
+		return Credentials{}, fmt.Errorf("invalid user name %q: use 1-64 letters, digits or ._@+=- (and not %q)", name, RootUser)
+	}
+	if (c.AccessKey == "") != (c.SecretKey == "") {
+		return Credentials{}, errors.New("give both an access key and a secret key, or neither")
+	}
+	if c.AccessKey == "" {
+		c = NewCredentials()
+	}
+	if err := validCredentials(c); err != nil {
+		return Credentials{}, err
+	}
+	err := u.j.Apply(ctx, raft.PutUser{User: raft.User{Name: name, AccessKey: c.AccessKey, SecretKey: c.SecretKey, Created: u.now().UTC()}})
+	return c, mapUserErr(err)
+}
+
+func validCredentials(c Credentials) error {
+	if !accessKeyRE.MatchString(c.AccessKey) {
+		return fmt.Errorf("invalid access key: use 3-128 characters from A-Z a-z 0-9 . _ ~ + / = -")
+	}
+	if len(c.SecretKey) < 8 || len(c.SecretKey) > 128 {
+		return fmt.Errorf("invalid secret key: use 8-128 characters")
+	}
+	return nil
+}
+
+// EnsureRoot makes c the root user's credentials (creating or replacing them).
+func (u *Users) EnsureRoot(ctx context.Context, c Credentials) error {
+	if err := validCredentials(c); err != nil {
+		return err
+	}
+	if cur, ok := u.j.State().User(RootUser); ok && cur.AccessKey == c.AccessKey && cur.SecretKey == c.SecretKey {
+		return nil
+	}
+	err := u.j.Apply(ctx, raft.PutUser{Replace: true, User: raft.User{Name: RootUser, Root: true,
+		AccessKey: c.AccessKey, SecretKey: c.SecretKey, Created: u.now().UTC()}})
+	return mapUserErr(err)
+}
+
+// Remove deletes a user and its grants. ErrNoSuchUser.
+func (u *Users) Remove(ctx context.Context, name string) error {
+	if name == RootUser {
+		return errors.New("the root user cannot be removed; change its keys with --access-key/--secret-key on the server")
+	}
+	return mapUserErr(u.j.Apply(ctx, raft.DeleteUser{Name: name}))
+}
+
+// Grant gives user read or write access to a bucket. Only the bucket's owner
+// or root may grant.
+func (u *Users) Grant(ctx context.Context, caller User, name string, b *Bucket, perm string) error {
+	if perm != "read" && perm != "write" {
+		return fmt.Errorf("permission %q: want read or write", perm)
+	}
+	if !caller.Root && caller.Name != b.Owner {
+		return ErrAccessDenied
+	}
+	if _, ok := u.j.State().User(name); !ok {
+		return ErrNoSuchUser
+	}
+	return mapUserErr(u.j.Apply(ctx, raft.Grant{User: name, Bucket: b.Name, Perm: raft.Perm(perm)}))
+}
+
+// Revoke removes a user's grant on a bucket.
+func (u *Users) Revoke(ctx context.Context, caller User, name string, b *Bucket) error {
+	if !caller.Root && caller.Name != b.Owner {
+		return ErrAccessDenied
+	}
+	return mapUserErr(u.j.Apply(ctx, raft.Revoke{User: name, Bucket: b.Name}))
+}
+
+func mapUserErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNoSuchUser):
+		return ErrNoSuchUser
+	case errors.Is(err, raft.ErrUserExists):
+		return ErrUserExists
+	case errors.Is(err, raft.ErrAccessKeyInUse):
+		return ErrAccessKeyInUse
+	}
+	return err
+}

@@ -1,0 +1,178 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/fedgate/fedgate/federation"
+)
+
+// The admin API (what `fedgate user ...` talks to). Requests are SigV4-signed
+// with root credentials; bodies and answers are JSON.
+
+// AdminUser is one user as the admin API lists it.
+type AdminUser struct {
+	Name      string            `json:"name"`
+	AccessKey string            `json:"access_key"`
+	Root      bool              `json:"root,omitempty"`
+	Created   string            `json:"created"`
+	Grants    map[string]string `json:"grants,omitempty"`
+}
+
+// AdminAddUser is the body of POST /_fedgate/admin/users.
+type AdminAddUser struct {
+	Name      string `json:"name"`
+	AccessKey string `json:"access_key,omitempty"`
+	SecretKey string `json:"secret_key,omitempty"`
+}
+
+// AdminGrant is the body of POST /_fedgate/admin/users/{name}/grants.
+type AdminGrant struct {
+	Bucket string `json:"bucket"`
+	Perm   string `json:"perm"`
+}
+
+// AdminError is every admin API error body.
+type AdminError struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+func (s *Server) adminRoutes(r chi.Router) {
+	r.Use(s.adminAuth)
+	r.Get("/users", s.adminListUsers)
+	r.Post("/users", s.adminAddUser)
+	r.Delete("/users/{name}", s.adminRemoveUser)
+	r.Post("/users/{name}/grants", s.adminGrant)
+	r.Delete("/users/{name}/grants/{bucket}", s.adminRevoke)
+	r.Get("/version", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"version": s.cfg.Version})
+	})
+}
+
+type adminUserKey struct{}
+
+// adminAuth admits only SigV4 requests signed by the root user.
+func (s *Server) adminAuth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ri := infoFrom(r.Context())
+		ri.op = "Admin"
+		res, err := s.verifier.Verify(r)
+		if err != nil {
+			se := toS3(err)
+			writeJSON(w, se.Status, AdminError{Error: se.Message, Code: se.Code})
+			return
+		}
+		u, ok := s.ns.Users().ByAccessKey(res.AccessKey)
+		if res.Anonymous || !ok || !u.Root {
+			writeJSON(w, http.StatusForbidden, AdminError{Error: "the admin API needs the root user's credentials", Code: "AccessDenied"})
+			return
+		}
+		ri.user = u.Name
+		if res.Body != nil {
+			r.Body = res.Body
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func adminFail(w http.ResponseWriter, err error) {
+	status, code := http.StatusBadRequest, "InvalidRequest"
+	switch {
+	case errors.Is(err, federation.ErrNoSuchUser):
+		status, code = http.StatusNotFound, "NoSuchUser"
+	case errors.Is(err, federation.ErrNoSuchBucket):
+		status, code = http.StatusNotFound, "NoSuchBucket"
+	case errors.Is(err, federation.ErrUserExists), errors.Is(err, federation.ErrAccessKeyInUse):
+		status, code = http.StatusConflict, "Conflict"
+	case errors.Is(err, federation.ErrAccessDenied):
+		status, code = http.StatusForbidden, "AccessDenied"
+	}
+	writeJSON(w, status, AdminError{Error: err.Error(), Code: code})
+}
+
+func readJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<16))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errors.New("malformed JSON body: " + err.Error())
+	}
+	return nil
+}
+
+func (s *Server) adminListUsers(w http.ResponseWriter, _ *http.Request) {
+	out := []AdminUser{}
+	for _, u := range s.ns.Users().List() {
+		out = append(out, AdminUser{Name: u.Name, AccessKey: u.AccessKey, Root: u.Root, Created: s3Time(u.Created), Grants: u.Grants})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) adminAddUser(w http.ResponseWriter, r *http.Request) {
+	var req AdminAddUser
+	if err := readJSON(r, &req); err != nil {
+		adminFail(w, err)
+		return
+	}
+	c, err := s.ns.Users().Add(r.Context(), req.Name, federation.Credentials{AccessKey: req.AccessKey, SecretKey: req.SecretKey})
+	if err != nil {
+		adminFail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, c)
+}
+
+func (s *Server) adminRemoveUser(w http.ResponseWriter, r *http.Request) {
+	if err := s.ns.Users().Remove(r.Context(), chi.URLParam(r, "name")); err != nil {
+		adminFail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) rootUser() federation.User {
+	return federation.User{Name: federation.RootUser, Root: true}
+}
+
+func (s *Server) adminGrant(w http.ResponseWriter, r *http.Request) {
+	var req AdminGrant
+	if err := readJSON(r, &req); err != nil {
+		adminFail(w, err)
+		return
+	}
+	b, err := s.ns.Bucket(req.Bucket)
+	if err != nil {
+		adminFail(w, err)
+		return
+	}
+	if err := s.ns.Users().Grant(r.Context(), s.rootUser(), chi.URLParam(r, "name"), b, req.Perm); err != nil {
+		adminFail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) adminRevoke(w http.ResponseWriter, r *http.Request) {
+	b, err := s.ns.Bucket(chi.URLParam(r, "bucket"))
+	if err != nil {
+		adminFail(w, err)
+		return
+	}
+	if err := s.ns.Users().Revoke(r.Context(), s.rootUser(), chi.URLParam(r, "name"), b); err != nil {
+		adminFail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,189 @@
+package gateway
+
+import (
+	"crypto/md5"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/federation/store"
+)
+
+func (s *Server) listBuckets(q *request) error {
+	res := listAllMyBucketsResult{Xmlns: s3NS, Owner: owner{ID: q.user.Name, DisplayName: q.user.Name}}
+	res.Buckets = []bucketElem{}
+	for _, b := range s.ns.ListBuckets(q.user) {
+		res.Buckets = append(res.Buckets, bucketElem{Name: b.Name, CreationDate: s3Time(b.Created), BucketRegion: s.cfg.Region})
+	}
+	writeXML(q.w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) createBucket(q *request) error {
+	if q.size != 0 || q.r.ContentLength > 0 {
+		var cfg createBucketConfiguration
+		data, err := io.ReadAll(io.LimitReader(q.body, maxXMLBody+1))
+		if err != nil {
+			return err
+		}
+		if len(strings.TrimSpace(string(data))) > 0 {
+			if err := decodeXML(data, &cfg); err != nil {
+				return err
+			}
+			if lc := cfg.LocationConstraint; lc != "" && lc != s.cfg.Region {
+				return errf(400, "InvalidLocationConstraint", "The specified location-constraint %q is not valid: this endpoint serves %q.", lc, s.cfg.Region)
+			}
+		}
+	}
+	if err := s.ns.CreateBucket(q.r.Context(), q.user, q.bucket); err != nil {
+		if errors.Is(err, federation.ErrInvalidBucketName) {
+			return errf(400, "InvalidBucketName", "The specified bucket is not valid: %s", strings.TrimPrefix(err.Error(), federation.ErrInvalidBucketName.Error()+": "))
+		}
+		return err
+	}
+	q.w.Header().Set("Location", "/"+q.bucket)
+	q.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (s *Server) headBucket(q *request) error {
+	if _, err := s.bucketFor(q, false); err != nil {
+		return err
+	}
+	q.w.Header().Set("x-amz-bucket-region", s.cfg.Region)
+	q.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (s *Server) deleteBucket(q *request) error {
+	b, err := s.bucketFor(q, true)
+	if err != nil {
+		return err
+	}
+	if !q.user.Root && b.Owner != q.user.Name {
+		return errAccessDenied
+	}
+	if err := s.ns.DeleteBucket(q.r.Context(), b); err != nil {
+		return err
+	}
+	q.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) getBucketLocation(q *request) error {
+	if _, err := s.bucketFor(q, false); err != nil {
+		return err
+	}
+	loc := s.cfg.Region
+	if loc == "us-east-1" {
+		loc = "" // S3 answers an empty constraint for us-east-1
+	}
+	writeXML(q.w, http.StatusOK, locationConstraint{Xmlns: s3NS, Value: loc})
+	return nil
+}
+
+func (s *Server) getBucketVersioning(q *request) error {
+	if _, err := s.bucketFor(q, false); err != nil {
+		return err
+	}
+	writeXML(q.w, http.StatusOK, versioningConfiguration{Xmlns: s3NS})
+	return nil
+}
+
+// maxDeleteObjects is S3's limit on keys per DeleteObjects request.
+const maxDeleteObjects = 1000
+
+func (s *Server) deleteObjects(q *request) error {
+	b, err := s.bucketFor(q, true)
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(io.LimitReader(q.body, maxXMLBody+1))
+	if err != nil {
+		return err
+	}
+	if len(data) > maxXMLBody {
+		return errf(400, "MalformedXML", "The XML body is larger than %d bytes.", maxXMLBody)
+	}
+	if cm := q.r.Header.Get("Content-MD5"); cm != "" {
+		sum := md5.Sum(data)
+		if cm != base64.StdEncoding.EncodeToString(sum[:]) {
+			return errf(400, "BadDigest", "The Content-MD5 you specified did not match what we received.")
+		}
+	}
+	var req deleteRequest
+	if err := decodeXML(data, &req); err != nil {
+		return err
+	}
+	if len(req.Objects) == 0 || len(req.Objects) > maxDeleteObjects {
+		return errMalformedXML
+	}
+	res := deleteResult{Xmlns: s3NS}
+	ctx := q.r.Context()
+	for _, o := range req.Objects {
+		err := checkKey(o.Key)
+		if err == nil && o.Key == "" {
+			err = errf(400, "InvalidArgument", "An object key may not be empty.")
+		}
+		if err == nil && o.VersionID != "" && o.VersionID != "null" {
+			err = errNotImplemented("Deleting a specific object version")
+		}
+		if err == nil {
+			err = b.Delete(ctx, o.Key)
+		}
+		if err != nil {
+			se := toS3(err)
+			res.Errors = append(res.Errors, deleteErrorElem{Key: o.Key, Code: se.Code, Message: se.Message})
+			continue
+		}
+		if !req.Quiet {
+			res.Deleted = append(res.Deleted, deletedElem{Key: o.Key})
+		}
+	}
+	writeXML(q.w, http.StatusOK, res)
+	return nil
+}
+
+// listPage is one page of a listing: objects and common prefixes in key
+// order, at most max of them together.
+type listPage struct {
+	objects   []store.Entry
+	prefixes  []string
+	truncated bool
+	last      string // key or prefix of the last entry on the page
+}
+
+// listBucket reads one page after marker. The store may yield a common
+// prefix equal to marker again (a page that ended on a prefix); anything not
+// strictly after marker is skipped.
+func listBucket(q *request, b *federation.Bucket, prefix, delim, marker string, max int) (listPage, error) {
+	var p listPage
+	start := marker
+	if start != "" && start < prefix {
+		start = ""
+	}
+	n := 0
+	for e, err := range b.List(q.r.Context(), store.ListOptions{Prefix: prefix, Delimiter: delim, StartAfter: start}) {
+		if err != nil {
+			return p, err
+		}
+		if marker != "" && e.Key <= marker {
+			continue
+		}
+		if n == max {
+			p.truncated = true
+			break
+		}
+		n++
+		p.last = e.Key
+		if e.IsPrefix {
+			p.prefixes = append(p.prefixes, e.Key)
+		} else {
+			p.objects = append(p.objects, e)
+		}
+	}
+	return p, nil
+}

@@ -1,0 +1,259 @@
+package gateway
+
+import (
+	"errors"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/fedgate/fedgate/federation"
+)
+
+// maxPartSize and maxPartNumber are S3's multipart limits.
+const (
+	maxPartSize   = 5 << 30
+	maxPartNumber = 10000
+)
+
+func (s *Server) createMultipartUpload(q *request) error {
+	b, err := s.bucketFor(q, true)
+	if err != nil {
+		return err
+	}
+	meta, err := metadataFrom(q.r.Header)
+	if err != nil {
+		return err
+	}
+	alg := strings.ToUpper(q.r.Header.Get("x-amz-checksum-algorithm"))
+	up, err := s.ns.CreateUpload(q.r.Context(), q.user, b, q.key, meta, alg)
+	if err != nil {
+		return err
+	}
+	if alg != "" {
+		q.w.Header().Set("x-amz-checksum-algorithm", alg)
+	}
+	writeXML(q.w, http.StatusOK, initiateMultipartUploadResult{Xmlns: s3NS, Bucket: b.Name, Key: q.key, UploadID: up.ID})
+	return nil
+}
+
+// upload resolves bucket and uploadId for the part/complete/abort/list calls.
+func (s *Server) upload(q *request, write bool) (*federation.Bucket, federation.Upload, error) {
+	b, err := s.bucketFor(q, write)
+	if err != nil {
+		return nil, federation.Upload{}, err
+	}
+	up, err := s.ns.Upload(b, q.q.Get("uploadId"), q.key)
+	return b, up, err
+}
+
+func partNumber(q *request) (int, error) {
+	n, err := strconv.Atoi(q.q.Get("partNumber"))
+	if err != nil || n < 1 || n > maxPartNumber {
+		return 0, errf(400, "InvalidArgument", "Part number must be an integer between 1 and %d, inclusive", maxPartNumber)
+	}
+	return n, nil
+}
+
+func (s *Server) uploadPart(q *request) error {
+	num, err := partNumber(q)
+	if err != nil {
+		return err
+	}
+	b, up, err := s.upload(q, true)
+	if err != nil {
+		return err
+	}
+	body, size, err := q.writeBody(maxPartSize)
+	if err != nil {
+		return err
+	}
+	pi, err := s.ns.UploadPart(q.r.Context(), b, up, num, body, size, body.Checksums)
+	if err != nil {
+		return err
+	}
+	q.w.Header().Set("ETag", `"`+pi.ETag+`"`)
+	setChecksumHeaders(q.w.Header(), pi.Checksums)
+	q.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (s *Server) uploadPartCopy(q *request) error {
+	num, err := partNumber(q)
+	if err != nil {
+		return err
+	}
+	b, up, err := s.upload(q, true)
+	if err != nil {
+		return err
+	}
+	src, info, err := s.openCopySource(q)
+	if err != nil {
+		return err
+	}
+	start, n := int64(0), info.Size
+	if rh := q.r.Header.Get("x-amz-copy-source-range"); rh != "" {
+		rng, err := parseRangeSpec(rh, info.Size)
+		if err != nil || rng == nil || !strings.Contains(strings.TrimPrefix(rh, "bytes="), "-") || strings.HasPrefix(strings.TrimPrefix(rh, "bytes="), "-") {
+			return errf(400, "InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
+		}
+		if rng.Start+rng.Length > info.Size {
+			return errInvalidRange
+		}
+		start, n = rng.Start, rng.Length
+	}
+	if n > maxPartSize {
+		return errEntityTooLarge
+	}
+	ctx := q.r.Context()
+	rc, err := src.ReadRange(ctx, info.Key, start, n, info.Validator)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	pi, err := s.ns.UploadPart(ctx, b, up, num, rc, n, nil)
+	if err != nil {
+		return err
+	}
+	writeXML(q.w, http.StatusOK, copyPartResult{Xmlns: s3NS, LastModified: s3Time(pi.ModTime), ETag: `"` + pi.ETag + `"`})
+	return nil
+}
+
+func (s *Server) completeMultipartUpload(q *request) error {
+	b, up, err := s.upload(q, true)
+	if err != nil {
+		return err
+	}
+	var req completeMultipartUpload
+	if err := readXML(q.body, &req); err != nil {
+		return err
+	}
+	if len(req.Parts) == 0 {
+		return errf(400, "MalformedXML", "You must specify at least one part")
+	}
+	refs := make([]federation.PartRef, len(req.Parts))
+	for i, p := range req.Parts {
+		refs[i] = federation.PartRef{Number: p.PartNumber, ETag: p.ETag}
+	}
+	ifNoneMatch := false
+	if inm := q.r.Header.Get("If-None-Match"); inm != "" {
+		if strings.TrimSpace(inm) != "*" {
+			return errNotImplemented("If-None-Match with a value other than * on a write")
+		}
+		ifNoneMatch = true
+	}
+	info, err := s.ns.CompleteUpload(q.r.Context(), b, up, refs, ifNoneMatch)
+	switch {
+	case errors.Is(err, federation.ErrInvalidPartOrder):
+		return errInvalidPartOrder
+	case errors.Is(err, federation.ErrEntityTooSmall):
+		return errf(400, "EntityTooSmall", "Your proposed upload is smaller than the minimum allowed object size: %v", err)
+	case err != nil:
+		return err
+	}
+	writeXML(q.w, http.StatusOK, completeMultipartUploadResult{Xmlns: s3NS, Location: "/" + b.Name + "/" + q.key,
+		Bucket: b.Name, Key: q.key, ETag: `"` + info.ETag + `"`})
+	return nil
+}
+
+func (s *Server) abortMultipartUpload(q *request) error {
+	b, up, err := s.upload(q, true)
+	if err != nil {
+		return err
+	}
+	if err := s.ns.AbortUpload(q.r.Context(), b, up); err != nil {
+		return err
+	}
+	q.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) listParts(q *request) error {
+	b, up, err := s.upload(q, false)
+	if err != nil {
+		return err
+	}
+	max, err := maxKeysParam(q.q, "max-parts")
+	if err != nil {
+		return err
+	}
+	marker := 0
+	if v := q.q.Get("part-number-marker"); v != "" {
+		if marker, err = strconv.Atoi(v); err != nil || marker < 0 {
+			return errf(400, "InvalidArgument", "Provided part-number-marker not an integer or within integer range")
+		}
+	}
+	who := owner{ID: up.Initiator, DisplayName: up.Initiator}
+	res := listPartsResult{Xmlns: s3NS, Bucket: b.Name, Key: up.Key, UploadID: up.ID, Initiator: who, Owner: who,
+		StorageClass: "STANDARD", PartNumberMarker: marker, MaxParts: max}
+	for _, p := range federation.SortedParts(up) {
+		if p.Number <= marker {
+			continue
+		}
+		if len(res.Parts) == max {
+			res.IsTruncated = true
+			break
+		}
+		res.Parts = append(res.Parts, partElem{PartNumber: p.Number, LastModified: s3Time(p.Modified), ETag: `"` + p.ETag + `"`,
+			Size: p.Size, ChecksumCRC32: p.Checksums["CRC32"], ChecksumCRC32C: p.Checksums["CRC32C"],
+			ChecksumSHA1: p.Checksums["SHA1"], ChecksumSHA256: p.Checksums["SHA256"]})
+		res.NextPartNumberMarker = p.Number
+	}
+	writeXML(q.w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) listMultipartUploads(q *request) error {
+	b, err := s.bucketFor(q, false)
+	if err != nil {
+		return err
+	}
+	enc, _, err := encoder(q.q)
+	if err != nil {
+		return err
+	}
+	max, err := maxKeysParam(q.q, "max-uploads")
+	if err != nil {
+		return err
+	}
+	prefix, delim := q.q.Get("prefix"), q.q.Get("delimiter")
+	keyMarker, idMarker := q.q.Get("key-marker"), q.q.Get("upload-id-marker")
+	res := listMultipartUploadsResult{Xmlns: s3NS, Bucket: b.Name, KeyMarker: enc(keyMarker), UploadIDMarker: idMarker,
+		Prefix: enc(prefix), Delimiter: enc(delim), MaxUploads: max}
+	seenPrefix := map[string]bool{}
+	uploads := s.ns.Uploads(b, prefix)
+	sort.SliceStable(uploads, func(i, j int) bool { return uploads[i].Key < uploads[j].Key })
+	count := 0
+	for _, up := range uploads {
+		if keyMarker != "" && (up.Key < keyMarker || up.Key == keyMarker && (idMarker == "" || up.ID <= idMarker)) {
+			continue
+		}
+		if delim != "" {
+			if i := strings.Index(up.Key[len(prefix):], delim); i >= 0 {
+				cp := up.Key[:len(prefix)+i+len(delim)]
+				if seenPrefix[cp] {
+					continue
+				}
+				if count == max {
+					res.IsTruncated = true
+					break
+				}
+				seenPrefix[cp] = true
+				res.CommonPrefixes = append(res.CommonPrefixes, prefixElem{Prefix: enc(cp)})
+				count++
+				continue
+			}
+		}
+		if count == max {
+			res.IsTruncated = true
+			break
+		}
+		who := owner{ID: up.Initiator, DisplayName: up.Initiator}
+		res.Uploads = append(res.Uploads, uploadElem{Key: enc(up.Key), UploadID: up.ID, Initiator: who, Owner: who,
+			StorageClass: "STANDARD", Initiated: s3Time(up.Created)})
+		res.NextKeyMarker, res.NextUploadIDMarker = enc(up.Key), up.ID
+		count++
+	}
+	writeXML(q.w, http.StatusOK, res)
+	return nil
+}

@@ -1,0 +1,438 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/gateway/checksum"
+)
+
+// maxPutSize is S3's limit for one PutObject.
+const maxPutSize = 5 << 30
+
+// maxUserMetadata is S3's limit on the size of x-amz-meta-* names and values.
+const maxUserMetadata = 2 << 10
+
+// bucketFor looks up the request's bucket and checks u may read or write it.
+func (s *Server) bucketFor(q *request, write bool) (*federation.Bucket, error) {
+	return s.bucketNamed(q, q.bucket, write)
+}
+
+func (s *Server) bucketNamed(q *request, name string, write bool) (*federation.Bucket, error) {
+	b, err := s.ns.Bucket(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ns.Authorize(q.user, b, write); err != nil {
+		return nil, errAccessDenied
+	}
+	return b, nil
+}
+
+// metadataFrom reads the object metadata a writer sends in headers.
+func metadataFrom(h http.Header) (store.Metadata, error) {
+	m := store.Metadata{
+		ContentType:        h.Get("Content-Type"),
+		CacheControl:       h.Get("Cache-Control"),
+		ContentDisposition: h.Get("Content-Disposition"),
+		ContentEncoding:    h.Get("Content-Encoding"),
+		ContentLanguage:    h.Get("Content-Language"),
+		Expires:            h.Get("Expires"),
+	}
+	// aws-chunked is a transfer detail, not the object's encoding.
+	if enc := strings.TrimSpace(m.ContentEncoding); enc != "" {
+		var kept []string
+		for e := range strings.SplitSeq(enc, ",") {
+			if e = strings.TrimSpace(e); e != "" && !strings.EqualFold(e, "aws-chunked") {
+				kept = append(kept, e)
+			}
+		}
+		m.ContentEncoding = strings.Join(kept, ",")
+	}
+	total := 0
+	for k, v := range h {
+		name, ok := cutPrefixFold(k, "X-Amz-Meta-")
+		if !ok {
+			continue
+		}
+		if m.User == nil {
+			m.User = map[string]string{}
+		}
+		name = strings.ToLower(name)
+		val := strings.Join(v, ",")
+		m.User[name] = val
+		total += len(name) + len(val)
+	}
+	if total > maxUserMetadata {
+		return m, errf(400, "MetadataTooLarge", "Your metadata headers exceed the maximum allowed metadata size (%d bytes).", maxUserMetadata)
+	}
+	return m, nil
+}
+
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+		return s[len(prefix):], true
+	}
+	return "", false
+}
+
+// payloadSize is the decoded body length of a write, or MissingContentLength.
+func (q *request) payloadSize() (int64, error) {
+	if q.size >= 0 {
+		return q.size, nil
+	}
+	if q.r.ContentLength >= 0 && !strings.Contains(strings.ToLower(q.r.Header.Get("Content-Encoding")), "aws-chunked") &&
+		!strings.HasPrefix(q.r.Header.Get("x-amz-content-sha256"), "STREAMING-") {
+		return q.r.ContentLength, nil
+	}
+	return 0, errMissingLength
+}
+
+// exactReader fails a body that ends before, or runs past, its declared size.
+type exactReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	if e.left <= 0 {
+		var one [1]byte
+		n, err := e.r.Read(one[:])
+		if n > 0 {
+			return 0, errf(400, "IncompleteBody", "The request body is longer than its declared length.")
+		}
+		if err == nil {
+			return 0, nil
+		}
+		return 0, err
+	}
+	if int64(len(p)) > e.left {
+		p = p[:e.left]
+	}
+	n, err := e.r.Read(p)
+	e.left -= int64(n)
+	if errors.Is(err, io.EOF) && e.left > 0 {
+		return n, errIncompleteBody
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return n, errIncompleteBody
+	}
+	return n, err
+}
+
+// writeBody wraps a write's payload so that reading it verifies its length,
+// Content-MD5 and x-amz-checksum-* (header or trailer).
+func (q *request) writeBody(maxSize int64) (*checksum.Reader, int64, error) {
+	size, err := q.payloadSize()
+	if err != nil {
+		return nil, 0, err
+	}
+	if size > maxSize {
+		return nil, 0, errEntityTooLarge
+	}
+	cr, err := checksum.NewReader(q.r.Header, &exactReader{r: q.body, left: size}, q.trailer)
+	if err != nil {
+		return nil, 0, err
+	}
+	return cr, size, nil
+}
+
+func setChecksumHeaders(h http.Header, sums map[string]string) {
+	for alg, v := range sums {
+		h.Set("x-amz-checksum-"+strings.ToLower(alg), v)
+	}
+}
+
+func (s *Server) putObject(q *request) error {
+	b, err := s.bucketFor(q, true)
+	if err != nil {
+		return err
+	}
+	meta, err := metadataFrom(q.r.Header)
+	if err != nil {
+		return err
+	}
+	opts := store.PutOptions{Metadata: meta}
+	if err := s.writeConditions(q, b, &opts); err != nil {
+		return err
+	}
+	body, size, err := q.writeBody(maxPutSize)
+	if err != nil {
+		return err
+	}
+	opts.LateChecksums = body.Checksums
+	info, err := b.Put(q.r.Context(), q.key, body, size, opts)
+	if err != nil {
+		return err
+	}
+	h := q.w.Header()
+	h.Set("ETag", `"`+info.ETag+`"`)
+	setChecksumHeaders(h, info.Checksums)
+	q.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// writeConditions maps If-None-Match: * (create-if-absent) and If-Match on a
+// write to store options.
+func (s *Server) writeConditions(q *request, b *federation.Bucket, opts *store.PutOptions) error {
+	if inm := q.r.Header.Get("If-None-Match"); inm != "" {
+		if strings.TrimSpace(inm) != "*" {
+			return errNotImplemented("If-None-Match with a value other than * on a write")
+		}
+		opts.IfNoneMatch = true
+	}
+	if im := q.r.Header.Get("If-Match"); im != "" {
+		cur, err := b.Stat(q.r.Context(), q.key)
+		if err != nil {
+			return err
+		}
+		if !etagMatches(im, cur.ETag) {
+			return errPrecondition
+		}
+		opts.IfMatch = cur.Validator
+	}
+	return nil
+}
+
+func (s *Server) headObject(q *request) error { return s.serveObject(q, false) }
+func (s *Server) getObject(q *request) error  { return s.serveObject(q, true) }
+
+// serveObject answers GetObject and HeadObject. A posix store's file is sent
+// with sendfile; other stores stream ReadRange.
+func (s *Server) serveObject(q *request, withBody bool) error {
+	b, err := s.bucketFor(q, false)
+	if err != nil {
+		return err
+	}
+	if pn := q.q.Get("partNumber"); pn != "" && pn != "1" {
+		return errNotImplemented("GetObject with partNumber other than 1")
+	}
+	ctx := q.r.Context()
+	if lf, prefix := b.LocalFiler(); lf != nil {
+		f, off, info, err := lf.OpenLocal(ctx, prefix+q.key)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		info.Key = q.key
+		return s.sendObject(q, info, withBody, func(start, n int64) (io.Reader, func(), error) {
+			if _, err := f.Seek(off+start, io.SeekStart); err != nil {
+				return nil, nil, err
+			}
+			// Exactly *io.LimitedReader over *os.File: net/http sends it with sendfile.
+			return &io.LimitedReader{R: f, N: n}, func() {}, nil
+		})
+	}
+	info, err := b.Stat(ctx, q.key)
+	if err != nil {
+		return err
+	}
+	return s.sendObject(q, info, withBody, func(start, n int64) (io.Reader, func(), error) {
+		rc, err := b.ReadRange(ctx, q.key, start, n, info.Validator)
+		if err != nil {
+			return nil, nil, err
+		}
+		return rc, func() { rc.Close() }, nil
+	})
+}
+
+func (s *Server) sendObject(q *request, info store.ObjectInfo, withBody bool, open func(start, n int64) (io.Reader, func(), error)) error {
+	if err := checkConditions(q.r.Header, "", info); err != nil {
+		if err == errNotModified {
+			h := q.w.Header()
+			h.Set("ETag", `"`+info.ETag+`"`)
+			h.Set("Last-Modified", info.ModTime.UTC().Format(http.TimeFormat))
+		}
+		return err
+	}
+	rng, err := parseRange(q.r.Header.Get("Range"), info.Size)
+	if err != nil {
+		q.w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", info.Size))
+		return err
+	}
+	h := q.w.Header()
+	setObjectHeaders(h, info, q.q)
+	if strings.EqualFold(q.r.Header.Get("x-amz-checksum-mode"), "ENABLED") && rng == nil {
+		setChecksumHeaders(h, info.Checksums)
+	}
+	start, n, status := int64(0), info.Size, http.StatusOK
+	if rng != nil {
+		start, n, status = rng.Start, rng.Length, http.StatusPartialContent
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, start+n-1, info.Size))
+	}
+	h.Set("Content-Length", strconv.FormatInt(n, 10))
+	if !withBody || n == 0 {
+		q.w.WriteHeader(status)
+		return nil
+	}
+	body, done, err := open(start, n)
+	if err != nil {
+		return err
+	}
+	defer done()
+	q.w.WriteHeader(status)
+	if _, err := io.Copy(q.w, body); err != nil {
+		// Headers are gone: abort the connection so the client sees a
+		// truncated transfer, never a clean short 200.
+		if ri := infoFrom(q.r.Context()); ri != nil {
+			ri.cause = err
+		}
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+var responseOverrides = map[string]string{
+	"response-content-type":        "Content-Type",
+	"response-content-language":    "Content-Language",
+	"response-expires":             "Expires",
+	"response-cache-control":       "Cache-Control",
+	"response-content-disposition": "Content-Disposition",
+	"response-content-encoding":    "Content-Encoding",
+}
+
+func setObjectHeaders(h http.Header, info store.ObjectInfo, q url.Values) {
+	ct := info.ContentType
+	if ct == "" {
+		ct = "binary/octet-stream"
+	}
+	h.Set("Content-Type", ct)
+	h.Set("ETag", `"`+info.ETag+`"`)
+	h.Set("Last-Modified", info.ModTime.UTC().Format(http.TimeFormat))
+	h.Set("Accept-Ranges", "bytes")
+	for name, v := range map[string]string{"Cache-Control": info.CacheControl, "Content-Disposition": info.ContentDisposition,
+		"Content-Encoding": info.ContentEncoding, "Content-Language": info.ContentLanguage, "Expires": info.Expires} {
+		if v != "" {
+			h.Set(name, v)
+		}
+	}
+	for k, v := range info.User {
+		h["X-Amz-Meta-"+k] = []string{v}
+	}
+	if n := partsCount(info.ETag); n > 0 {
+		h.Set("x-amz-mp-parts-count", strconv.Itoa(n))
+	}
+	for param, header := range responseOverrides {
+		if v := q.Get(param); v != "" {
+			h.Set(header, v)
+		}
+	}
+}
+
+func partsCount(etag string) int {
+	_, n, ok := strings.Cut(etag, "-")
+	if !ok {
+		return 0
+	}
+	c, _ := strconv.Atoi(n)
+	return c
+}
+
+func (s *Server) deleteObject(q *request) error {
+	b, err := s.bucketFor(q, true)
+	if err != nil {
+		return err
+	}
+	if err := b.Delete(q.r.Context(), q.key); err != nil {
+		return err
+	}
+	q.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// copySource parses x-amz-copy-source: "[/]bucket/key[?versionId=...]", URL-encoded.
+func copySource(h string) (bucket, key string, err error) {
+	src, version, _ := strings.Cut(h, "?")
+	if version != "" {
+		v, _ := url.ParseQuery(version)
+		if vid := v.Get("versionId"); vid != "" && vid != "null" {
+			return "", "", errNotImplemented("Copying a specific object version")
+		}
+	}
+	dec, uerr := url.PathUnescape(src)
+	if uerr != nil {
+		return "", "", errf(400, "InvalidArgument", "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
+	}
+	bucket, key, ok := strings.Cut(strings.TrimPrefix(dec, "/"), "/")
+	if !ok || bucket == "" || key == "" {
+		return "", "", errf(400, "InvalidArgument", "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
+	}
+	if err := checkKey(key); err != nil {
+		return "", "", err
+	}
+	return bucket, key, nil
+}
+
+// openCopySource resolves, authorizes and stats a copy source and checks the
+// x-amz-copy-source-if-* conditions.
+func (s *Server) openCopySource(q *request) (*federation.Bucket, store.ObjectInfo, error) {
+	sb, sk, err := copySource(q.r.Header.Get("x-amz-copy-source"))
+	if err != nil {
+		return nil, store.ObjectInfo{}, err
+	}
+	src, err := s.bucketNamed(q, sb, false)
+	if err != nil {
+		return nil, store.ObjectInfo{}, err
+	}
+	info, err := src.Stat(q.r.Context(), sk)
+	if err != nil {
+		return nil, store.ObjectInfo{}, err
+	}
+	if err := checkConditions(q.r.Header, "x-amz-copy-source-", info); err != nil {
+		return nil, store.ObjectInfo{}, err
+	}
+	return src, info, nil
+}
+
+func (s *Server) copyObject(q *request) error {
+	dst, err := s.bucketFor(q, true)
+	if err != nil {
+		return err
+	}
+	src, info, err := s.openCopySource(q)
+	if err != nil {
+		return err
+	}
+	directive := strings.ToUpper(q.r.Header.Get("x-amz-metadata-directive"))
+	var meta store.Metadata
+	switch directive {
+	case "", "COPY":
+		if src.Name == dst.Name && info.Key == q.key {
+			return errf(400, "InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
+		}
+		meta = info.Metadata
+		meta.User = maps.Clone(info.User)
+		meta.Checksums = maps.Clone(info.Checksums)
+	case "REPLACE":
+		if meta, err = metadataFrom(q.r.Header); err != nil {
+			return err
+		}
+		meta.Checksums = maps.Clone(info.Checksums)
+	default:
+		return errf(400, "InvalidArgument", "Unknown metadata directive %q: use COPY or REPLACE.", directive)
+	}
+	opts := store.PutOptions{Metadata: meta}
+	if err := s.writeConditions(q, dst, &opts); err != nil {
+		return err
+	}
+	ctx := q.r.Context()
+	rc, err := src.ReadRange(ctx, info.Key, 0, -1, info.Validator)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	out, err := dst.Put(ctx, q.key, rc, info.Size, opts)
+	if err != nil {
+		return err
+	}
+	writeXML(q.w, http.StatusOK, copyObjectResult{Xmlns: s3NS, LastModified: s3Time(out.ModTime), ETag: `"` + out.ETag + `"`})
+	return nil
+}

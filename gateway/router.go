@@ -1,0 +1,235 @@
+package gateway
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/federation/store"
+)
+
+// request is one authenticated S3 request as the handlers see it.
+type request struct {
+	w      http.ResponseWriter
+	r      *http.Request
+	q      url.Values
+	bucket string
+	key    string
+	user   federation.User
+	// body is the request payload after SigV4 decoding (aws-chunked removed,
+	// signatures and payload hash verified as it is read).
+	body io.Reader
+	// size is the decoded payload length, -1 if unknown.
+	size    int64
+	trailer func() http.Header
+}
+
+type handlerFunc func(*request) error
+
+// Subresources S3 has and fedgate does not implement yet. A request naming
+// one gets NotImplemented instead of being mistaken for a plain operation.
+var unsupportedSubresources = []string{
+	"accelerate", "acl", "analytics", "attributes", "cors", "encryption", "intelligent-tiering",
+	"inventory", "legal-hold", "lifecycle", "logging", "metadataTable", "metrics", "notification",
+	"object-lock", "ownershipControls", "policy", "policyStatus", "publicAccessBlock",
+	"replication", "requestPayment", "restore", "retention", "select", "tagging", "torrent",
+	"versions", "website", "renameObject", "session",
+}
+
+func (s *Server) isVirtualHost(r *http.Request) bool {
+	_, ok := s.hostBucket(r)
+	return ok
+}
+
+// hostBucket returns the bucket named by a virtual-hosted-style Host header.
+func (s *Server) hostBucket(r *http.Request) (string, bool) {
+	if s.cfg.Domain == "" {
+		return "", false
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	b, ok := strings.CutSuffix(host, "."+s.cfg.Domain)
+	if !ok || b == "" {
+		return "", false
+	}
+	return b, true
+}
+
+// resolve splits the request into bucket and key, path-style or
+// virtual-hosted-style.
+func (s *Server) resolve(r *http.Request) (bucket, key string) {
+	p := r.URL.Path
+	if b, ok := s.hostBucket(r); ok {
+		return b, strings.TrimPrefix(p, "/")
+	}
+	p = strings.TrimPrefix(p, "/")
+	bucket, key, _ = strings.Cut(p, "/")
+	return bucket, key
+}
+
+// route picks the operation for a request from its method, bucket, key and
+// query; the name is what metrics and logs use.
+func (s *Server) route(r *http.Request, q url.Values, bucket, key string) (string, handlerFunc) {
+	for _, sub := range unsupportedSubresources {
+		if _, ok := q[sub]; ok {
+			op := r.Method + "-" + sub
+			return op, func(*request) error { return errNotImplemented("The " + sub + " subresource") }
+		}
+	}
+	has := func(k string) bool { _, ok := q[k]; return ok }
+	m := r.Method
+	switch {
+	case bucket == "":
+		if m == http.MethodGet {
+			return "ListBuckets", s.listBuckets
+		}
+	case key == "":
+		switch {
+		case m == http.MethodGet && has("location"):
+			return "GetBucketLocation", s.getBucketLocation
+		case m == http.MethodGet && has("versioning"):
+			return "GetBucketVersioning", s.getBucketVersioning
+		case m == http.MethodGet && has("uploads"):
+			return "ListMultipartUploads", s.listMultipartUploads
+		case m == http.MethodGet && q.Get("list-type") == "2":
+			return "ListObjectsV2", s.listObjectsV2
+		case m == http.MethodGet && len(q) > 0 && !onlyListV1Params(q):
+			return "GetBucket-unknown", func(*request) error { return errNotImplemented("This bucket GET subresource") }
+		case m == http.MethodGet:
+			return "ListObjects", s.listObjectsV1
+		case m == http.MethodPut && len(q) == 0:
+			return "CreateBucket", s.createBucket
+		case m == http.MethodHead:
+			return "HeadBucket", s.headBucket
+		case m == http.MethodDelete && len(q) == 0:
+			return "DeleteBucket", s.deleteBucket
+		case m == http.MethodPost && has("delete"):
+			return "DeleteObjects", s.deleteObjects
+		}
+	default:
+		switch {
+		case m == http.MethodGet && has("uploadId"):
+			return "ListParts", s.listParts
+		case m == http.MethodGet:
+			return "GetObject", s.getObject
+		case m == http.MethodHead:
+			return "HeadObject", s.headObject
+		case m == http.MethodPut && has("partNumber") && has("uploadId"):
+			if r.Header.Get("x-amz-copy-source") != "" {
+				return "UploadPartCopy", s.uploadPartCopy
+			}
+			return "UploadPart", s.uploadPart
+		case m == http.MethodPut && r.Header.Get("x-amz-copy-source") != "":
+			return "CopyObject", s.copyObject
+		case m == http.MethodPut:
+			return "PutObject", s.putObject
+		case m == http.MethodDelete && has("uploadId"):
+			return "AbortMultipartUpload", s.abortMultipartUpload
+		case m == http.MethodDelete:
+			return "DeleteObject", s.deleteObject
+		case m == http.MethodPost && has("uploads"):
+			return "CreateMultipartUpload", s.createMultipartUpload
+		case m == http.MethodPost && has("uploadId"):
+			return "CompleteMultipartUpload", s.completeMultipartUpload
+		}
+	}
+	return "Unsupported", func(*request) error {
+		return errNotImplemented("The operation " + m + " on this resource")
+	}
+}
+
+func onlyListV1Params(q url.Values) bool {
+	for k := range q {
+		switch k {
+		case "prefix", "delimiter", "marker", "max-keys", "encoding-type", "x-id":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, ri *requestInfo) {
+	bucket, key := s.resolve(r)
+	ri.bucket, ri.key = bucket, key
+	q := r.URL.Query()
+	op, fn := s.route(r, q, bucket, key)
+	ri.op = op
+	if err := checkKey(key); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if headerBytes(r.Header) > maxHeaderBytes {
+		writeError(w, r, errf(400, "RequestHeaderSectionTooLarge", "Your request header section exceeds the maximum allowed size (%d bytes).", maxHeaderBytes))
+		return
+	}
+	res, err := s.verifier.Verify(r)
+	if err != nil {
+		ri.cause = err
+		writeError(w, r, err)
+		return
+	}
+	if res.Anonymous {
+		writeError(w, r, errAccessDenied)
+		return
+	}
+	user, ok := s.ns.Users().ByAccessKey(res.AccessKey)
+	if !ok {
+		writeError(w, r, errf(403, "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records."))
+		return
+	}
+	ri.user = user.Name
+	req := &request{w: w, r: r, q: q, bucket: bucket, key: key, user: user,
+		body: res.Body, size: res.DecodedLength, trailer: res.Trailer}
+	if req.body == nil {
+		req.body = http.NoBody
+	}
+	if err := fn(req); err != nil {
+		if err == errNotModified {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		ri.cause = err
+		writeError(w, r, err)
+	}
+}
+
+// maxHeaderBytes is S3's limit on the request header section.
+const maxHeaderBytes = 8 << 10
+
+func headerBytes(h http.Header) int {
+	n := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// checkKey refuses keys fedgate will not store: longer than S3 allows, or
+// with "." / ".." path segments (clients and file-backed stores disagree on
+// what they mean) or NUL bytes.
+func checkKey(key string) error {
+	if key == "" {
+		return nil
+	}
+	if len(key) > store.MaxKeyLen {
+		return errKeyTooLong
+	}
+	if strings.IndexByte(key, 0) >= 0 {
+		return errf(400, "InvalidArgument", "Object key contains a NUL byte.")
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		if seg == "." || seg == ".." {
+			return errf(400, "InvalidArgument", "Object key %q contains a '.' or '..' path segment, which fedgate does not accept.", key)
+		}
+	}
+	return nil
+}

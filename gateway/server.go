@@ -1,0 +1,288 @@
+// Package gateway is fedgate's S3 protocol layer: routing, SigV4
+// authentication, XML, S3 error codes and the handlers. It knows S3 and
+// nothing about clouds: every operation goes to a federation.Namespace.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/gateway/sigv4"
+)
+
+// ReservedPrefix is where health, metrics and the admin API live on the S3
+// port. '_' cannot start a bucket name, so it never collides with one.
+const ReservedPrefix = "/_fedgate/"
+
+// Config holds what a Server needs. Everything is passed in; nothing is read
+// from the environment here.
+type Config struct {
+	Namespace *federation.Namespace
+	// Region is the SigV4 signing region (us-east-1 unless configured).
+	Region string
+	// Domain enables virtual-hosted-style addressing (bucket.Domain).
+	Domain   string
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	// Now is the clock (tests inject one); time.Now when nil.
+	Now func() time.Time
+	// Version is reported by the admin API.
+	Version string
+}
+
+// Server serves the S3 API and the /_fedgate/ operations endpoints.
+type Server struct {
+	cfg      Config
+	ns       *federation.Namespace
+	verifier *sigv4.Verifier
+	log      *slog.Logger
+	metrics  *metrics
+	ops      http.Handler
+	draining atomic.Bool
+	reqSeq   atomic.Uint64
+	idPrefix string
+}
+
+// New builds a Server from cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Namespace == nil {
+		return nil, fmt.Errorf("gateway: Config.Namespace is required")
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.Domain = strings.ToLower(strings.TrimSuffix(cfg.Domain, "."))
+	s := &Server{cfg: cfg, ns: cfg.Namespace, log: cfg.Logger}
+	s.verifier = &sigv4.Verifier{
+		Region:  cfg.Region,
+		Service: "s3",
+		Lookup:  cfg.Namespace.Users().SecretFor,
+		Now:     cfg.Now,
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	s.idPrefix = strings.ToUpper(hex.EncodeToString(b[:]))
+	m, err := newMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	s.ops = s.opsRouter()
+	return s, nil
+}
+
+// Drain makes readyz fail and new S3 requests get 503, for a clean shutdown
+// behind a load balancer. In-flight requests continue.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+func (s *Server) opsRouter() http.Handler {
+	r := chi.NewRouter()
+	r.Get(ReservedPrefix+"healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	r.Get(ReservedPrefix+"readyz", func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		if s.draining.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "draining\n")
+			return
+		}
+		if err := s.ns.Ready(req.Context()); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "not ready: %v\n", err)
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	r.Handle(ReservedPrefix+"metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	r.Route(ReservedPrefix+"admin", s.adminRoutes)
+	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, req, errf(404, "NoSuchResource", "No such fedgate endpoint: %s", req.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, req, errMethodNotAllowed)
+	})
+	return r
+}
+
+// requestInfo travels in the request context so the access log and metrics
+// see what the handler decided.
+type requestInfo struct {
+	id      string
+	op      string
+	bucket  string
+	key     string
+	user    string
+	errCode string
+	cause   error
+}
+
+type ctxKey struct{}
+
+func infoFrom(ctx context.Context) *requestInfo {
+	ri, _ := ctx.Value(ctxKey{}).(*requestInfo)
+	return ri
+}
+
+func (s *Server) newRequestID() string {
+	return fmt.Sprintf("%s%08X", s.idPrefix, s.reqSeq.Add(1))
+}
+
+// ServeHTTP is the entry point of every request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	ri := &requestInfo{id: s.newRequestID(), op: "Unknown"}
+	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, ri))
+	h := w.Header()
+	h.Set("x-amz-request-id", ri.id)
+	h.Set("x-amz-id-2", ri.id)
+	h.Set("Server", "fedgate")
+	rec := &recorder{ResponseWriter: w, status: 200}
+	var in countingBody
+	if r.Body != nil && r.Body != http.NoBody {
+		in.r = r.Body
+		r.Body = &in
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			ri.cause = fmt.Errorf("panic: %v", p)
+			if !rec.wrote {
+				writeError(rec, r, errInternal)
+			}
+		}
+		s.finish(r, rec, ri, in.n, time.Since(start))
+	}()
+	if strings.HasPrefix(r.URL.Path, ReservedPrefix) && !s.isVirtualHost(r) {
+		ri.op = "Ops"
+		s.ops.ServeHTTP(rec, r)
+		return
+	}
+	s.serveS3(rec, r, ri)
+}
+
+func (s *Server) finish(r *http.Request, rec *recorder, ri *requestInfo, in int64, d time.Duration) {
+	s.metrics.observe(ri.op, rec.status, in, rec.n, d)
+	level := slog.LevelInfo
+	if ri.op == "Ops" && rec.status < 400 {
+		level = slog.LevelDebug
+	}
+	if rec.status >= 500 {
+		level = slog.LevelError
+	}
+	if !s.log.Enabled(r.Context(), level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", ri.id),
+		slog.String("op", ri.op),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", rec.status),
+		slog.Int64("bytes_in", in),
+		slog.Int64("bytes_out", rec.n),
+		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+		slog.String("remote", remoteHost(r.RemoteAddr)),
+	}
+	if ri.bucket != "" {
+		attrs = append(attrs, slog.String("bucket", ri.bucket))
+	}
+	if ri.key != "" {
+		attrs = append(attrs, slog.String("key", ri.key))
+	}
+	if ri.user != "" {
+		attrs = append(attrs, slog.String("user", ri.user))
+	}
+	if ri.errCode != "" {
+		attrs = append(attrs, slog.String("error_code", ri.errCode))
+	}
+	if ri.cause != nil {
+		attrs = append(attrs, slog.String("error", ri.cause.Error()))
+	}
+	s.log.LogAttrs(r.Context(), level, "request", attrs...)
+}
+
+func remoteHost(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}
+
+// recorder captures status and bytes written and keeps io.ReaderFrom, so
+// sendfile still reaches the connection.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	n      int64
+	wrote  bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status = code
+		r.wrote = true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.wrote = true
+	n, err := r.ResponseWriter.Write(p)
+	r.n += int64(n)
+	return n, err
+}
+
+func (r *recorder) ReadFrom(src io.Reader) (int64, error) {
+	r.wrote = true
+	n, err := io.Copy(r.ResponseWriter, src)
+	r.n += n
+	return n, err
+}
+
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+type countingBody struct {
+	r io.ReadCloser
+	n int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingBody) Close() error { return c.r.Close() }

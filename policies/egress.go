@@ -1,0 +1,146 @@
+package policies
+
+func (d *decoder) routing(e entry) Routing {
+	r := Routing{Prefer: PreferCheapest}
+	m, ok := d.fields(e.val, e.vpos, "routing", []string{"prefer"})
+	if !ok {
+		return r
+	}
+	if e, ok := m["prefer"]; ok {
+		if !d.feat.Routing {
+			d.unsupported(e.kpos, "routing.prefer", "read routing", nil)
+		}
+		if v, ok := d.enum(e, "routing.prefer", "routing rule", []string{string(PreferCheapest), string(PreferNearest)}); ok {
+			r.Prefer = Prefer(v)
+		}
+	}
+	return r
+}
+
+func (d *decoder) egress(e entry, r *refs) Egress {
+	var eg Egress
+	m, ok := d.fields(e.val, e.vpos, "egress", []string{"prices", "budgets"})
+	if !ok {
+		return eg
+	}
+	if e, ok := m["prices"]; ok {
+		eg.Prices = d.prices(e)
+		if len(eg.Prices) > 0 && !d.feat.EgressPrices {
+			d.unsupported(e.kpos, "egress.prices", "overriding the egress price table", nil)
+		}
+	}
+	if e, ok := m["budgets"]; ok {
+		eg.Budgets = d.budgets(e, r)
+		if len(eg.Budgets) > 0 && !d.feat.Budgets {
+			d.unsupported(e.kpos, "egress.budgets", "enforcing egress budgets", nil)
+		}
+	}
+	return eg
+}
+
+// prices reads {FROM: {TO: PRICE}}, FROM and TO a cloud or cloud:region,
+// PRICE per GB like 0.09USD.
+func (d *decoder) prices(e entry) []Price {
+	const pth = "egress.prices"
+	if _, ok := mappingValues(e.val); !ok && e.val != nil {
+		d.errorf(e.vpos, pth, "expected a mapping FROM: {TO: PRICE_PER_GB} (FROM and TO a cloud or cloud:region), got %s", describe(e.val))
+		return nil
+	}
+	var out []Price
+	for _, from := range d.entries(e.val, pth) {
+		fpth := join(pth, short(from.key))
+		fl, err := parseLocation(from.key, true)
+		if err != nil {
+			d.errorf(from.kpos, fpth, "%v", err)
+			continue
+		}
+		if _, ok := mappingValues(from.val); !ok {
+			d.errorf(from.vpos, fpth, "expected a mapping TO: PRICE_PER_GB, got %s", describe(from.val))
+			continue
+		}
+		for _, to := range d.entries(from.val, fpth) {
+			tpth := join(fpth, short(to.key))
+			tl, err := parseLocation(to.key, true)
+			if err != nil {
+				d.errorf(to.kpos, tpth, "%v", err)
+				continue
+			}
+			s, ok := d.str(to, tpth, "a price per GB like 0.09USD")
+			if !ok {
+				continue
+			}
+			money, err := parseMoney(s)
+			if err != nil {
+				d.errorf(to.vpos, tpth, "%v", err)
+				continue
+			}
+			out = append(out, Price{From: fl, To: tl, PerGB: money})
+		}
+	}
+	return out
+}
+
+var budgetActions = []string{string(ActionAlert), string(ActionBlockColdReads)}
+
+func (d *decoder) budgets(e entry, r *refs) []Budget {
+	items, _ := d.list(e.val, e.vpos, "egress.budgets", "budgets")
+	var out []Budget
+	seen := names{}
+	for i, item := range items {
+		pth := index("egress.budgets", i)
+		n, p := d.value(item, e.vpos, pth)
+		m, ok := d.fields(n, p, pth, []string{"bucket", "monthly", "action"})
+		if !ok {
+			continue
+		}
+		b := Budget{Action: ActionAlert}
+		if e, ok := m["bucket"]; !ok {
+			d.errorf(p, join(pth, "bucket"), "missing required key (the bucket the budget is for)")
+		} else if b.Bucket, ok = d.str(e, join(pth, "bucket"), "a bucket name"); ok {
+			if first, dup := seen[b.Bucket]; dup {
+				d.errorf(e.vpos, join(pth, "bucket"), "bucket %s already has a budget (at %d:%d)", quote(b.Bucket), first.line, first.col)
+			} else {
+				seen[b.Bucket] = e.vpos
+			}
+			r.buckets = append(r.buckets, ref{b.Bucket, e.vpos, join(pth, "bucket")})
+		}
+		if e, ok := m["monthly"]; !ok {
+			d.errorf(p, join(pth, "monthly"), "missing required key (the monthly limit, like 500USD)")
+		} else if s, ok := d.str(e, join(pth, "monthly"), "an amount like 500USD"); ok {
+			money, err := parseMoney(s)
+			switch {
+			case err != nil:
+				d.errorf(e.vpos, join(pth, "monthly"), "%v", err)
+			case money.Micros == 0:
+				d.errorf(e.vpos, join(pth, "monthly"), "expected an amount above zero, got %s", money)
+			default:
+				b.Monthly = money
+			}
+		}
+		if e, ok := m["action"]; ok {
+			if v, ok := d.enum(e, join(pth, "action"), "budget action", budgetActions); ok {
+				b.Action = BudgetAction(v)
+				if b.Action == ActionBlockColdReads && !d.feat.BlockColdReads {
+					d.unsupported(e.vpos, join(pth, "action"), "budget action \"block-cold-reads\"", []string{string(ActionAlert)})
+				}
+			}
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func (d *decoder) defaults(e entry, r *refs) Defaults {
+	var df Defaults
+	m, ok := d.fields(e.val, e.vpos, "defaults", []string{"store"})
+	if !ok {
+		return df
+	}
+	if e, ok := m["store"]; ok {
+		if s, ok := d.str(e, "defaults.store", "a store name"); ok {
+			df.Store = s
+			r.stores = append(r.stores, ref{s, e.vpos, "defaults.store"})
+		}
+	}
+	return df
+}

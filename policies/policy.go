@@ -1,0 +1,343 @@
+// Package policies reads fedgate's placement-policy file: the YAML that
+// declares regions, stores, buckets and their rules. Parse checks the whole
+// file against the schema and against a Features set (what this build can
+// do), and reports every problem with its file:line:column. The resulting
+// Policy is plain data with a few lookups for the namespace.
+//
+// docs/policies.md describes every key.
+package policies
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Policy is one parsed and validated policy file. Treat it as read-only; the
+// lookups below are safe for concurrent use.
+type Policy struct {
+	File     string // the name given to Parse or Load
+	Regions  []Region
+	Stores   []Store
+	Buckets  []Bucket
+	Routing  Routing
+	Egress   Egress
+	Defaults Defaults
+
+	stores  map[string]int // name -> index in Stores; built by Parse
+	buckets map[string]int // name -> index in Buckets; built by Parse
+}
+
+// Location is where something lives: a cloud and a region in it, written
+// "cloud:region" (aws:us-east-1, gcp:us-central1, azure:eastus, onprem:lga1).
+type Location struct {
+	Cloud  string // aws, gcp, azure or onprem
+	Region string // "" only in an egress price, where it means every region of Cloud
+}
+
+func (l Location) String() string {
+	if l.Region == "" {
+		return l.Cloud
+	}
+	return l.Cloud + ":" + l.Region
+}
+
+// Region is one GPU region that applies the policy.
+type Region struct {
+	Name     string
+	Location Location
+}
+
+// StoreKind names a storage system.
+type StoreKind string
+
+// The store kinds.
+const (
+	KindS3    StoreKind = "s3"
+	KindGCS   StoreKind = "gcs"
+	KindAzure StoreKind = "azure"
+	KindPosix StoreKind = "posix"
+)
+
+// StoreKinds lists every kind the schema knows, in documentation order.
+var StoreKinds = []StoreKind{KindS3, KindGCS, KindAzure, KindPosix}
+
+// Store is one bucket, container or directory that holds object bytes.
+type Store struct {
+	Name      string
+	Kind      StoreKind
+	Location  Location
+	Bucket    string // s3, gcs
+	Account   string // azure storage account
+	Container string // azure
+	Path      string // posix: an absolute directory
+	Endpoint  string // s3, gcs, azure: optional URL of a compatible server
+	PathStyle bool   // s3: path-style addressing
+	// Credentials name where secrets come from; they never hold secrets.
+	Credentials Credentials
+}
+
+// Credentials say where a store's secrets are read from (by cmd, once at
+// start). All empty means the platform's default chain (instance role,
+// workload identity, managed identity).
+type Credentials struct {
+	AccessKeyEnv    string // s3: env var with the access key id
+	SecretKeyEnv    string // s3: env var with the secret key
+	SessionTokenEnv string // s3: optional env var with a session token
+	AccountKeyEnv   string // azure: env var with the account key
+	SASTokenEnv     string // azure: env var with a SAS token
+	File            string // s3: shared credentials file; gcs: service-account JSON
+	Profile         string // s3: profile in File
+}
+
+// Bucket is one bucket of the global namespace.
+type Bucket struct {
+	Name      string
+	Origin    *Origin   // existing data mounted as this bucket; nil if none
+	Placement Placement // where new objects go; Kind "" when not set in the file
+	Write     WriteMode
+	Cache     Cache // defaults filled in
+}
+
+// Origin mounts existing data: the objects under Prefix in Store.
+type Origin struct {
+	Store  string
+	Prefix string // "" or ends with "/"
+}
+
+// Key returns the store key that holds the bucket key k.
+func (o Origin) Key(k string) string { return o.Prefix + k }
+
+// PlacementKind names a placement.
+type PlacementKind string
+
+// The placements. PlacementDefault means the file sets none: the object goes
+// to the origin store, else the default store (see (*Policy).Match).
+const (
+	PlacementDefault   PlacementKind = ""
+	PlacementSingle    PlacementKind = "single"
+	PlacementReplicate PlacementKind = "replicate"
+	PlacementErasure   PlacementKind = "erasure"
+)
+
+// Placement is where a bucket's new objects are written.
+type Placement struct {
+	Kind   PlacementKind
+	Stores []string // single: one store; replicate: two or more; erasure: the shard stores
+	Data   int      // erasure: data shards
+	Parity int      // erasure: parity shards
+}
+
+// ShardsPerStore is the most shards of one erasure-coded object that any one
+// store holds when shards are spread round-robin over Stores.
+func (p Placement) ShardsPerStore() int {
+	if p.Kind != PlacementErasure || len(p.Stores) == 0 {
+		return 0
+	}
+	n := p.Data + p.Parity
+	return (n + len(p.Stores) - 1) / len(p.Stores)
+}
+
+// WriteMode says when a PUT is acknowledged.
+type WriteMode string
+
+// The write modes.
+const (
+	WriteThrough WriteMode = "write-through" // ack when the placement's stores have it
+	WriteBack    WriteMode = "write-back"    // ack when staged on two nodes; drain later
+)
+
+// Prefetch says how the cache reads ahead.
+type Prefetch string
+
+// The prefetch modes.
+const (
+	PrefetchNone       Prefetch = "none"       // fetch only what is read
+	PrefetchSequential Prefetch = "sequential" // read ahead for sequential readers
+)
+
+// Cache is a bucket's cache rules.
+type Cache struct {
+	TTL      time.Duration // how long object metadata is trusted before revalidation
+	Quota    int64         // bytes of the region cache this bucket may use; 0: no bucket limit
+	Pin      bool          // keep cached chunks out of eviction
+	Prefetch Prefetch
+}
+
+// Defaults for a cache section that leaves keys out.
+const (
+	DefaultCacheTTL = time.Minute
+	DefaultPrefetch = PrefetchSequential
+)
+
+// Prefer names the read-routing rule.
+type Prefer string
+
+// The routing rules.
+const (
+	PreferCheapest Prefer = "cheapest"
+	PreferNearest  Prefer = "nearest"
+)
+
+// Routing chooses which replica a read uses.
+type Routing struct {
+	Prefer Prefer // default cheapest
+}
+
+// Egress holds price overrides and budgets.
+type Egress struct {
+	Prices  []Price
+	Budgets []Budget
+}
+
+// Price overrides the built-in per-GB price for bytes moving From -> To. A
+// Location with an empty Region matches every region of its cloud.
+type Price struct {
+	From, To Location
+	PerGB    Money
+}
+
+// BudgetAction is what happens when a budget is spent.
+type BudgetAction string
+
+// The budget actions.
+const (
+	ActionAlert          BudgetAction = "alert"
+	ActionBlockColdReads BudgetAction = "block-cold-reads"
+)
+
+// Budget caps a bucket's monthly egress cost.
+type Budget struct {
+	Bucket  string
+	Monthly Money
+	Action  BudgetAction // default alert
+}
+
+// Money is an amount in millionths of a currency unit.
+type Money struct {
+	Micros   int64
+	Currency string // "USD"
+}
+
+func (m Money) String() string {
+	s := fmt.Sprintf("%d.%06d", m.Micros/1e6, m.Micros%1e6)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	return s + m.Currency
+}
+
+// Defaults names the region's default store: where buckets created through
+// S3 (with no entry in the file) and buckets without placement live.
+type Defaults struct {
+	Store string // "" means the embedded posix store
+}
+
+// Region returns the region called name. With name "" it returns the only
+// region of a one-region policy. The errors wrap ErrNoRegions,
+// ErrRegionRequired or ErrUnknownRegion and list the region names.
+func (p *Policy) Region(name string) (Region, error) {
+	if len(p.Regions) == 0 {
+		return Region{}, ErrNoRegions
+	}
+	names := make([]string, len(p.Regions))
+	for i, r := range p.Regions {
+		if r.Name == name || (name == "" && len(p.Regions) == 1) {
+			return r, nil
+		}
+		names[i] = r.Name
+	}
+	if name == "" {
+		return Region{}, fmt.Errorf("%w (--region one of %s)", ErrRegionRequired, strings.Join(names, ", "))
+	}
+	return Region{}, fmt.Errorf("%w %q %s", ErrUnknownRegion, name, expected(name, names))
+}
+
+// Store returns the store called name.
+func (p *Policy) Store(name string) (Store, bool) {
+	if p.stores != nil {
+		i, ok := p.stores[name]
+		if !ok {
+			return Store{}, false
+		}
+		return p.Stores[i], true
+	}
+	i := slices.IndexFunc(p.Stores, func(s Store) bool { return s.Name == name })
+	if i < 0 {
+		return Store{}, false
+	}
+	return p.Stores[i], true
+}
+
+// Bucket returns the bucket called name, if the file declares it.
+func (p *Policy) Bucket(name string) (Bucket, bool) {
+	if p.buckets != nil {
+		i, ok := p.buckets[name]
+		if !ok {
+			return Bucket{}, false
+		}
+		return p.Buckets[i], true
+	}
+	i := slices.IndexFunc(p.Buckets, func(b Bucket) bool { return b.Name == name })
+	if i < 0 {
+		return Bucket{}, false
+	}
+	return p.Buckets[i], true
+}
+
+// DefaultStore returns the store named by defaults.store; false means the
+// file names none and the region uses its embedded posix store.
+func (p *Policy) DefaultStore() (Store, bool) {
+	if p.Defaults.Store == "" {
+		return Store{}, false
+	}
+	return p.Store(p.Defaults.Store)
+}
+
+// Budget returns the egress budget of a bucket, if it has one.
+func (p *Policy) Budget(bucket string) (Budget, bool) {
+	for _, b := range p.Egress.Budgets {
+		if b.Bucket == bucket {
+			return b, true
+		}
+	}
+	return Budget{}, false
+}
+
+// Rules are the effective rules for one object.
+type Rules struct {
+	Bucket    string
+	Declared  bool    // the bucket is declared in the file (global namespace)
+	Origin    *Origin // nil if the bucket mounts no existing data
+	Placement Placement
+	Write     WriteMode
+	Cache     Cache
+}
+
+// Match returns the rules for key in bucket. Every key of a bucket has its
+// bucket's rules today; key is taken so per-prefix rules can come without
+// changing callers. A bucket the file does not declare (one created through
+// S3) gets the default rules, with Declared false. The placement is always
+// resolved: a bucket without one writes to its origin store, else to
+// defaults.store; with neither, Placement.Kind stays PlacementDefault and
+// Stores is empty, meaning the region's embedded store.
+func (p *Policy) Match(bucket, key string) Rules {
+	_ = key
+	b, ok := p.Bucket(bucket)
+	if !ok {
+		b = Bucket{Name: bucket, Write: WriteThrough, Cache: defaultCache()}
+	}
+	r := Rules{Bucket: b.Name, Declared: ok, Origin: b.Origin, Placement: b.Placement, Write: b.Write, Cache: b.Cache}
+	if r.Placement.Kind == PlacementDefault {
+		switch {
+		case b.Origin != nil:
+			r.Placement = Placement{Kind: PlacementSingle, Stores: []string{b.Origin.Store}}
+		case p.Defaults.Store != "":
+			r.Placement = Placement{Kind: PlacementSingle, Stores: []string{p.Defaults.Store}}
+		}
+	}
+	return r
+}
+
+func defaultCache() Cache {
+	return Cache{TTL: DefaultCacheTTL, Prefetch: DefaultPrefetch}
+}

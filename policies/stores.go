@@ -1,0 +1,295 @@
+package policies
+
+import (
+	"fmt"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// names tracks declared names to report duplicates.
+type names map[string]pos
+
+// add records a name; it reports a duplicate and returns false.
+func (d *decoder) addName(seen names, name string, p pos, pth, what string) bool {
+	if first, dup := seen[name]; dup {
+		d.errorf(p, pth, "duplicate %s name %s (first declared at %d:%d)", what, quote(name), first.line, first.col)
+		return false
+	}
+	seen[name] = p
+	return true
+}
+
+// name reads the required name key of a list item. ok is false if the name
+// is missing or invalid (reported).
+func (d *decoder) name(m map[string]entry, p pos, pth, what string, valid func(string) error) (string, pos, bool) {
+	e, ok := m["name"]
+	if !ok {
+		d.errorf(p, join(pth, "name"), "missing required key (the %s's name)", what)
+		return "", pos{}, false
+	}
+	s, ok := d.str(e, join(pth, "name"), "a "+what+" name")
+	if !ok {
+		return "", pos{}, false
+	}
+	if err := valid(s); err != nil {
+		d.errorf(e.vpos, join(pth, "name"), "%v", err)
+		return s, e.vpos, false // kept so that uses of it are not reported too
+	}
+	return s, e.vpos, true
+}
+
+// location reads a required cloud:region key.
+func (d *decoder) location(m map[string]entry, p pos, pth string) (Location, pos, bool) {
+	e, ok := m["location"]
+	if !ok {
+		d.errorf(p, join(pth, "location"), "missing required key (expected cloud:region, cloud one of %s)", strings.Join(Clouds, ", "))
+		return Location{}, pos{}, false
+	}
+	s, ok := d.str(e, join(pth, "location"), "a location like aws:us-east-1")
+	if !ok {
+		return Location{}, pos{}, false
+	}
+	l, err := ParseLocation(s)
+	if err != nil {
+		d.errorf(e.vpos, join(pth, "location"), "%v", err)
+		return Location{}, pos{}, false
+	}
+	return l, e.vpos, true
+}
+
+var regionKeys = []string{"name", "location"}
+
+func (d *decoder) regions(e entry) []Region {
+	items, _ := d.list(e.val, e.vpos, "regions", "regions")
+	var out []Region
+	seen := names{}
+	for i, item := range items {
+		pth := index("regions", i)
+		n, p := d.value(item, e.vpos, pth)
+		m, ok := d.fields(n, p, pth, regionKeys)
+		if !ok {
+			continue
+		}
+		var r Region
+		var npos pos
+		r.Name, npos, ok = d.name(m, p, pth, "region", validName)
+		if ok {
+			d.addName(seen, r.Name, npos, join(pth, "name"), "region")
+		}
+		r.Location, _, _ = d.location(m, p, pth)
+		out = append(out, r)
+	}
+	return out
+}
+
+var storeKeys = []string{"name", "kind", "location", "bucket", "container", "account", "path", "endpoint", "path_style", "credentials"}
+
+// kindKeys are the keys each store kind takes, besides name, kind and
+// location; the first ones listed are required.
+var kindKeys = map[StoreKind]struct{ required, optional []string }{
+	KindS3:    {[]string{"bucket"}, []string{"endpoint", "path_style", "credentials"}},
+	KindGCS:   {[]string{"bucket"}, []string{"endpoint", "credentials"}},
+	KindAzure: {[]string{"account", "container"}, []string{"endpoint", "credentials"}},
+	KindPosix: {[]string{"path"}, nil},
+}
+
+var credentialKeys = map[StoreKind][]string{
+	KindS3:    {"access_key_env", "secret_key_env", "session_token_env", "file", "profile"},
+	KindGCS:   {"file"},
+	KindAzure: {"account_key_env", "sas_token_env"},
+}
+
+var allCredentialKeys = []string{"access_key_env", "secret_key_env", "session_token_env", "account_key_env", "sas_token_env", "file", "profile"}
+
+var (
+	azureAccount   = regexp.MustCompile(`^[a-z0-9]{3,24}$`)
+	azureContainer = regexp.MustCompile(`^[a-z0-9](-?[a-z0-9]){2,62}$`)
+)
+
+func (d *decoder) stores(e entry) []Store {
+	items, _ := d.list(e.val, e.vpos, "stores", "stores")
+	var out []Store
+	seen := names{}
+	for i, item := range items {
+		pth := index("stores", i)
+		n, p := d.value(item, e.vpos, pth)
+		m, ok := d.fields(n, p, pth, storeKeys)
+		if !ok {
+			continue
+		}
+		var s Store
+		var npos pos
+		if s.Name, npos, ok = d.name(m, p, pth, "store", validName); ok {
+			d.addName(seen, s.Name, npos, join(pth, "name"), "store")
+		}
+		s.Location, _, _ = d.location(m, p, pth)
+		s.Kind = d.storeKind(m, p, pth)
+		if s.Kind != "" {
+			d.storeDetails(m, p, pth, &s)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (d *decoder) storeKind(m map[string]entry, p pos, pth string) StoreKind {
+	kinds := make([]string, len(StoreKinds))
+	for i, k := range StoreKinds {
+		kinds[i] = string(k)
+	}
+	e, ok := m["kind"]
+	if !ok {
+		d.errorf(p, join(pth, "kind"), "missing required key %s", oneOf(kinds))
+		return ""
+	}
+	k, ok := d.enum(e, join(pth, "kind"), "store kind", kinds)
+	if !ok {
+		return ""
+	}
+	if !d.feat.StoreKinds[StoreKind(k)] {
+		d.unsupported(e.vpos, join(pth, "kind"), "store kind "+quote(k), d.feat.storeKindNames())
+	}
+	return StoreKind(k)
+}
+
+// storeDetails reads the keys that depend on the store's kind.
+func (d *decoder) storeDetails(m map[string]entry, p pos, pth string, s *Store) {
+	kk := kindKeys[s.Kind]
+	takes := append(append([]string{"name", "kind", "location"}, kk.required...), kk.optional...)
+	for _, key := range storeKeys {
+		if e, ok := m[key]; ok && !slices.Contains(takes, key) {
+			d.errorf(e.kpos, join(pth, key), "key %q does not apply to a %s store (it takes %s)", key, s.Kind, strings.Join(takes, ", "))
+		}
+	}
+	for _, key := range kk.required {
+		if _, ok := m[key]; !ok {
+			d.errorf(p, join(pth, key), "missing required key (a %s store needs %s)", s.Kind, strings.Join(kk.required, " and "))
+		}
+	}
+	want := map[StoreKind]string{KindGCS: "gcp", KindAzure: "azure"}[s.Kind]
+	if e, ok := m["location"]; ok && want != "" && s.Location.Cloud != "" && s.Location.Cloud != want {
+		d.errorf(e.vpos, join(pth, "location"), "a %s store is in the %s cloud (expected %s:REGION, got %s)", s.Kind, want, want, s.Location)
+	}
+	str := func(key, what string, check func(string) error) string {
+		e, ok := m[key]
+		if !ok || !slices.Contains(takes, key) {
+			return ""
+		}
+		v, ok := d.str(e, join(pth, key), what)
+		if !ok {
+			return ""
+		}
+		if err := check(v); err != nil {
+			d.errorf(e.vpos, join(pth, key), "%v", err)
+			return ""
+		}
+		return v
+	}
+	s.Bucket = str("bucket", "a bucket name", cloudBucket)
+	s.Account = str("account", "an Azure storage account name", matching(azureAccount, "an Azure storage account name: 3 to 24 lowercase letters and digits"))
+	s.Container = str("container", "an Azure container name", matching(azureContainer, "an Azure container name: 3 to 63 lowercase letters, digits and single '-', starting and ending with a letter or digit"))
+	s.Path = str("path", "an absolute directory path", posixPath)
+	if s.Path != "" {
+		s.Path = path.Clean(s.Path)
+	}
+	s.Endpoint = str("endpoint", "a URL", endpointURL)
+	if e, ok := m["path_style"]; ok && slices.Contains(takes, "path_style") {
+		s.PathStyle, _ = d.boolean(e, join(pth, "path_style"))
+	}
+	if e, ok := m["credentials"]; ok && slices.Contains(takes, "credentials") {
+		s.Credentials = d.credentials(e, join(pth, "credentials"), s.Kind)
+	}
+}
+
+func matching(re *regexp.Regexp, want string) func(string) error {
+	return func(s string) error {
+		if !re.MatchString(s) {
+			return fmt.Errorf("invalid name %s: expected %s", quote(s), want)
+		}
+		return nil
+	}
+}
+
+func cloudBucket(s string) error {
+	if s == "" || strings.ContainsAny(s, "/ \t\n") || len(s) > 222 {
+		return fmt.Errorf("invalid bucket %s: expected the cloud bucket's name, without '/' or spaces", quote(s))
+	}
+	return nil
+}
+
+func posixPath(s string) error {
+	if !strings.HasPrefix(s, "/") || strings.ContainsRune(s, 0) {
+		return fmt.Errorf("invalid path %s: expected an absolute directory path like /mnt/nas/fedgate", quote(s))
+	}
+	return nil
+}
+
+// endpointURL checks an endpoint; its messages never repeat the URL, which
+// may hold a password.
+func endpointURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("invalid endpoint: expected an http:// or https:// URL with a host")
+	case u.User != nil:
+		return fmt.Errorf("invalid endpoint: user or password in the URL; use credentials instead")
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("invalid endpoint: expected no query or fragment")
+	}
+	return nil
+}
+
+// credentials reads where a store's secrets come from.
+func (d *decoder) credentials(e entry, pth string, kind StoreKind) Credentials {
+	allowed := credentialKeys[kind]
+	m, ok := d.fields(e.val, e.vpos, pth, allowed)
+	if !ok {
+		return Credentials{}
+	}
+	var c Credentials
+	env := func(key string) string {
+		e, ok := m[key]
+		if !ok {
+			return ""
+		}
+		if !isScalar(e.val) {
+			d.errorf(e.vpos, join(pth, key), "expected an environment variable name, got %s", describe(e.val))
+			return ""
+		}
+		if err := validEnv(scalarText(e.val)); err != nil {
+			d.errorf(e.vpos, join(pth, key), "%v", err)
+			return ""
+		}
+		return scalarText(e.val)
+	}
+	c.AccessKeyEnv, c.SecretKeyEnv, c.SessionTokenEnv = env("access_key_env"), env("secret_key_env"), env("session_token_env")
+	c.AccountKeyEnv, c.SASTokenEnv = env("account_key_env"), env("sas_token_env")
+	if e, ok := m["file"]; ok {
+		if v, ok := d.str(e, join(pth, "file"), "a file path"); ok {
+			c.File = v
+			if v == "" {
+				d.errorf(e.vpos, join(pth, "file"), "expected a file path, got an empty string")
+			}
+		}
+	}
+	if e, ok := m["profile"]; ok {
+		c.Profile, _ = d.str(e, join(pth, "profile"), "a profile name")
+	}
+	has := func(k string) bool { _, ok := m[k]; return ok }
+	switch {
+	case has("access_key_env") != has("secret_key_env"):
+		d.errorf(e.vpos, pth, "access_key_env and secret_key_env go together; set both or neither")
+	case has("session_token_env") && !has("access_key_env"):
+		d.errorf(m["session_token_env"].kpos, join(pth, "session_token_env"), "needs access_key_env and secret_key_env")
+	case has("file") && has("access_key_env"):
+		d.errorf(m["file"].kpos, join(pth, "file"), "set either file or access_key_env/secret_key_env, not both")
+	case has("profile") && !has("file"):
+		d.errorf(m["profile"].kpos, join(pth, "profile"), "needs file (the shared credentials file the profile is in)")
+	case has("account_key_env") && has("sas_token_env"):
+		d.errorf(m["sas_token_env"].kpos, join(pth, "sas_token_env"), "set either account_key_env or sas_token_env, not both")
+	}
+	return c
+}

@@ -1,0 +1,339 @@
+package raft
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// batch applies a run of log entries on the FSM goroutine. It works on a
+// copy of the current catalog whose maps are cloned the first time the
+// batch writes them, collects the disk writes, and is published (one
+// atomic store) and persisted (one bbolt transaction) once at the end.
+type batch struct {
+	cat   catalog
+	dirty uint8
+	ops   []diskOp
+	now   time.Time // when the leader appended the current entry
+}
+
+// diskOp is one write to the FSM's bbolt file; val nil deletes key.
+type diskOp struct {
+	t   table
+	key string
+	val []byte
+}
+
+const (
+	dBuckets = 1 << iota
+	dUsers
+	dGrants
+	dSettings
+	dPolicy
+)
+
+func newBatch(base *catalog) *batch { return &batch{cat: *base} }
+
+func (b *batch) clone(bit uint8, clone func()) {
+	if b.dirty&bit == 0 {
+		clone()
+		b.dirty |= bit
+	}
+}
+
+func (b *batch) buckets() map[string]Bucket {
+	b.clone(dBuckets, func() { b.cat.buckets = maps.Clone(b.cat.buckets) })
+	return b.cat.buckets
+}
+
+func (b *batch) users() (byName, byKey map[string]User) {
+	b.clone(dUsers, func() {
+		b.cat.users = maps.Clone(b.cat.users)
+		b.cat.byKey = maps.Clone(b.cat.byKey)
+	})
+	return b.cat.users, b.cat.byKey
+}
+
+func (b *batch) settings() map[string]string {
+	b.clone(dSettings, func() { b.cat.settings = maps.Clone(b.cat.settings) })
+	return b.cat.settings
+}
+
+// setGrant sets user's level on bucket (0 removes the grant).
+func (b *batch) setGrant(user, bucket string, level int) {
+	b.clone(dGrants, func() { b.cat.grants = maps.Clone(b.cat.grants) })
+	inner := maps.Clone(b.cat.grants[user])
+	key := grantKey(user, bucket)
+	if level == 0 {
+		delete(inner, bucket)
+		b.del(tGrant, key)
+	} else {
+		if inner == nil {
+			inner = map[string]Perm{}
+		}
+		inner[bucket] = permOf(level)
+		b.put(tGrant, key, []byte(permOf(level)))
+	}
+	if len(inner) == 0 {
+		delete(b.cat.grants, user)
+	} else {
+		b.cat.grants[user] = inner
+	}
+}
+
+func (b *batch) put(t table, key string, val []byte) {
+	b.ops = append(b.ops, diskOp{t: t, key: key, val: val})
+}
+
+func (b *batch) del(t table, key string) { b.ops = append(b.ops, diskOp{t: t, key: key}) }
+
+// stamp fills a zero time with the entry's append time (the same on every
+// node, as it is part of the log entry) and normalises it to UTC.
+func (b *batch) stamp(t time.Time) time.Time {
+	if t.IsZero() {
+		t = b.now
+	}
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Round(0)
+}
+
+func mustJSON(v any) []byte {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic("raft: marshal record: " + err.Error()) // our record types always marshal
+	}
+	return data
+}
+
+func validName(kind, s string) error {
+	switch {
+	case s == "":
+		return invalid("empty %s", kind)
+	case len(s) > 1024:
+		return invalid("%s longer than 1024 bytes", kind)
+	case strings.IndexByte(s, 0) >= 0:
+		return invalid("%s contains NUL", kind)
+	}
+	return nil
+}
+
+func (c *CreateBucket) apply(b *batch) error {
+	bk := c.Bucket
+	if err := validName("bucket name", bk.Name); err != nil {
+		return err
+	}
+	if old, ok := b.cat.buckets[bk.Name]; ok {
+		return &BucketExistsError{Bucket: bk.Name, Owner: old.Owner}
+	}
+	bk.Created = b.stamp(bk.Created)
+	b.buckets()[bk.Name] = bk
+	b.put(tBucket, bk.Name, mustJSON(bk))
+	return nil
+}
+
+func (c *DeleteBucket) apply(b *batch) error {
+	if _, ok := b.cat.buckets[c.Name]; !ok {
+		return ErrNoSuchBucket
+	}
+	delete(b.buckets(), c.Name)
+	b.del(tBucket, c.Name)
+	var users []string
+	for user, g := range b.cat.grants {
+		if _, ok := g[c.Name]; ok {
+			users = append(users, user)
+		}
+	}
+	slices.Sort(users) // deterministic op order
+	for _, user := range users {
+		b.setGrant(user, c.Name, 0)
+	}
+	return nil
+}
+
+func (c *PutUser) apply(b *batch) error {
+	u := c.User
+	if err := validName("user name", u.Name); err != nil {
+		return err
+	}
+	if u.AccessKey == "" {
+		return invalid("user %q has no access key", u.Name)
+	}
+	old, exists := b.cat.users[u.Name]
+	if exists && !c.Replace {
+		return ErrUserExists
+	}
+	if other, ok := b.cat.byKey[u.AccessKey]; ok && other.Name != u.Name {
+		return ErrAccessKeyInUse
+	}
+	if exists && u.Created.IsZero() {
+		u.Created = old.Created
+	}
+	u.Created = b.stamp(u.Created)
+	byName, byKey := b.users()
+	if exists {
+		delete(byKey, old.AccessKey)
+	}
+	byName[u.Name] = u
+	byKey[u.AccessKey] = u
+	b.put(tUser, u.Name, mustJSON(u))
+	return nil
+}
+
+func (c *DeleteUser) apply(b *batch) error {
+	old, ok := b.cat.users[c.Name]
+	if !ok {
+		return ErrNoSuchUser
+	}
+	if old.Root && !c.Force {
+		return ErrRootUser
+	}
+	byName, byKey := b.users()
+	delete(byName, c.Name)
+	delete(byKey, old.AccessKey)
+	b.del(tUser, c.Name)
+	for _, bucket := range slices.Sorted(maps.Keys(b.cat.grants[c.Name])) {
+		b.setGrant(c.Name, bucket, 0)
+	}
+	return nil
+}
+
+func (c *Grant) apply(b *batch) error {
+	if _, ok := b.cat.users[c.User]; !ok {
+		return ErrNoSuchUser
+	}
+	if err := validName("bucket name", c.Bucket); err != nil {
+		return err
+	}
+	if c.Perm.level() == 0 {
+		return invalid("unknown permission %q", c.Perm)
+	}
+	b.setGrant(c.User, c.Bucket, c.Perm.level())
+	return nil
+}
+
+func (c *Revoke) apply(b *batch) error {
+	if _, ok := b.cat.users[c.User]; !ok {
+		return ErrNoSuchUser
+	}
+	if err := validName("bucket name", c.Bucket); err != nil {
+		return err
+	}
+	if c.Perm != "" && c.Perm.level() == 0 {
+		return invalid("unknown permission %q", c.Perm)
+	}
+	cur := b.cat.grants[c.User][c.Bucket].level()
+	if next := max(0, min(cur, c.Perm.level()-1)); next != cur {
+		b.setGrant(c.User, c.Bucket, next)
+	}
+	return nil
+}
+
+func validPart(n int) error {
+	if n < 1 || n > 10000 {
+		return invalid("part number %d outside 1..10000", n)
+	}
+	return nil
+}
+
+func (c *CreateUpload) apply(b *batch) error {
+	u := c.Upload
+	if err := validName("upload id", u.ID); err != nil {
+		return err
+	}
+	if err := validName("bucket name", u.Bucket); err != nil {
+		return err
+	}
+	t := b.cat.uploads // only this goroutine writes t, so reads need no lock
+	if _, ok := t.m[u.ID]; ok {
+		return ErrUploadExists
+	}
+	for n := range u.Parts {
+		if err := validPart(n); err != nil {
+			return err
+		}
+	}
+	rec := &uploadRec{parts: make(map[int]Part, len(u.Parts))}
+	for _, n := range slices.Sorted(maps.Keys(u.Parts)) {
+		p := u.Parts[n]
+		p.Number, p.Modified = n, b.stamp(p.Modified)
+		rec.parts[n] = p
+		b.put(tPart, partKey(u.ID, n), mustJSON(p))
+	}
+	u.Parts = nil
+	u.Created = b.stamp(u.Created)
+	rec.up = u
+	t.mu.Lock()
+	t.m[u.ID] = rec
+	t.mu.Unlock()
+	b.put(tUpload, u.ID, mustJSON(u))
+	return nil
+}
+
+func (c *PutPart) apply(b *batch) error {
+	t := b.cat.uploads
+	rec, ok := t.m[c.UploadID]
+	if !ok {
+		return ErrNoSuchUpload
+	}
+	p := c.Part
+	if err := validPart(p.Number); err != nil {
+		return err
+	}
+	p.Modified = b.stamp(p.Modified)
+	t.mu.Lock()
+	rec.parts[p.Number] = p
+	t.mu.Unlock()
+	b.put(tPart, partKey(c.UploadID, p.Number), mustJSON(p))
+	return nil
+}
+
+func (b *batch) endUpload(id string) error {
+	t := b.cat.uploads
+	rec, ok := t.m[id]
+	if !ok {
+		return ErrNoSuchUpload
+	}
+	t.mu.Lock()
+	delete(t.m, id)
+	t.mu.Unlock()
+	b.del(tUpload, id)
+	for _, n := range slices.Sorted(maps.Keys(rec.parts)) {
+		b.del(tPart, partKey(id, n))
+	}
+	return nil
+}
+
+func (c *CompleteUpload) apply(b *batch) error { return b.endUpload(c.UploadID) }
+
+func (c *AbortUpload) apply(b *batch) error { return b.endUpload(c.UploadID) }
+
+func (c *SetPolicy) apply(b *batch) error {
+	if cur := b.cat.policy; cur != nil && c.Version <= cur.Version {
+		return ErrStalePolicy
+	}
+	p := &Policy{YAML: c.YAML, Version: c.Version}
+	b.cat.policy = p
+	b.dirty |= dPolicy
+	b.put(tPolicy, policyKey, mustJSON(p))
+	return nil
+}
+
+func (c *SetSetting) apply(b *batch) error {
+	if err := validName("setting key", c.Key); err != nil {
+		return err
+	}
+	if c.Delete {
+		if _, ok := b.cat.settings[c.Key]; ok {
+			delete(b.settings(), c.Key)
+			b.del(tSetting, c.Key)
+		}
+		return nil
+	}
+	b.settings()[c.Key] = c.Value
+	b.put(tSetting, c.Key, []byte(c.Value))
+	return nil
+}

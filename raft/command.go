@@ -1,0 +1,221 @@
+package raft
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// CommandType is the first byte of every Raft log entry fedgate writes; the
+// rest is the command's JSON body. Types are only ever appended: a number,
+// once released, keeps its meaning forever, and a body only gains fields.
+type CommandType uint8
+
+// IgnoreUnknown, set in a CommandType, lets a node that does not know the
+// type skip the entry. Without it, an unknown type fails with
+// ErrUnknownCommand (the entry is still consumed; state does not change).
+const IgnoreUnknown CommandType = 0x80
+
+// Command types. Append only; never renumber or reuse.
+const (
+	TypeCreateBucket   CommandType = 1
+	TypeDeleteBucket   CommandType = 2
+	TypePutUser        CommandType = 3
+	TypeDeleteUser     CommandType = 4
+	TypeGrant          CommandType = 5
+	TypeRevoke         CommandType = 6
+	TypeCreateUpload   CommandType = 7
+	TypePutPart        CommandType = 8
+	TypeCompleteUpload CommandType = 9
+	TypeAbortUpload    CommandType = 10
+	TypeSetPolicy      CommandType = 11
+	TypeSetSetting     CommandType = 12
+)
+
+// Command is a typed FSM command. Type must return a constant.
+type Command interface {
+	Type() CommandType
+}
+
+// A command is applied on the FSM goroutine through its apply method. It
+// must validate before it changes anything, so an error leaves no trace.
+type applier interface {
+	apply(b *batch) error
+}
+
+// commandDef is one row of the command table.
+type commandDef struct {
+	name   string
+	decode func(body []byte) (Command, error)
+}
+
+func def[T any, P interface {
+	*T
+	Command
+	applier
+}](name string) commandDef {
+	return commandDef{name: name, decode: func(body []byte) (Command, error) {
+		p := P(new(T))
+		if err := json.Unmarshal(body, p); err != nil {
+			return nil, invalid("%s: %v", name, err)
+		}
+		return p, nil
+	}}
+}
+
+// commands is indexed by CommandType without the IgnoreUnknown bit.
+var commands = [IgnoreUnknown]commandDef{
+	TypeCreateBucket:   def[CreateBucket]("CreateBucket"),
+	TypeDeleteBucket:   def[DeleteBucket]("DeleteBucket"),
+	TypePutUser:        def[PutUser]("PutUser"),
+	TypeDeleteUser:     def[DeleteUser]("DeleteUser"),
+	TypeGrant:          def[Grant]("Grant"),
+	TypeRevoke:         def[Revoke]("Revoke"),
+	TypeCreateUpload:   def[CreateUpload]("CreateUpload"),
+	TypePutPart:        def[PutPart]("PutPart"),
+	TypeCompleteUpload: def[CompleteUpload]("CompleteUpload"),
+	TypeAbortUpload:    def[AbortUpload]("AbortUpload"),
+	TypeSetPolicy:      def[SetPolicy]("SetPolicy"),
+	TypeSetSetting:     def[SetSetting]("SetSetting"),
+}
+
+// Encode returns the log entry for cmd: its type byte and JSON body.
+func Encode(cmd Command) ([]byte, error) {
+	body, err := json.Marshal(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("raft: encode %T: %w", cmd, err)
+	}
+	return append([]byte{byte(cmd.Type())}, body...), nil
+}
+
+// Decode parses a log entry into a pointer to the command's struct
+// (*CreateBucket, ...). It returns (nil, nil) for an unknown type
+// marked IgnoreUnknown, ErrUnknownCommand for another unknown type, and an
+// error wrapping ErrInvalid for a malformed entry.
+func Decode(data []byte) (Command, error) {
+	if len(data) == 0 {
+		return nil, invalid("empty log entry")
+	}
+	t := CommandType(data[0])
+	d := commands[t&^IgnoreUnknown]
+	if d.decode == nil {
+		if t&IgnoreUnknown != 0 {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%w: %d", ErrUnknownCommand, t)
+	}
+	return d.decode(data[1:])
+}
+
+// CreateBucket records a new bucket. It fails with a *BucketExistsError
+// (matching ErrBucketExists) when the name is taken. A zero Created is set
+// to the time the leader appended the entry.
+type CreateBucket struct{ Bucket Bucket }
+
+// DeleteBucket removes a bucket and every grant on it. It fails with
+// ErrNoSuchBucket. Multipart sessions of the bucket are left for the caller
+// to abort (their parts in the store need aborting too).
+type DeleteBucket struct{ Name string }
+
+// PutUser adds a user, or replaces one when Replace is set. It fails with
+// ErrUserExists (the name is taken and Replace is not set) or
+// ErrAccessKeyInUse (another user has the access key).
+type PutUser struct {
+	User    User
+	Replace bool
+}
+
+// DeleteUser removes a user and its grants (buckets it owns stay). It fails
+// with ErrNoSuchUser, or ErrRootUser for a root user unless Force is set.
+type DeleteUser struct {
+	Name  string
+	Force bool
+}
+
+// Grant gives User Perm on Bucket, replacing an earlier grant. The bucket
+// need not be recorded here (policy-file buckets are not). It fails with
+// ErrNoSuchUser, or ErrInvalid for a Perm other than read or write.
+type Grant struct {
+	User   string
+	Bucket string
+	Perm   Perm
+}
+
+// Revoke takes Perm away from User on Bucket: revoking write leaves read,
+// revoking read (or an empty Perm) removes the grant. Revoking what was not
+// granted is not an error. It fails with ErrNoSuchUser, or ErrInvalid for
+// an unknown Perm.
+type Revoke struct {
+	User   string
+	Bucket string
+	Perm   Perm
+}
+
+// CreateUpload starts a multipart session (its ID is chosen by the caller,
+// so every node applies the same value). It fails with ErrUploadExists.
+type CreateUpload struct{ Upload MultipartUpload }
+
+// PutPart records an uploaded part, replacing one with the same number. It
+// fails with ErrNoSuchUpload, or ErrInvalid for a number outside 1..10000.
+type PutPart struct {
+	UploadID string
+	Part     Part
+}
+
+// CompleteUpload ends a session whose object has been assembled. It fails
+// with ErrNoSuchUpload.
+type CompleteUpload struct{ UploadID string }
+
+// AbortUpload ends a session whose parts have been discarded. It fails with
+// ErrNoSuchUpload.
+type AbortUpload struct{ UploadID string }
+
+// SetPolicy makes YAML the active policy file. Version must be greater than
+// the active policy's version, else it fails with ErrStalePolicy.
+type SetPolicy struct {
+	YAML    []byte
+	Version uint64
+}
+
+// SetSetting sets (or, with Delete, removes) a region setting such as the
+// region id.
+type SetSetting struct {
+	Key    string
+	Value  string
+	Delete bool
+}
+
+// Type implements Command.
+func (CreateBucket) Type() CommandType { return TypeCreateBucket }
+
+// Type implements Command.
+func (DeleteBucket) Type() CommandType { return TypeDeleteBucket }
+
+// Type implements Command.
+func (PutUser) Type() CommandType { return TypePutUser }
+
+// Type implements Command.
+func (DeleteUser) Type() CommandType { return TypeDeleteUser }
+
+// Type implements Command.
+func (Grant) Type() CommandType { return TypeGrant }
+
+// Type implements Command.
+func (Revoke) Type() CommandType { return TypeRevoke }
+
+// Type implements Command.
+func (CreateUpload) Type() CommandType { return TypeCreateUpload }
+
+// Type implements Command.
+func (PutPart) Type() CommandType { return TypePutPart }
+
+// Type implements Command.
+func (CompleteUpload) Type() CommandType { return TypeCompleteUpload }
+
+// Type implements Command.
+func (AbortUpload) Type() CommandType { return TypeAbortUpload }
+
+// Type implements Command.
+func (SetPolicy) Type() CommandType { return TypeSetPolicy }
+
+// Type implements Command.
+func (SetSetting) Type() CommandType { return TypeSetSetting }

@@ -1,0 +1,52 @@
+package raft
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Domain errors returned by Node.Apply (compare with errors.Is).
+var (
+	ErrBucketExists   = errors.New("raft: bucket already exists")
+	ErrNoSuchBucket   = errors.New("raft: no such bucket")
+	ErrUserExists     = errors.New("raft: user already exists")
+	ErrNoSuchUser     = errors.New("raft: no such user")
+	ErrAccessKeyInUse = errors.New("raft: access key in use by another user")
+	ErrRootUser       = errors.New("raft: root user cannot be deleted without Force")
+	ErrUploadExists   = errors.New("raft: upload id already exists")
+	ErrNoSuchUpload   = errors.New("raft: no such upload")
+	ErrStalePolicy    = errors.New("raft: policy version is not newer than the active one")
+	// ErrInvalid is wrapped by errors that reject a malformed command.
+	ErrInvalid = errors.New("raft: invalid command")
+	// ErrUnknownCommand is returned for a command type this node does not
+	// know and that is not marked IgnoreUnknown.
+	ErrUnknownCommand = errors.New("raft: unknown command type")
+)
+
+// Errors about the node rather than the command.
+var (
+	// ErrNotLeader: this node cannot accept writes now (a single node
+	// returns it only while it is not yet, or no longer, the leader).
+	ErrNotLeader = errors.New("raft: not the leader")
+	// ErrClosed: the node has been closed.
+	ErrClosed = errors.New("raft: node closed")
+)
+
+// BucketExistsError is returned by CreateBucket when the name is taken. It
+// matches ErrBucketExists and names the current owner, so the gateway can
+// answer BucketAlreadyOwnedByYou or BucketAlreadyExists.
+type BucketExistsError struct {
+	Bucket string
+	Owner  string
+}
+
+func (e *BucketExistsError) Error() string {
+	return fmt.Sprintf("raft: bucket %q already exists (owner %q)", e.Bucket, e.Owner)
+}
+
+// Is reports whether target is ErrBucketExists.
+func (e *BucketExistsError) Is(target error) bool { return target == ErrBucketExists }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}

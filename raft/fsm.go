@@ -1,0 +1,243 @@
+package raft
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	hraft "github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+)
+
+// fsm is the region's state machine. Its state lives twice: in memory (the
+// State read view, which serves every read) and in a bbolt file, written
+// in one transaction per applied batch together with the last applied
+// index. On restart the file is loaded and Raft's replay of the log skips
+// every entry at or below that index, so a restart costs a file read, not a
+// replay; Raft's snapshot is restored only when the file is older than the
+// snapshot (see Open).
+type fsm struct {
+	log   *slog.Logger
+	state *State
+	db    *bolt.DB
+	// diskErr, touched only on the FSM goroutine, stops writes to the file
+	// after a failed transaction: memory (the truth Raft committed) keeps
+	// serving, and the next start rebuilds the file from the Raft log.
+	diskErr  error
+	executed atomic.Uint64 // commands run, replays excluded (for tests)
+}
+
+var (
+	_ hraft.BatchingFSM = (*fsm)(nil)
+	_ hraft.FSMSnapshot = (*fsmSnapshot)(nil)
+)
+
+func openFSM(path string, log *slog.Logger) (*fsm, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("raft: open FSM file: %w", err)
+	}
+	f := &fsm{log: log, state: &State{}, db: db}
+	cat, applied := newCatalog(), uint64(0)
+	err = db.Update(func(tx *bolt.Tx) error {
+		for t := tMeta; t <= tSetting; t++ {
+			bk, err := tx.CreateBucketIfNotExists(tableNames[t])
+			if err != nil {
+				return err
+			}
+			if t == tMeta {
+				if v := bk.Get([]byte(appliedKey)); len(v) == 8 {
+					applied = binary.BigEndian.Uint64(v)
+				}
+				continue
+			}
+			if err := bk.ForEach(func(k, v []byte) error {
+				_, err := cat.load(t, k, v)
+				return err
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("raft: load FSM file: %w", err)
+	}
+	f.state.cur.Store(cat)
+	f.state.applied.Store(applied)
+	return f, nil
+}
+
+func (f *fsm) close() error { return f.db.Close() }
+
+// Apply implements hraft.FSM.
+func (f *fsm) Apply(l *hraft.Log) any { return f.ApplyBatch([]*hraft.Log{l})[0] }
+
+// ApplyBatch implements hraft.BatchingFSM. Each response is nil or the
+// command's error.
+func (f *fsm) ApplyBatch(logs []*hraft.Log) []any {
+	resp := make([]any, len(logs))
+	applied := f.state.applied.Load()
+	last := applied
+	b := newBatch(f.state.load())
+	for i, l := range logs {
+		if l.Index <= applied {
+			continue // replay of an entry the file already holds
+		}
+		last = l.Index
+		if l.Type != hraft.LogCommand {
+			continue
+		}
+		b.now = l.AppendedAt
+		if err := f.apply(b, l); err != nil {
+			resp[i] = err
+		}
+	}
+	if last == applied {
+		return resp
+	}
+	f.persist(b.ops, last)
+	if b.dirty != 0 {
+		next := b.cat
+		f.state.cur.Store(&next)
+	}
+	f.state.applied.Store(last)
+	return resp
+}
+
+func (f *fsm) apply(b *batch, l *hraft.Log) error {
+	cmd, err := Decode(l.Data)
+	if err != nil {
+		f.log.Warn("raft: command rejected", "index", l.Index, "err", err)
+		return err
+	}
+	if cmd == nil {
+		f.log.Debug("raft: skipped unknown ignorable command", "index", l.Index, "type", l.Data[0])
+		return nil
+	}
+	f.executed.Add(1)
+	return cmd.(applier).apply(b)
+}
+
+func (f *fsm) persist(ops []diskOp, applied uint64) {
+	if f.diskErr != nil {
+		return
+	}
+	err := f.db.Update(func(tx *bolt.Tx) error {
+		for _, op := range ops {
+			bk := tx.Bucket(tableNames[op.t])
+			var err error
+			if op.val == nil {
+				err = bk.Delete([]byte(op.key))
+			} else {
+				err = bk.Put([]byte(op.key), op.val)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(tableNames[tMeta]).Put([]byte(appliedKey), u64(applied))
+	})
+	if err != nil {
+		f.diskErr = err
+		f.log.Error("raft: FSM file write failed; serving from memory, the file is rebuilt from the Raft log on restart",
+			"index", applied, "err", err)
+	}
+}
+
+// Snapshot implements hraft.FSM. It runs on the FSM goroutine and only
+// captures (a pointer and a copy of the session table); Persist streams.
+func (f *fsm) Snapshot() (hraft.FSMSnapshot, error) {
+	return capture(f.state.load(), f.state.applied.Load()), nil
+}
+
+// Persist implements hraft.FSMSnapshot.
+func (s *fsmSnapshot) Persist(sink hraft.SnapshotSink) error {
+	if err := s.writeTo(bufio.NewWriterSize(sink, 64<<10)); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("raft: persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+// Release implements hraft.FSMSnapshot.
+func (s *fsmSnapshot) Release() {}
+
+// Restore implements hraft.FSM. It builds a fresh catalog and rewrites the
+// file in one transaction from the stream; only when both are complete are
+// they swapped in (one commit, one atomic store). A bad stream changes
+// nothing.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	cat, applied := newCatalog(), uint64(0)
+	err := f.db.Update(func(tx *bolt.Tx) error {
+		for t := tMeta; t <= tSetting; t++ {
+			if tx.Bucket(tableNames[t]) != nil {
+				if err := tx.DeleteBucket(tableNames[t]); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.CreateBucket(tableNames[t]); err != nil {
+				return err
+			}
+		}
+		err := readSnapshot(bufio.NewReaderSize(rc, 64<<10), func(t table, key, val []byte) error {
+			if t == tMeta {
+				if string(key) == appliedKey && len(val) == 8 {
+					applied = binary.BigEndian.Uint64(val)
+				}
+				return nil
+			}
+			known, err := cat.load(t, key, val)
+			if err != nil || !known {
+				return err
+			}
+			return tx.Bucket(tableNames[t]).Put(key, val)
+		})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(tableNames[tMeta]).Put([]byte(appliedKey), u64(applied))
+	})
+	if err != nil {
+		return fmt.Errorf("raft: restore snapshot: %w", err)
+	}
+	f.diskErr = nil // the file is whole again
+	f.state.cur.Store(cat)
+	f.state.applied.Store(applied)
+	f.log.Info("raft: FSM restored from snapshot", "applied", applied)
+	return nil
+}
+
+// snapshotApplied returns the FSM applied index recorded in the newest
+// snapshot of store (ok false when there is none).
+func snapshotApplied(store hraft.SnapshotStore) (index uint64, ok bool, err error) {
+	metas, err := store.List()
+	if err != nil || len(metas) == 0 {
+		return 0, false, err
+	}
+	_, rc, err := store.Open(metas[0].ID)
+	if err != nil {
+		return 0, false, err
+	}
+	defer rc.Close()
+	errStop := fmt.Errorf("stop")
+	err = readSnapshot(bufio.NewReader(rc), func(t table, key, val []byte) error {
+		if t == tMeta && string(key) == appliedKey && len(val) == 8 {
+			index, ok = binary.BigEndian.Uint64(val), true
+		}
+		return errStop // the applied record comes first
+	})
+	if err != nil && err != errStop {
+		return 0, false, err
+	}
+	if !ok {
+		return 0, false, fmt.Errorf("raft: snapshot %s has no applied index", metas[0].ID)
+	}
+	return index, true, nil
+}

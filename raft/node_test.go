@@ -1,0 +1,252 @@
+package raft
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	hraft "github.com/hashicorp/raft"
+)
+
+func TestRestartRestoresState(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, testConfig(t, dir))
+	apply(t, n, sample(1)...)
+	apply(t, n, sample(2)...)
+	want := dumpState(n.State())
+	closeNode(t, n)
+	if err := n.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+
+	n = openNode(t, testConfig(t, dir))
+	sameState(t, "after restart", dumpState(n.State()), want)
+	if got := n.fsm.executed.Load(); got != 0 {
+		t.Fatalf("restart executed %d commands; the FSM file should have covered them", got)
+	}
+	apply(t, n, SetSetting{Key: "after", Value: "restart"})
+}
+
+func TestSnapshotRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.SnapshotThreshold, cfg.TrailingLogs = 4, 2
+	n := openNode(t, cfg)
+	apply(t, n, sample(1)...)
+	if err := n.Snapshot(context.Background()); err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	if err := n.Snapshot(context.Background()); err != nil {
+		t.Fatalf("Snapshot with nothing new: %v", err)
+	}
+	tail := sample(2)
+	apply(t, n, tail...)
+	apply(t, n, DeleteBucket{Name: "data1"}, AbortUpload{UploadID: "up1"})
+	want := dumpState(n.State())
+	closeNode(t, n)
+
+	snaps, err := hraft.NewFileSnapshotStore(dir, 2, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if metas, err := snaps.List(); err != nil || len(metas) == 0 {
+		t.Fatalf("no snapshot on disk: %v %v", metas, err)
+	}
+
+	// With the FSM file: nothing is replayed.
+	n = openNode(t, cfg)
+	sameState(t, "restart after snapshot", dumpState(n.State()), want)
+	if got := n.fsm.executed.Load(); got != 0 {
+		t.Fatalf("restart executed %d commands, want 0", got)
+	}
+	closeNode(t, n)
+
+	// Without it: restore the snapshot, replay only the log after it.
+	if err := os.Remove(filepath.Join(dir, "fsm.db")); err != nil {
+		t.Fatal(err)
+	}
+	n = openNode(t, cfg)
+	sameState(t, "restart from snapshot and log", dumpState(n.State()), want)
+	if got, max := n.fsm.executed.Load(), uint64(len(tail)+2); got == 0 || got > max {
+		t.Fatalf("replay executed %d commands, want 1..%d (the entries after the snapshot)", got, max)
+	}
+}
+
+func TestOpenRefusesFSMWithoutRaftState(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, testConfig(t, dir))
+	apply(t, n, SetSetting{Key: "k", Value: "v"})
+	closeNode(t, n)
+	if err := os.Remove(filepath.Join(dir, "raft.db")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if n, err := Open(ctx, testConfig(t, dir)); err == nil {
+		n.Close()
+		t.Fatal("Open bootstrapped over an FSM file without Raft state")
+	}
+}
+
+func TestOpenConfigErrors(t *testing.T) {
+	ctx := context.Background()
+	for _, cfg := range []Config{{Dir: t.TempDir()}, {NodeID: "n"}, {NodeID: "n", Dir: t.TempDir(), ElectionTimeout: time.Millisecond}} {
+		if n, err := Open(ctx, cfg); err == nil {
+			n.Close()
+			t.Fatalf("Open(%+v) succeeded", cfg)
+		}
+	}
+}
+
+func TestTCPTransport(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.BindAddr = "127.0.0.1:0"
+	n := openNode(t, cfg)
+	apply(t, n, sample(1)...)
+	want := dumpState(n.State())
+	closeNode(t, n)
+	n = openNode(t, cfg) // another port this time; a one-node region does not care
+	sameState(t, "after TCP restart", dumpState(n.State()), want)
+	if !n.IsLeader() {
+		t.Fatal("not leader after Open")
+	}
+}
+
+func TestApplyContextAndClose(t *testing.T) {
+	n := openNode(t, testConfig(t, t.TempDir()))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := n.Apply(ctx, SetSetting{Key: "k", Value: "v"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Apply with a canceled ctx = %v", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Apply(ctx, SetSetting{Key: "k", Value: "v"}); err != nil {
+		t.Fatalf("Apply with a deadline: %v", err)
+	}
+	closeNode(t, n)
+	if err := n.Apply(ctx, SetSetting{Key: "k", Value: "w"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Apply after Close = %v, want ErrClosed", err)
+	}
+	if v, _ := n.State().Setting("k"); v != "v" {
+		t.Fatal("State unreadable after Close")
+	}
+}
+
+func TestApplyConcurrent(t *testing.T) {
+	n := openNode(t, testConfig(t, t.TempDir()))
+	const workers, each = 32, 5
+	var wg sync.WaitGroup
+	var won, lost atomic.Int32
+	errs := make(chan error, workers*(each+1))
+	for w := range workers {
+		wg.Go(func() {
+			ctx := context.Background()
+			for i := range each {
+				name := fmt.Sprintf("u%d-%d", w, i)
+				if err := n.Apply(ctx, PutUser{User: User{Name: name, AccessKey: "AK" + name}}); err != nil {
+					errs <- err
+				}
+			}
+			switch err := n.Apply(ctx, CreateBucket{Bucket: Bucket{Name: "shared", Owner: fmt.Sprint(w)}}); {
+			case err == nil:
+				won.Add(1)
+			case errors.Is(err, ErrBucketExists):
+				lost.Add(1)
+			default:
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if won.Load() != 1 || lost.Load() != workers-1 {
+		t.Fatalf("shared bucket: %d creates won, %d lost", won.Load(), lost.Load())
+	}
+	if got := len(n.State().Users()); got != workers*each {
+		t.Fatalf("%d users, want %d", got, workers*each)
+	}
+}
+
+func TestReadsDuringWrites(t *testing.T) {
+	n := openNode(t, testConfig(t, t.TempDir()))
+	s := n.State()
+	apply(t, n, sample(0)...)
+	var stop atomic.Bool
+	var reads atomic.Int64
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for !stop.Load() {
+				if u, ok := s.UserByAccessKey("AKALICE0"); !ok || u.Name != "alice0" {
+					t.Errorf("UserByAccessKey = %+v, %v", u, ok)
+					return
+				}
+				if _, ok := s.Bucket("data0"); !ok || !s.CanRead("bob0", "data0") {
+					t.Error("bucket data0 or bob0's grant vanished")
+					return
+				}
+				for _, u := range s.Uploads("", "") {
+					if full, ok := s.Upload(u.ID); ok && full.ID != u.ID {
+						t.Error("Upload returned another session")
+						return
+					}
+				}
+				dumpState(s)
+				reads.Add(1)
+			}
+		})
+	}
+	waitFor(t, "readers to start", func() bool { return reads.Load() > 0 })
+	for i := 1; i <= 5; i++ {
+		apply(t, n, sample(i)...)
+		apply(t, n, PutPart{UploadID: "up0", Part: Part{Number: i + 2, ETag: "x"}})
+		apply(t, n, AbortUpload{UploadID: fmt.Sprintf("up%d", i)})
+	}
+	stop.Store(true)
+	wg.Wait()
+}
+
+func TestRaftLogsAreQuiet(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	cfg := testConfig(t, t.TempDir())
+	cfg.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil)) // Info
+	n := openNode(t, cfg)
+	apply(t, n, sample(1)...)
+	closeNode(t, n)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if strings.Contains(line, "level=INFO") && strings.Contains(line, "logger=raft") {
+			t.Errorf("raft Info line at Info level: %s", line)
+		}
+	}
+	if !strings.Contains(buf.String(), `msg="raft: ready"`) {
+		t.Errorf("no ready line in:\n%s", buf.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -1,0 +1,235 @@
+package raft
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// table tags a kind of record. The same (tag, key, value) records make up
+// the FSM's bbolt file (one bbolt bucket per tag) and its snapshots, so a
+// record has one encoding everywhere. Tags are only appended; a tag with
+// tagIgnorable set may be skipped by a node that does not know it.
+type table byte
+
+const (
+	tEnd     table = 0 // end of a snapshot stream
+	tMeta    table = 1 // key "applied": last applied Raft index, 8 bytes big-endian
+	tBucket  table = 2 // key name, JSON Bucket
+	tUser    table = 3 // key name, JSON User
+	tGrant   table = 4 // key user NUL bucket, value the Perm
+	tUpload  table = 5 // key id, JSON MultipartUpload without Parts
+	tPart    table = 6 // key id NUL uint32 big-endian number, JSON Part
+	tPolicy  table = 7 // key "current", JSON Policy
+	tSetting table = 8 // key, raw value
+
+	tagIgnorable table = 0x80
+)
+
+// tableNames are the bbolt bucket names. Tables load in tag order, so an
+// upload comes before its parts.
+var tableNames = map[table][]byte{
+	tMeta:    []byte("meta"),
+	tBucket:  []byte("buckets"),
+	tUser:    []byte("users"),
+	tGrant:   []byte("grants"),
+	tUpload:  []byte("uploads"),
+	tPart:    []byte("parts"),
+	tPolicy:  []byte("policy"),
+	tSetting: []byte("settings"),
+}
+
+var (
+	appliedKey = "applied"
+	policyKey  = "current"
+)
+
+func grantKey(user, bucket string) string { return user + "\x00" + bucket }
+
+func partKey(id string, n int) string {
+	return id + "\x00" + string(binary.BigEndian.AppendUint32(nil, uint32(n)))
+}
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// load adds one record to c. It reports false for an unknown tag that may
+// be ignored, and fails for another unknown tag or a malformed record.
+func (c *catalog) load(t table, key, val []byte) (bool, error) {
+	var err error
+	switch t {
+	case tBucket:
+		var b Bucket
+		if err = json.Unmarshal(val, &b); err == nil {
+			c.buckets[b.Name] = b
+		}
+	case tUser:
+		var u User
+		if err = json.Unmarshal(val, &u); err == nil {
+			c.users[u.Name] = u
+			c.byKey[u.AccessKey] = u
+		}
+	case tGrant:
+		user, bucket, ok := strings.Cut(string(key), "\x00")
+		if !ok {
+			return false, fmt.Errorf("raft: malformed grant key %q", key)
+		}
+		if c.grants[user] == nil {
+			c.grants[user] = map[string]Perm{}
+		}
+		c.grants[user][bucket] = Perm(val)
+	case tUpload:
+		var u MultipartUpload
+		if err = json.Unmarshal(val, &u); err == nil {
+			u.Parts = nil
+			c.uploads.m[u.ID] = &uploadRec{up: u, parts: map[int]Part{}}
+		}
+	case tPart:
+		id, _, _ := strings.Cut(string(key), "\x00")
+		rec, ok := c.uploads.m[id]
+		if !ok {
+			return false, fmt.Errorf("raft: part record for unknown upload %q", id)
+		}
+		var p Part
+		if err = json.Unmarshal(val, &p); err == nil {
+			rec.parts[p.Number] = p
+		}
+	case tPolicy:
+		var p Policy
+		if err = json.Unmarshal(val, &p); err == nil {
+			c.policy = &p
+		}
+	case tSetting:
+		c.settings[string(key)] = string(val)
+	default:
+		if t&tagIgnorable != 0 {
+			return false, nil
+		}
+		return false, fmt.Errorf("raft: unknown record tag %d", t)
+	}
+	if err != nil {
+		return false, fmt.Errorf("raft: decode record (tag %d, key %q): %w", t, key, err)
+	}
+	return true, nil
+}
+
+// snapshotMagic starts every snapshot stream: the format name and version.
+const snapshotMagic = "fedgate-fsm\x00\x01"
+
+const (
+	maxKeyLen = 64 << 10
+	maxValLen = 256 << 20
+)
+
+// fsmSnapshot is a point-in-time capture: an immutable catalog plus a copy
+// of the multipart sessions (the one table mutated in place).
+type fsmSnapshot struct {
+	cat     *catalog
+	uploads []*uploadRec // sorted by id
+	applied uint64
+}
+
+func capture(c *catalog, applied uint64) *fsmSnapshot {
+	t := c.uploads
+	t.mu.RLock()
+	ups := make([]*uploadRec, 0, len(t.m))
+	for _, r := range t.m {
+		ups = append(ups, &uploadRec{up: r.up, parts: maps.Clone(r.parts)})
+	}
+	t.mu.RUnlock()
+	slices.SortFunc(ups, func(a, b *uploadRec) int { return strings.Compare(a.up.ID, b.up.ID) })
+	return &fsmSnapshot{cat: c, uploads: ups, applied: applied}
+}
+
+// writeTo streams the snapshot's records: the applied index first, then
+// every table in load order, each sorted by key, then tEnd.
+func (s *fsmSnapshot) writeTo(w *bufio.Writer) error {
+	rec := func(t table, key string, val []byte) {
+		w.WriteByte(byte(t))
+		w.Write(binary.AppendUvarint(nil, uint64(len(key))))
+		w.WriteString(key)
+		w.Write(binary.AppendUvarint(nil, uint64(len(val))))
+		w.Write(val)
+	}
+	c := s.cat
+	w.WriteString(snapshotMagic)
+	rec(tMeta, appliedKey, u64(s.applied))
+	for _, name := range slices.Sorted(maps.Keys(c.buckets)) {
+		rec(tBucket, name, mustJSON(c.buckets[name]))
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.users)) {
+		rec(tUser, name, mustJSON(c.users[name]))
+	}
+	for _, user := range slices.Sorted(maps.Keys(c.grants)) {
+		for _, bucket := range slices.Sorted(maps.Keys(c.grants[user])) {
+			rec(tGrant, grantKey(user, bucket), []byte(c.grants[user][bucket]))
+		}
+	}
+	for _, r := range s.uploads {
+		rec(tUpload, r.up.ID, mustJSON(r.up))
+		for _, n := range slices.Sorted(maps.Keys(r.parts)) {
+			rec(tPart, partKey(r.up.ID, n), mustJSON(r.parts[n]))
+		}
+	}
+	if c.policy != nil {
+		rec(tPolicy, policyKey, mustJSON(c.policy))
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.settings)) {
+		rec(tSetting, k, []byte(c.settings[k]))
+	}
+	w.WriteByte(byte(tEnd))
+	return w.Flush() // bufio.Writer keeps the first write error
+}
+
+// readSnapshot calls fn for every record of a snapshot stream. A stream
+// without the magic or the end record is an error.
+func readSnapshot(r *bufio.Reader, fn func(t table, key, val []byte) error) error {
+	magic := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != snapshotMagic {
+		return fmt.Errorf("raft: not a fedgate FSM snapshot (or an unknown format version)")
+	}
+	blob := func(limit uint64) ([]byte, error) {
+		n, err := binary.ReadUvarint(r)
+		if err != nil {
+			return nil, err
+		}
+		if n > limit {
+			return nil, fmt.Errorf("raft: snapshot record of %d bytes exceeds %d", n, limit)
+		}
+		b := make([]byte, n)
+		_, err = io.ReadFull(r, b)
+		return b, err
+	}
+	for {
+		tag, err := r.ReadByte()
+		if err != nil {
+			return truncated(err)
+		}
+		if table(tag) == tEnd {
+			return nil
+		}
+		key, err := blob(maxKeyLen)
+		if err != nil {
+			return truncated(err)
+		}
+		val, err := blob(maxValLen)
+		if err != nil {
+			return truncated(err)
+		}
+		if err := fn(table(tag), key, val); err != nil {
+			return err
+		}
+	}
+}
+
+func truncated(err error) error {
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("raft: read snapshot: %w", err)
+}

@@ -1,0 +1,180 @@
+package raft
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// catalog is one version of the FSM's in-memory state. Its maps are never
+// written after the catalog is published (copy-on-write, see batch), so
+// readers need no lock: the read-hot tables cost one atomic load and a map
+// lookup. Multipart sessions, which change with every part, live in a
+// separately locked table that a catalog points to.
+type catalog struct {
+	buckets  map[string]Bucket
+	users    map[string]User
+	byKey    map[string]User            // access key -> user
+	grants   map[string]map[string]Perm // user -> bucket -> perm
+	policy   *Policy                    // nil: none applied yet
+	settings map[string]string
+	uploads  *uploadTable
+}
+
+func newCatalog() *catalog {
+	return &catalog{
+		buckets:  map[string]Bucket{},
+		users:    map[string]User{},
+		byKey:    map[string]User{},
+		grants:   map[string]map[string]Perm{},
+		settings: map[string]string{},
+		uploads:  &uploadTable{m: map[string]*uploadRec{}},
+	}
+}
+
+// uploadTable holds the multipart sessions. Only the FSM goroutine writes
+// it, under mu.
+type uploadTable struct {
+	mu sync.RWMutex
+	m  map[string]*uploadRec
+}
+
+// uploadRec is one session: up has nil Parts; parts is mutated in place
+// (under uploadTable.mu) so PutPart costs O(1), not O(parts).
+type uploadRec struct {
+	up    MultipartUpload
+	parts map[int]Part
+}
+
+// State is a read view of the FSM. It is safe for concurrent use, and no
+// method does disk I/O or talks to Raft. Values returned are copies.
+type State struct {
+	cur     atomic.Pointer[catalog]
+	applied atomic.Uint64
+}
+
+func (s *State) load() *catalog { return s.cur.Load() }
+
+// AppliedIndex is the Raft index of the last log entry this node applied.
+func (s *State) AppliedIndex() uint64 { return s.applied.Load() }
+
+// Bucket returns the bucket named name, if it was created in this region.
+func (s *State) Bucket(name string) (Bucket, bool) {
+	b, ok := s.load().buckets[name]
+	return b, ok
+}
+
+// Buckets returns all buckets sorted by name.
+func (s *State) Buckets() []Bucket {
+	return sortedValues(s.load().buckets, func(a, b Bucket) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// User returns the user named name.
+func (s *State) User(name string) (User, bool) {
+	u, ok := s.load().users[name]
+	return u, ok
+}
+
+// UserByAccessKey returns the user that owns access key ak.
+func (s *State) UserByAccessKey(ak string) (User, bool) {
+	u, ok := s.load().byKey[ak]
+	return u, ok
+}
+
+// Users returns all users sorted by name.
+func (s *State) Users() []User {
+	return sortedValues(s.load().users, func(a, b User) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// Grants returns user's grants as bucket -> perm (a fresh map, nil if none).
+func (s *State) Grants(user string) map[string]Perm {
+	return maps.Clone(s.load().grants[user])
+}
+
+// CanRead reports whether user may read bucket: root users, the bucket's
+// owner and users granted read or write may.
+func (s *State) CanRead(user, bucket string) bool { return s.can(user, bucket, PermRead) }
+
+// CanWrite reports whether user may write bucket: root users, the bucket's
+// owner and users granted write may.
+func (s *State) CanWrite(user, bucket string) bool { return s.can(user, bucket, PermWrite) }
+
+func (s *State) can(user, bucket string, need Perm) bool {
+	c := s.load()
+	u, ok := c.users[user]
+	if !ok {
+		return false
+	}
+	if u.Root {
+		return true
+	}
+	if b, ok := c.buckets[bucket]; ok && b.Owner == user {
+		return true
+	}
+	return c.grants[user][bucket].level() >= need.level()
+}
+
+// Upload returns the multipart session id with its parts.
+func (s *State) Upload(id string) (MultipartUpload, bool) {
+	t := s.load().uploads
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	r, ok := t.m[id]
+	if !ok {
+		return MultipartUpload{}, false
+	}
+	u := r.up.clone()
+	u.Parts = make(map[int]Part, len(r.parts))
+	for n, p := range r.parts {
+		u.Parts[n] = p.clone()
+	}
+	return u, true
+}
+
+// Uploads returns the sessions of bucket whose key starts with prefix,
+// sorted by key, then creation time, then id (ListMultipartUploads order).
+// An empty bucket lists every bucket's sessions, sorted by bucket first.
+// Parts is nil in the results; use Upload for a session's parts.
+func (s *State) Uploads(bucket, prefix string) []MultipartUpload {
+	t := s.load().uploads
+	t.mu.RLock()
+	var out []MultipartUpload
+	for _, r := range t.m {
+		if (bucket == "" || r.up.Bucket == bucket) && strings.HasPrefix(r.up.Key, prefix) {
+			out = append(out, r.up.clone())
+		}
+	}
+	t.mu.RUnlock()
+	slices.SortFunc(out, func(a, b MultipartUpload) int {
+		return cmp.Or(strings.Compare(a.Bucket, b.Bucket), strings.Compare(a.Key, b.Key),
+			a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID))
+	})
+	return out
+}
+
+// Policy returns the active policy file, if one was applied.
+func (s *State) Policy() (Policy, bool) {
+	p := s.load().policy
+	if p == nil {
+		return Policy{}, false
+	}
+	return Policy{YAML: slices.Clone(p.YAML), Version: p.Version}, true
+}
+
+// Setting returns the value of a region setting.
+func (s *State) Setting(key string) (string, bool) {
+	v, ok := s.load().settings[key]
+	return v, ok
+}
+
+// Settings returns all region settings (a fresh map).
+func (s *State) Settings() map[string]string { return maps.Clone(s.load().settings) }
+
+func sortedValues[V any](m map[string]V, cmp func(a, b V) int) []V {
+	out := slices.Collect(maps.Values(m))
+	slices.SortFunc(out, cmp)
+	return out
+}

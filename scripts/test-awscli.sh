@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# End-to-end test with the real aws CLI v2 (Debian's /usr/bin/aws): starts a
+# fedgate server on a free loopback port with a fresh data dir, runs
+# `aws s3` and `aws s3api` commands with default client settings, and checks
+# what comes back. Usage: scripts/test-awscli.sh path/to/fedgate
+set -euo pipefail
+
+BIN=${1:?usage: $0 path/to/fedgate}
+AWS=${AWS:-/usr/bin/aws}
+if [ ! -x "$AWS" ]; then
+  if [ -n "${CI:-}" ]; then echo "FAIL: $AWS missing (scripts/install-test-deps.sh installs it)"; exit 1; fi
+  echo "SKIP: $AWS not installed (run scripts/install-test-deps.sh)"; exit 0
+fi
+
+WORK=$(mktemp -d)
+PID=
+cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+export AWS_ACCESS_KEY_ID=CLITESTACCESSKEY0001 AWS_SECRET_ACCESS_KEY=cli-test-secret-key-0123456789abcdef
+export AWS_DEFAULT_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
+export AWS_PAGER="" AWS_EC2_METADATA_DISABLED=true
+unset AWS_CA_BUNDLE AWS_PROFILE
+
+"$BIN" server --listen 127.0.0.1:0 --data-dir "$WORK/data" --log-level warn \
+  --access-key "$AWS_ACCESS_KEY_ID" --secret-key "$AWS_SECRET_ACCESS_KEY" >"$WORK/out" 2>"$WORK/log" &
+PID=$!
+for _ in $(seq 1 300); do
+  EP=$(sed -n 's/.*S3 endpoint \(http:[^ ]*\).*/\1/p' "$WORK/out" | head -1)
+  [ -n "$EP" ] && curl -fs "$EP/_fedgate/readyz" >/dev/null 2>&1 && break
+  kill -0 "$PID" 2>/dev/null || { cat "$WORK/log"; echo "FAIL: server exited"; exit 1; }
+  sleep 0.1
+done
+[ -n "${EP:-}" ] || { echo "FAIL: server did not start"; cat "$WORK/log"; exit 1; }
+
+aws() { "$AWS" --endpoint-url "$EP" "$@"; }
+pass=0
+check() { # check NAME EXPECTED ACTUAL
+  if [ "$2" != "$3" ]; then echo "FAIL: $1: expected [$2], got [$3]"; echo "--- server log"; tail -20 "$WORK/log"; exit 1; fi
+  pass=$((pass + 1))
+}
+expect_fail() { # expect_fail NAME ERRORCODE cmd...
+  local name=$1 code=$2; shift 2
+  local out
+  if out=$("$@" 2>&1); then echo "FAIL: $name: command succeeded"; exit 1; fi
+  if ! grep -q "$code" <<<"$out"; then echo "FAIL: $name: expected $code in: $out"; exit 1; fi
+  pass=$((pass + 1))
+}
+
+aws s3 mb s3://cli-bucket >/dev/null
+check "ls buckets" "cli-bucket" "$(aws s3 ls | awk '{print $3}')"
+
+head -c 3000000 /dev/urandom >"$WORK/small.bin"
+head -c 20000000 /dev/urandom >"$WORK/big.bin" # multipart with the CLI's 8 MiB parts
+aws s3 cp "$WORK/small.bin" s3://cli-bucket/dir/small.bin >/dev/null
+aws s3 cp "$WORK/big.bin" "s3://cli-bucket/dir/big file ü.bin" >/dev/null
+aws s3 cp s3://cli-bucket/dir/small.bin "$WORK/small.out" >/dev/null
+aws s3 cp "s3://cli-bucket/dir/big file ü.bin" "$WORK/big.out" >/dev/null
+check "small round trip" "$(sha256sum <"$WORK/small.bin")" "$(sha256sum <"$WORK/small.out")"
+check "big round trip" "$(sha256sum <"$WORK/big.bin")" "$(sha256sum <"$WORK/big.out")"
+etag=$(aws s3api head-object --bucket cli-bucket --key "dir/big file ü.bin" --query ETag --output text)
+check "multipart etag suffix" "-3\"" "${etag: -3}"
+
+check "ls recursive" "2" "$(aws s3 ls --recursive s3://cli-bucket/ | wc -l | tr -d ' ')"
+check "ls delimiter" "PRE dir/" "$(aws s3 ls s3://cli-bucket/ | awk '{$1=$1};1')"
+
+mkdir -p "$WORK/tree/a/b" "$WORK/back"
+for i in 1 2 3; do echo "file $i" >"$WORK/tree/a/f$i.txt"; done
+echo deep >"$WORK/tree/a/b/deep.txt"
+aws s3 sync "$WORK/tree" s3://cli-bucket/tree >/dev/null
+check "sync up count" "4" "$(aws s3 ls --recursive s3://cli-bucket/tree/ | wc -l | tr -d ' ')"
+check "sync again uploads nothing" "" "$(aws s3 sync "$WORK/tree" s3://cli-bucket/tree)"
+aws s3 sync s3://cli-bucket/tree "$WORK/back" >/dev/null
+check "sync down" "" "$(diff -r "$WORK/tree" "$WORK/back")"
+
+aws s3api put-object --bucket cli-bucket --key meta.txt --body "$WORK/tree/a/f1.txt" \
+  --content-type text/plain --metadata run-id=42,owner=ml >/dev/null
+check "metadata" "42 text/plain" "$(aws s3api head-object --bucket cli-bucket --key meta.txt --query '[Metadata."run-id",ContentType]' --output text | tr '\t' ' ')"
+aws s3api get-object --bucket cli-bucket --key dir/small.bin --range bytes=10-19 "$WORK/range.out" >/dev/null
+check "range" "$(head -c 20 "$WORK/small.bin" | tail -c 10 | sha256sum)" "$(sha256sum <"$WORK/range.out")"
+expect_fail "range past end" "InvalidRange" aws s3api get-object --bucket cli-bucket --key meta.txt --range bytes=1000-2000 "$WORK/x"
+expect_fail "conditional create" "PreconditionFailed" aws s3api put-object --bucket cli-bucket --key meta.txt --body "$WORK/tree/a/f1.txt" --if-none-match '*'
+aws s3api put-object --bucket cli-bucket --key sha.txt --body "$WORK/tree/a/f2.txt" --checksum-algorithm SHA256 >/dev/null
+check "checksum stored" "$(openssl dgst -sha256 -binary "$WORK/tree/a/f2.txt" | base64)" \
+  "$(aws s3api head-object --bucket cli-bucket --key sha.txt --checksum-mode ENABLED --query ChecksumSHA256 --output text)"
+aws s3api copy-object --bucket cli-bucket --key copy.txt --copy-source cli-bucket/meta.txt >/dev/null
+check "copy keeps metadata" "42" "$(aws s3api head-object --bucket cli-bucket --key copy.txt --query 'Metadata."run-id"' --output text)"
+expect_fail "missing key" "404" aws s3api head-object --bucket cli-bucket --key nope
+expect_fail "bucket not empty" "BucketNotEmpty" aws s3 rb s3://cli-bucket
+expect_fail "invalid bucket name" "InvalidBucketName" aws s3 mb s3://Bad_Name
+expect_fail "wrong secret" "SignatureDoesNotMatch" env AWS_SECRET_ACCESS_KEY=wrong-secret-key-xxxxxxxxxxxxxxxxxxxx "$AWS" --endpoint-url "$EP" s3 ls
+url=$(aws s3 presign s3://cli-bucket/meta.txt --expires-in 60)
+check "presigned get" "file 1" "$(curl -fsS "$url")"
+
+aws s3 rm --recursive s3://cli-bucket/ >/dev/null
+check "rm recursive" "0" "$(aws s3 ls --recursive s3://cli-bucket/ | wc -l | tr -d ' ')"
+aws s3 rb s3://cli-bucket >/dev/null
+check "rb" "" "$(aws s3 ls)"
+
+kill -TERM "$PID"
+wait "$PID" || { echo "FAIL: server exit status $? after SIGTERM"; exit 1; }
+PID=
+echo "PASS: aws CLI end-to-end ($pass checks)"
