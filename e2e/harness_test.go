@@ -1,18 +1,14 @@
 // Package e2e tests fedgate end to end: it builds the real binary, starts it
 // as a process on a loopback port and drives it with real S3 clients
-// (aws-sdk-go-v2, minio-go) and raw HTTP.
+// (aws-sdk-go-v2, minio-go, the fedgate CLI) and raw HTTP.
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/minio/minio-go/v7"
 	miniocreds "github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/fedgate/fedgate/internal/testserver"
 )
 
 var binary string
@@ -33,11 +31,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "fedgate")
-	build := exec.Command("go", "build", "-o", binary, "../cmd/fedgate")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building fedgate:", err)
+	if binary, err = testserver.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -46,107 +41,27 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	rootAK = "ROOTACCESSKEY1234567"
-	rootSK = "root-secret-key-0123456789abcdefghijklm"
+	rootAK = testserver.RootAccessKey
+	rootSK = testserver.RootSecretKey
 )
 
-// server is one fedgate process.
+// server is one fedgate process and the clients the tests use with it.
 type server struct {
-	t        *testing.T
-	DataDir  string
-	Endpoint string
-	args     []string
-	cmd      *exec.Cmd
-	done     chan struct{}
-	Stdout   *strings.Builder
+	*testserver.Process
+	t *testing.T
 }
 
-var endpointRE = regexp.MustCompile(`S3 endpoint (http://\S+)`)
-
-// startServer starts fedgate on a free loopback port with root credentials
-// rootAK/rootSK and a fresh data dir (or dataDir if given).
+// startServer starts fedgate with a fresh data dir and extra flags.
 func startServer(t *testing.T, extra ...string) *server {
 	t.Helper()
-	s := &server{t: t, DataDir: t.TempDir()}
-	s.args = extra
-	s.start()
-	t.Cleanup(func() { s.stop(syscall.SIGKILL) })
-	return s
+	return &server{Process: testserver.Start(t, binary, t.TempDir(), extra...), t: t}
 }
 
-func (s *server) start() {
-	t := s.t
-	t.Helper()
-	args := append([]string{"server", "--listen", "127.0.0.1:0", "--data-dir", s.DataDir,
-		"--access-key", rootAK, "--secret-key", rootSK, "--log-level", "warn"}, s.args...)
-	cmd := exec.Command(binary, args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.OpenFile(filepath.Join(s.DataDir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s.cmd = cmd
-	s.done = make(chan struct{})
-	s.Stdout = &strings.Builder{}
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sent := false
-		for sc.Scan() {
-			s.Stdout.WriteString(sc.Text() + "\n")
-			if m := endpointRE.FindStringSubmatch(sc.Text()); m != nil && !sent {
-				found <- m[1]
-				sent = true
-			}
-		}
-	}()
-	go func() { _ = cmd.Wait(); logf.Close(); close(s.done) }()
-	select {
-	case s.Endpoint = <-found:
-	case <-s.done:
-		log, _ := os.ReadFile(filepath.Join(s.DataDir, "server.log"))
-		t.Fatalf("fedgate exited before serving:\n%s", log)
-	case <-time.After(60 * time.Second):
-		t.Fatal("fedgate did not print its endpoint within 60s")
-	}
-	waitFor(t, 30*time.Second, "readyz", func() bool {
-		resp, err := http.Get(s.Endpoint + "/_fedgate/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
-}
+func (s *server) start() { s.t.Helper(); s.Launch(s.t) }
 
-// stop sends sig and waits for the process to exit.
-func (s *server) stop(sig syscall.Signal) {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	select {
-	case <-s.done:
-		return
-	default:
-	}
-	_ = s.cmd.Process.Signal(sig)
-	select {
-	case <-s.done:
-	case <-time.After(90 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-}
+func (s *server) stop(sig syscall.Signal) { s.Stop(sig) }
 
-// restart stops the server with sig and starts it again on the same data dir
-// (on a new port).
+// restart stops the server with sig and starts it again on the same data dir.
 func (s *server) restart(sig syscall.Signal) {
 	s.t.Helper()
 	s.stop(sig)
@@ -155,13 +70,7 @@ func (s *server) restart(sig syscall.Signal) {
 
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testserver.WaitFor(t, timeout, what, cond)
 }
 
 // s3Client is an aws-sdk-go-v2 client for the server with the given keys
@@ -192,9 +101,12 @@ func (s *server) minio(ak, sk string) *minio.Client {
 }
 
 // fedgate runs the CLI against this server with root credentials.
-func (s *server) fedgate(args ...string) (string, error) {
+func (s *server) fedgate(args ...string) (string, error) { return s.fedgateAs(rootAK, rootSK, args...) }
+
+// fedgateAs runs the CLI with the given credentials as root credentials.
+func (s *server) fedgateAs(ak, sk string, args ...string) (string, error) {
 	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), "FEDGATE_ENDPOINT="+s.Endpoint, "FEDGATE_ACCESS_KEY="+rootAK, "FEDGATE_SECRET_KEY="+rootSK)
+	cmd.Env = append(os.Environ(), "FEDGATE_ENDPOINT="+s.Endpoint, "FEDGATE_ACCESS_KEY="+ak, "FEDGATE_SECRET_KEY="+sk)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -203,14 +115,6 @@ func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return c
-}
-
-// fedgateAs runs the CLI with the given credentials as root credentials.
-func (s *server) fedgateAs(ak, sk string, args ...string) (string, error) {
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), "FEDGATE_ENDPOINT="+s.Endpoint, "FEDGATE_ACCESS_KEY="+ak, "FEDGATE_SECRET_KEY="+sk)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
 }
 
 type netConn = net.Conn

@@ -321,7 +321,6 @@ type Rules struct {
 // defaults.store; with neither, Placement.Kind stays PlacementDefault and
 // Stores is empty, meaning the region's embedded store.
 func (p *Policy) Match(bucket, key string) Rules {
-	_ = key
 	b, ok := p.Bucket(bucket)
 	if !ok {
 		b = Bucket{Name: bucket, Write: WriteThrough, Cache: defaultCache()}

@@ -51,12 +51,17 @@ const (
 	multipartDir = ".multipart"
 )
 
+// MaxKeyLen is the longest key the posix store holds: S3's 1024 bytes plus
+// room for the "<bucket>/" prefix the namespace puts in front of the keys of
+// buckets created through S3.
+const MaxKeyLen = store.MaxKeyLen + 64
+
 // checkKey returns store.ErrInvalidKey for a key no store holds.
 func checkKey(key string) error {
 	switch {
 	case key == "":
 		return store.ErrInvalidKey
-	case len(key) > store.MaxKeyLen:
+	case len(key) > MaxKeyLen:
 		return store.ErrInvalidKey
 	case strings.IndexByte(key, 0) >= 0:
 		return store.ErrInvalidKey

@@ -25,7 +25,7 @@ import (
 // the listing goes on if the caller keeps iterating.
 func (s *Store) List(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error] {
 	return func(yield func(store.Entry, error) bool) {
-		if len(opts.Prefix) > store.MaxKeyLen || strings.IndexByte(opts.Prefix, 0) >= 0 {
+		if len(opts.Prefix) > MaxKeyLen || strings.IndexByte(opts.Prefix, 0) >= 0 {
 			return
 		}
 		if err := ctx.Err(); err != nil {

@@ -192,7 +192,9 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return mapErr("delete", key, err)
 	}
 	dir := parentDir(rel)
-	if err := s.syncDir(dir); err != nil {
+	// A concurrent Delete may already have pruned the now-empty directory;
+	// then there is nothing left to sync.
+	if err := s.syncDir(dir); err != nil && !isNotExist(err) {
 		return mapErr("delete", key, err)
 	}
 	// Prune directories left empty. rmdir fails on a directory that is not

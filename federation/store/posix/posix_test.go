@@ -33,7 +33,7 @@ func TestConformance(t *testing.T) {
 		s := newAt(t, t.TempDir())
 		t.Cleanup(func() { checkNoLeftovers(t, s.dir) })
 		return s
-	}, storetest.Capabilities{})
+	}, storetest.Capabilities{MaxKeyLen: MaxKeyLen})
 }
 
 // checkNoLeftovers: after a test, nothing stays in staging and no upload
@@ -71,7 +71,7 @@ func TestEncoding(t *testing.T) {
 			t.Errorf("objectPath(%q) = %q, %v; want %q", key, got, err, want)
 		}
 	}
-	for _, key := range []string{"", strings.Repeat("x", 1025), "a\x00b"} {
+	for _, key := range []string{"", strings.Repeat("x", MaxKeyLen+1), "a\x00b"} {
 		if _, err := objectPath(key); !errors.Is(err, store.ErrInvalidKey) {
 			t.Errorf("objectPath(%q): %v, want ErrInvalidKey", key, err)
 		}

@@ -94,3 +94,37 @@ func testDeleteRacesPut(t *testing.T, s store.Store, caps Capabilities) {
 	}
 	checkList(t, s, store.ListOptions{Prefix: "race/"}, w)
 }
+
+// testConcurrentDeletes: deleting every object of a "directory" at once,
+// as `aws s3 rm --recursive` does, succeeds for each key (Delete is
+// idempotent and must not trip over a sibling's cleanup) and leaves nothing.
+func testConcurrentDeletes(t *testing.T, s store.Store, caps Capabilities) {
+	ctx := t.Context()
+	rounds := 20
+	if caps.short() {
+		rounds = 5
+	}
+	for r := range rounds {
+		var keys []string
+		for i := range 8 {
+			keys = append(keys, fmt.Sprintf("rm/%d/sub/k%d", r, i))
+		}
+		for _, k := range keys {
+			if _, err := s.Put(ctx, k, bytes.NewReader([]byte(k)), int64(len(k)), store.PutOptions{}); err != nil {
+				t.Fatalf("Put(%s): %v", k, err)
+			}
+		}
+		var wg sync.WaitGroup
+		for _, k := range keys {
+			wg.Go(func() {
+				if err := s.Delete(ctx, k); err != nil {
+					t.Errorf("Delete(%s) racing sibling deletes: %v", k, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for e, err := range s.List(ctx, store.ListOptions{Prefix: "rm/"}) {
+		t.Fatalf("List after deleting everything: %v %v", e.Key, err)
+	}
+}

@@ -111,7 +111,7 @@ func testKeys(t *testing.T, s store.Store, keys []string, mayReject bool) {
 
 func testInvalidKeys(t *testing.T, s store.Store, caps Capabilities) {
 	ctx := t.Context()
-	bad := []string{"", strings.Repeat("k", store.MaxKeyLen+1), "nul\x00byte", "\x00", "a/\x00/b"}
+	bad := []string{"", strings.Repeat("k", caps.maxKeyLen()+1), "nul\x00byte", "\x00", "a/\x00/b"}
 	for _, k := range bad {
 		_, err := s.Put(ctx, k, strings.NewReader("x"), 1, store.PutOptions{})
 		wantErr(t, fmt.Sprintf("Put(%s)", quote(k)), err, store.ErrInvalidKey)

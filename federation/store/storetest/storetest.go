@@ -55,6 +55,16 @@ type Capabilities struct {
 	// MinPartSize is the smallest multipart part, other than the last, the
 	// store accepts (S3: 5 MiB); 0 for any size.
 	MinPartSize int64
+	// MaxKeyLen is the longest key the store accepts; longer keys must get
+	// ErrInvalidKey. Default store.MaxKeyLen (S3's 1024 bytes).
+	MaxKeyLen int
+}
+
+func (c Capabilities) maxKeyLen() int {
+	if c.MaxKeyLen > 0 {
+		return c.MaxKeyLen
+	}
+	return store.MaxKeyLen
 }
 
 func (c Capabilities) short() bool { return c.Short || testing.Short() }
@@ -122,6 +132,7 @@ func Run(t *testing.T, newStore NewStore, caps Capabilities) {
 	runListTests(t, newStore, caps)
 	run("ConcurrentKeys", testConcurrentKeys)
 	run("DeleteRacesPut", testDeleteRacesPut)
+	run("ConcurrentDeletes", testConcurrentDeletes)
 	t.Run("Multipart", func(t *testing.T) { runMultipartTests(t, newStore, caps) })
 	run("LocalFile", testLocalFile)
 }
