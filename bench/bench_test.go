@@ -36,9 +36,9 @@ const ceilingEnv = "FEDGATE_BENCH_CEILING_DIR"
 
 var (
 	binary string
-	// results[size][op][target] = bytes/s
+	// results[size][op][target] = bytes/s of each round (-count)
 	resultsMu sync.Mutex
-	results   = map[string]map[string]map[string]float64{}
+	results   = map[string]map[string]map[string][]float64{}
 	rssNotes  []string
 )
 
@@ -231,12 +231,12 @@ func record(size, op, target string, bytesPerSec float64) {
 	resultsMu.Lock()
 	defer resultsMu.Unlock()
 	if results[size] == nil {
-		results[size] = map[string]map[string]float64{}
+		results[size] = map[string]map[string][]float64{}
 	}
 	if results[size][op] == nil {
-		results[size][op] = map[string]float64{}
+		results[size][op] = map[string][]float64{}
 	}
-	results[size][op][target] = bytesPerSec
+	results[size][op][target] = append(results[size][op][target], bytesPerSec)
 }
 
 // BenchmarkGetPut measures GET and PUT throughput of fedgate and of the
@@ -307,12 +307,30 @@ func BenchmarkRSS32Streams(b *testing.B) {
 	resultsMu.Unlock()
 }
 
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// spread lists the per-round ratios, so a reader sees how noisy they were.
+func spread(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(parts, " ")
+}
+
 func printSummary() {
 	if len(results) == 0 && len(rssNotes) == 0 {
 		return
 	}
 	var out bytes.Buffer
-	fmt.Fprintln(&out, "\n| size | op | fedgate MB/s | ceiling MB/s | fedgate req/s | ceiling req/s | fedgate/ceiling |")
+	fmt.Fprintln(&out, "\n| size | op | fedgate MB/s | ceiling MB/s | fedgate req/s | ceiling req/s | fedgate/ceiling: median (each round) |")
 	fmt.Fprintln(&out, "|---|---|---|---|---|---|---|")
 	for _, sz := range sizes {
 		ops := results[sz.name]
@@ -325,13 +343,14 @@ func printSummary() {
 		}
 		sort.Strings(keys)
 		for _, op := range keys {
-			f, c := ops[op]["fedgate"], ops[op]["ceiling"]
-			ratio := 0.0
-			if c > 0 {
-				ratio = f / c
+			fs, cs := ops[op]["fedgate"], ops[op]["ceiling"]
+			var ratios []float64
+			for i := range min(len(fs), len(cs)) {
+				ratios = append(ratios, fs[i]/cs[i])
 			}
-			fmt.Fprintf(&out, "| %s | %s | %.1f | %.1f | %.0f | %.0f | %.2f |\n", sz.name, op, f/1e6, c/1e6,
-				f/float64(sz.size), c/float64(sz.size), ratio)
+			f, c := median(fs), median(cs)
+			fmt.Fprintf(&out, "| %s | %s | %.1f | %.1f | %.0f | %.0f | %.2f (%s) |\n", sz.name, op, f/1e6, c/1e6,
+				f/float64(sz.size), c/float64(sz.size), median(ratios), spread(ratios))
 		}
 	}
 	for _, n := range rssNotes {

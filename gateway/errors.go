@@ -64,7 +64,7 @@ func toS3(err error) *s3err.Error {
 	case errors.Is(err, federation.ErrNoSuchUpload), errors.Is(err, store.ErrNoSuchUpload):
 		return errNoSuchUpload
 	case errors.Is(err, federation.ErrPolicyBucket):
-		return errf(409, "OperationAborted", "%v", err)
+		return errf(409, "InvalidBucketState", "%v", err)
 	case errors.Is(err, federation.ErrInvalidBucketName):
 		return errf(400, "InvalidBucketName", "%v", err)
 	case errors.Is(err, store.ErrNotFound):

@@ -224,8 +224,11 @@ func (s *Server) serveObject(q *request, withBody bool) error {
 		defer f.Close()
 		info.Key = q.key
 		return s.sendObject(q, info, withBody, func(start, n int64) (io.Reader, func(), error) {
-			if _, err := f.Seek(off+start, io.SeekStart); err != nil {
-				return nil, nil, err
+			// A fresh file is at offset 0; seek only for ranges.
+			if off+start != 0 {
+				if _, err := f.Seek(off+start, io.SeekStart); err != nil {
+					return nil, nil, err
+				}
 			}
 			// Exactly *io.LimitedReader over *os.File: net/http sends it with sendfile.
 			return &io.LimitedReader{R: f, N: n}, func() {}, nil

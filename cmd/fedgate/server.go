@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,9 +10,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -29,7 +32,7 @@ import (
 
 type serverFlags struct {
 	listen, dataDir, cacheDir, config, s3Region, domain string
-	accessKey, secretKey, nodeID, logLevel              string
+	accessKey, secretKey, nodeID, logLevel, debugListen string
 	shutdownTimeout                                     time.Duration
 }
 
@@ -69,6 +72,7 @@ kept in the region's state and in DATA-DIR/root-credentials.json, and printed on
 	fl.StringVar(&f.secretKey, "secret-key", "", "root secret key (default $FEDGATE_SECRET_KEY)")
 	fl.StringVar(&f.nodeID, "node-id", "node-1", "this node's Raft id")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.debugListen, "debug-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long SIGTERM waits for in-flight requests")
 	return cmd
 }
@@ -92,9 +96,13 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	if f.cacheDir == "" {
 		f.cacheDir = filepath.Join(f.dataDir, "cache")
 	}
-	var pol *policies.Policy
+	var fileData []byte
 	if f.config != "" {
-		if pol, err = policies.Load(f.config, policies.SkeletonFeatures()); err != nil {
+		// Validate before touching any state: a bad file changes nothing.
+		if fileData, err = os.ReadFile(f.config); err != nil {
+			return fmt.Errorf("--config: %w", err)
+		}
+		if _, err := policies.Parse(f.config, fileData, policies.SkeletonFeatures()); err != nil {
 			return err
 		}
 	}
@@ -103,11 +111,6 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	stores, defStore, err := openStores(f.dataDir, pol)
-	if err != nil {
-		return err
-	}
-
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", f.listen, err)
@@ -122,10 +125,24 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	}
 	defer node.Close()
 
+	pol, err := activePolicy(ctx, node, f.config, fileData, log)
+	if err != nil {
+		return err
+	}
+	stores, defStore, err := openStores(f.dataDir, pol)
+	if err != nil {
+		return err
+	}
 	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: defStore, Policy: pol, Logger: log.With("component", "federation")})
 	if err != nil {
 		return err
 	}
+	ns.SetReady(func(context.Context) error {
+		if !node.IsLeader() {
+			return errors.New("this node is not the region's Raft leader")
+		}
+		return nil
+	})
 	creds, generated, err := rootCredentials(ctx, ns, f)
 	if err != nil {
 		return err
@@ -143,6 +160,12 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	if f.debugListen != "" {
+		if err := serveDebug(f.debugListen, log); err != nil {
+			return err
+		}
 	}
 
 	endpoint := "http://" + ln.Addr().String()
@@ -241,4 +264,42 @@ func rootCredentials(ctx context.Context, ns *federation.Namespace, f serverFlag
 		return c, false, fmt.Errorf("save root credentials: %w", err)
 	}
 	return c, true, nil
+}
+
+// serveDebug serves net/http/pprof on its own listener, never on the S3 port.
+func serveDebug(addr string, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--debug-listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	log.Info("pprof listening", "addr", ln.Addr().String())
+	go func() { _ = http.Serve(ln, mux) }()
+	return nil
+}
+
+// activePolicy returns the region's policy. A --config file seeds a region
+// that has none; after that the policy in Raft is the active one, and a file
+// that differs only earns a warning.
+func activePolicy(ctx context.Context, node *raft.Node, file string, data []byte, log *slog.Logger) (*policies.Policy, error) {
+	active, ok := node.State().Policy()
+	switch {
+	case !ok && data == nil:
+		return nil, nil
+	case !ok:
+		if err := node.Apply(ctx, raft.SetPolicy{YAML: data, Version: 1}); err != nil {
+			return nil, fmt.Errorf("seed the region's policy from %s: %w", file, err)
+		}
+		log.Info("region policy seeded from file", "file", file)
+		return policies.Parse(file, data, policies.SkeletonFeatures())
+	case data != nil && !bytes.Equal(data, active.YAML):
+		log.Warn("the --config file differs from the region's active policy; the active policy stays in force (see `fedgate policy diff`)",
+			"file", file, "active_version", active.Version)
+	}
+	return policies.Parse("active policy (version "+strconv.FormatUint(active.Version, 10)+")", active.YAML, policies.SkeletonFeatures())
 }

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"os"
 	"syscall"
 
@@ -128,6 +127,25 @@ func writeTrailer(f *os.File, dataSize int64, m *meta) error {
 // readFooter returns the data size and the trailer's length and checksum
 // from the footer of f, whose size is fileSize. ErrCorrupt when they do not
 // add up.
+// tailRead is how much of a file's end Stat reads in one pread: the footer
+// and, for all but objects with large metadata, the whole JSON trailer.
+const tailRead = 2048
+
+// parseFooter checks the footer ft of a file of fileSize bytes.
+func parseFooter(name string, ft []byte, fileSize int64) (dataSize int64, metaLen int, sum uint32, err error) {
+	if [8]byte(ft[:8]) != footerMagic {
+		return 0, 0, 0, fmt.Errorf("%w: %s: bad footer magic %q", ErrCorrupt, name, ft[:8])
+	}
+	ds := binary.BigEndian.Uint64(ft[8:])
+	ml := int64(binary.BigEndian.Uint32(ft[16:]))
+	if ds > uint64(fileSize) || int64(ds)+ml+footerSize != fileSize {
+		return 0, 0, 0, fmt.Errorf("%w: %s: footer says %d data + %d metadata bytes, file has %d",
+			ErrCorrupt, name, ds, ml, fileSize)
+	}
+	return int64(ds), int(ml), binary.BigEndian.Uint32(ft[20:]), nil
+}
+
+// readFooter reads and checks the footer of f.
 func readFooter(f *os.File, fileSize int64) (dataSize int64, metaLen int, sum uint32, err error) {
 	if fileSize < footerSize {
 		return 0, 0, 0, fmt.Errorf("%w: %s: %d bytes, shorter than a footer", ErrCorrupt, f.Name(), fileSize)
@@ -136,27 +154,32 @@ func readFooter(f *os.File, fileSize int64) (dataSize int64, metaLen int, sum ui
 	if _, err := f.ReadAt(ft[:], fileSize-footerSize); err != nil {
 		return 0, 0, 0, fmt.Errorf("posix: read footer of %s: %w", f.Name(), err)
 	}
-	if [8]byte(ft[:8]) != footerMagic {
-		return 0, 0, 0, fmt.Errorf("%w: %s: bad footer magic %q", ErrCorrupt, f.Name(), ft[:8])
-	}
-	ds := binary.BigEndian.Uint64(ft[8:])
-	ml := int64(binary.BigEndian.Uint32(ft[16:]))
-	if ds > uint64(fileSize) || int64(ds)+ml+footerSize != fileSize {
-		return 0, 0, 0, fmt.Errorf("%w: %s: footer says %d data + %d metadata bytes, file has %d",
-			ErrCorrupt, f.Name(), ds, ml, fileSize)
-	}
-	return int64(ds), int(ml), binary.BigEndian.Uint32(ft[20:]), nil
+	return parseFooter(f.Name(), ft[:], fileSize)
 }
 
-// readTrailer reads the footer and the JSON trailer of f.
+// readTrailer reads the footer and the JSON trailer of f, usually with one
+// pread of the file's last tailRead bytes (this is on every GET's path).
 func readTrailer(f *os.File, fileSize int64) (dataSize int64, m meta, err error) {
-	dataSize, metaLen, sum, err := readFooter(f, fileSize)
+	if fileSize < footerSize {
+		return 0, meta{}, fmt.Errorf("%w: %s: %d bytes, shorter than a footer", ErrCorrupt, f.Name(), fileSize)
+	}
+	var buf [tailRead]byte
+	tail := buf[:min(int64(tailRead), fileSize)]
+	if _, err := f.ReadAt(tail, fileSize-int64(len(tail))); err != nil {
+		return 0, meta{}, fmt.Errorf("posix: read footer of %s: %w", f.Name(), err)
+	}
+	dataSize, metaLen, sum, err := parseFooter(f.Name(), tail[len(tail)-footerSize:], fileSize)
 	if err != nil {
 		return 0, meta{}, err
 	}
-	js := make([]byte, metaLen)
-	if _, err := f.ReadAt(js, dataSize); err != nil && !(errors.Is(err, io.EOF) && metaLen == 0) {
-		return 0, meta{}, fmt.Errorf("posix: read metadata of %s: %w", f.Name(), err)
+	var js []byte
+	if metaLen+footerSize <= len(tail) {
+		js = tail[len(tail)-footerSize-metaLen : len(tail)-footerSize]
+	} else {
+		js = make([]byte, metaLen)
+		if _, err := f.ReadAt(js, dataSize); err != nil {
+			return 0, meta{}, fmt.Errorf("posix: read metadata of %s: %w", f.Name(), err)
+		}
 	}
 	if crc32.Checksum(js, castagnoli) != sum {
 		return 0, meta{}, fmt.Errorf("%w: %s: metadata checksum mismatch", ErrCorrupt, f.Name())

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fedgate/fedgate/policies"
+)
+
+func newPolicyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Check placement-policy files (see docs/policies.md)",
+	}
+	var all bool
+	validate := &cobra.Command{
+		Use:   "validate FILE",
+		Short: "Parse and validate a policy file; print every error with file:line:column",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := policies.SkeletonFeatures()
+			if all {
+				f = policies.AllFeatures()
+			}
+			p, err := policies.Load(args[0], f)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d regions, %d stores, %d buckets)\n", args[0], len(p.Regions), len(p.Stores), len(p.Buckets))
+			return nil
+		},
+	}
+	validate.Flags().BoolVar(&all, "all-features", false, "accept features this build does not serve yet (check a file meant for a newer fedgate)")
+	cmd.AddCommand(validate)
+	return cmd
+}

@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+func writePolicy(t *testing.T, nas string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "policy.yaml")
+	yaml := `regions:
+  - name: lga-gpu
+    location: onprem:lga1
+stores:
+  - name: nas
+    kind: posix
+    location: onprem:lga1
+    path: ` + nas + `
+buckets:
+  - name: datasets
+    placement: {single: nas}
+defaults: {store: nas}
+`
+	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestPolicyBuckets: buckets of the policy file exist for every user to see
+// as root's, cannot be created again or deleted through S3, and S3-created
+// buckets go to the policy's default store. The file seeds the region once.
+func TestPolicyBuckets(t *testing.T) {
+	nas := t.TempDir()
+	s := startServer(t, "--config", writePolicy(t, nas))
+	c := s.root()
+	put(t, c, "datasets", "imagenet/shard-0", []byte("shard"))
+	if _, err := os.Stat(nas); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("datasets")})
+	wantCode(t, err, "BucketAlreadyOwnedByYou")
+	out, err := s.fedgate("user", "add", "dave", "--access-key", "DAVEACCESSKEY0000001", "--secret-key", "dave-secret-key-00001")
+	if err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	dave := s.s3Client("DAVEACCESSKEY0000001", "dave-secret-key-00001")
+	_, err = dave.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("datasets")})
+	wantCode(t, err, "BucketAlreadyExists")
+	_, err = dave.GetObject(ctx(t), &s3.GetObjectInput{Bucket: aws.String("datasets"), Key: aws.String("imagenet/shard-0")})
+	wantCode(t, err, "AccessDenied")
+	_, err = c.DeleteObject(ctx(t), &s3.DeleteObjectInput{Bucket: aws.String("datasets"), Key: aws.String("imagenet/shard-0")})
+	mustOK(t, err)
+	_, err = c.DeleteBucket(ctx(t), &s3.DeleteBucketInput{Bucket: aws.String("datasets")})
+	wantCode(t, err, "InvalidBucketState")
+
+	// An S3-created bucket lands in the default store (the NAS path).
+	_, err = c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("scratch")})
+	mustOK(t, err)
+	put(t, c, "scratch", "x", []byte("x"))
+	if entries, _ := os.ReadDir(nas); len(entries) == 0 {
+		t.Fatal("nothing written under the policy's posix store path")
+	}
+
+	// Restarted without --config, the region keeps its seeded policy.
+	s.Args = nil
+	s.restart(syscall.SIGTERM)
+	if got, _ := getBytes(t, s.root(), "scratch", "x"); string(got) != "x" {
+		t.Fatal("scratch lost")
+	}
+	_, err = s.root().HeadBucket(ctx(t), &s3.HeadBucketInput{Bucket: aws.String("datasets")})
+	mustOK(t, err)
+
+	// A different file later only earns a warning naming `fedgate policy diff`.
+	other := writePolicy(t, t.TempDir())
+	s.Args = []string{"--config", other, "--log-level", "info"}
+	s.restart(syscall.SIGTERM)
+	if !strings.Contains(s.Log(), "fedgate policy diff") {
+		t.Fatalf("no warning about a differing policy file in the log:\n%s", s.Log())
+	}
+	if got, _ := getBytes(t, s.root(), "scratch", "x"); string(got) != "x" {
+		t.Fatal("scratch lost after starting with a different file")
+	}
+}
+
+// TestBadPolicyRefused: a policy the build cannot serve stops the server
+// before it changes anything, naming file, line and column.
+func TestBadPolicyRefused(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(p, []byte("stores:\n  - name: ckpt\n    kind: gcs\n    location: gcp:us-central1\n    bucket: b\nbuckets:\n  - name: x1\n    placement: {single: ckpt}\n    colour: blue\n"), 0o644)
+	data := filepath.Join(dir, "data")
+	out, err := exec.Command(binary, "server", "--listen", "127.0.0.1:0", "--data-dir", data, "--config", p).CombinedOutput()
+	if err == nil {
+		t.Fatal("server started with a policy it cannot serve")
+	}
+	for _, want := range []string{p + ":3:11: stores[0].kind", "not supported yet", p + ":9:5: buckets[0].colour"} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("error output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(data, "raft")); !os.IsNotExist(err) {
+		t.Fatalf("a refused policy left region state behind: %v", err)
+	}
+	out, err = exec.Command(binary, "policy", "validate", p).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), ":9:5:") {
+		t.Fatalf("policy validate: %v %s", err, out)
+	}
+}
