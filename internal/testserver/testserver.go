@@ -184,3 +184,6 @@ func procStatusKB(pid int, field string) (int64, error) {
 	}
 	return 0, fmt.Errorf("%s not in /proc/%d/status", field, pid)
 }
+
+// Signal sends sig to the process without waiting.
+func (p *Process) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
