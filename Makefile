@@ -40,7 +40,7 @@ fuzz:
 
 ## bench: fedgate vs a plain net/http file server, GET/PUT 64 KiB, 8 MiB, 256 MiB
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2s -count 3 -timeout 90m ./bench/
+	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 90m ./bench/
 
 ## soak: large objects and long runs kept out of `make test`
 soak:

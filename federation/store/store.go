@@ -83,7 +83,8 @@ type Metadata struct {
 	Checksums map[string]string
 }
 
-// ObjectInfo describes one stored object.
+// ObjectInfo describes one stored object. Its maps (User, Checksums) may be
+// shared with the store's caches: callers must not modify them (clone first).
 type ObjectInfo struct {
 	Key     string
 	Size    int64

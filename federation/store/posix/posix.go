@@ -51,6 +51,7 @@ type Store struct {
 	// other writes and deletes of the same key, inside this process.
 	locks     [64]sync.Mutex
 	lastStamp atomic.Int64
+	metas     metaCache
 }
 
 // New opens (creating it if needed) the store rooted at directory root.
@@ -87,12 +88,12 @@ func (s *Store) Location() store.Location { return s.loc }
 // ErrInvalidKey for a key no store holds, ErrCorrupt (wrapped) for a
 // damaged file.
 func (s *Store) Stat(ctx context.Context, key string) (store.ObjectInfo, error) {
-	f, err := s.open(ctx, "stat", key)
+	f, rel, err := s.open(ctx, "stat", key)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
 	defer f.Close()
-	info, err := readInfo(f, key)
+	info, err := s.readInfo(f, rel, key)
 	if err != nil {
 		return store.ObjectInfo{}, fmt.Errorf("posix: stat %q: %w", key, err)
 	}
@@ -105,7 +106,7 @@ func (s *Store) Stat(ctx context.Context, key string) (store.ObjectInfo, error) 
 // Validator (checked on the open file, so the bytes read are the ones
 // matched).
 func (s *Store) ReadRange(ctx context.Context, key string, offset, length int64, ifMatch store.Validator) (io.ReadCloser, error) {
-	f, err := s.open(ctx, "read", key)
+	f, _, err := s.open(ctx, "read", key)
 	if err != nil {
 		return nil, err
 	}
@@ -144,11 +145,11 @@ func (r *fileSection) Close() error { return r.f.Close() }
 // OpenLocal opens the object's file; its bytes are [0, info.Size) of f.
 // ErrNotFound when key does not exist.
 func (s *Store) OpenLocal(ctx context.Context, key string) (*os.File, int64, store.ObjectInfo, error) {
-	f, err := s.open(ctx, "open", key)
+	f, rel, err := s.open(ctx, "open", key)
 	if err != nil {
 		return nil, 0, store.ObjectInfo{}, err
 	}
-	info, err := readInfo(f, key)
+	info, err := s.readInfo(f, rel, key)
 	if err != nil {
 		f.Close()
 		return nil, 0, store.ObjectInfo{}, fmt.Errorf("posix: open %q: %w", key, err)
@@ -156,19 +157,19 @@ func (s *Store) OpenLocal(ctx context.Context, key string) (*os.File, int64, sto
 	return f, 0, info, nil
 }
 
-func (s *Store) open(ctx context.Context, op, key string) (*os.File, error) {
+func (s *Store) open(ctx context.Context, op, key string) (*os.File, string, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	rel, err := objectPath(key)
 	if err != nil {
-		return nil, fmt.Errorf("posix: %s %q: %w", op, key, err)
+		return nil, "", fmt.Errorf("posix: %s %q: %w", op, key, err)
 	}
 	f, err := s.root.Open(rel)
 	if err != nil {
-		return nil, mapErr(op, key, err)
+		return nil, "", mapErr(op, key, err)
 	}
-	return f, nil
+	return f, rel, nil
 }
 
 // Delete removes the object and the directories it leaves empty. A missing
