@@ -6,8 +6,10 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
 func hmacSHA256(key []byte, s string) []byte {
@@ -238,3 +241,61 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("objects left behind by bad requests: %d", len(lo.Contents))
 	}
 }
+
+// unsignedTrailerPut sends body as STREAMING-UNSIGNED-PAYLOAD-TRAILER (what
+// current SDKs send over HTTPS by default) with an x-amz-checksum-crc32c
+// trailer of value sum.
+func (s *server) unsignedTrailerPut(t *testing.T, path string, body []byte, sum string) (int, string) {
+	t.Helper()
+	var enc bytes.Buffer
+	for off := 0; off < len(body); off += 64 << 10 {
+		chunk := body[off:min(off+64<<10, len(body))]
+		fmt.Fprintf(&enc, "%x\r\n", len(chunk))
+		enc.Write(chunk)
+		enc.WriteString("\r\n")
+	}
+	fmt.Fprintf(&enc, "0\r\nx-amz-checksum-crc32c:%s\r\n\r\n", sum)
+	req, _ := http.NewRequest(http.MethodPut, s.Endpoint+path, bytes.NewReader(enc.Bytes()))
+	req.Header.Set("x-amz-content-sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
+	req.Header.Set("Content-Encoding", "aws-chunked")
+	req.Header.Set("x-amz-trailer", "x-amz-checksum-crc32c")
+	req.Header.Set("x-amz-sdk-checksum-algorithm", "CRC32C")
+	req.Header.Set("x-amz-decoded-content-length", strconv.Itoa(len(body)))
+	if err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: rootAK, SecretAccessKey: rootSK}, req,
+		"STREAMING-UNSIGNED-PAYLOAD-TRAILER", "s3", "us-east-1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return do(t, req)
+}
+
+func TestUnsignedPayloadTrailer(t *testing.T) {
+	s := startServer(t)
+	c := s.root()
+	_, err := c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("trl")})
+	mustOK(t, err)
+	body := randBytes(t, 200_000)
+	sum := crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli))
+	good := base64.StdEncoding.EncodeToString(be32(sum))
+	if st, b := s.unsignedTrailerPut(t, "/trl/ok", body, good); st != 200 {
+		t.Fatalf("trailer PUT: %d %s", st, b)
+	}
+	got, _ := getBytes(t, c, "trl", "ok")
+	if !bytes.Equal(got, body) {
+		t.Fatal("trailer PUT stored wrong bytes")
+	}
+	h, err := c.HeadObject(ctx(t), &s3.HeadObjectInput{Bucket: aws.String("trl"), Key: aws.String("ok"), ChecksumMode: types.ChecksumModeEnabled})
+	mustOK(t, err)
+	if h.ChecksumCRC32C == nil || *h.ChecksumCRC32C != good {
+		t.Fatalf("stored CRC32C %v, want %s", h.ChecksumCRC32C, good)
+	}
+	bad := base64.StdEncoding.EncodeToString(be32(sum + 1))
+	st, b := s.unsignedTrailerPut(t, "/trl/bad", body, bad)
+	if st != 400 || !strings.Contains(b, "<Code>BadDigest</Code>") {
+		t.Fatalf("wrong trailer checksum: %d %s", st, b)
+	}
+	if _, err := c.HeadObject(ctx(t), &s3.HeadObjectInput{Bucket: aws.String("trl"), Key: aws.String("bad")}); apiCode(err) != "NotFound" {
+		t.Fatalf("object stored despite a wrong trailer checksum: %v", err)
+	}
+}
+
+func be32(v uint32) []byte { return []byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)} }

@@ -157,7 +157,9 @@ type Store interface {
 	// Put streams body (size may be -1 when unknown) and returns the new
 	// object's info (Metadata may be left empty). With size >= 0 it reads
 	// exactly size bytes; a shorter body fails with io.ErrUnexpectedEOF
-	// (wrapped). If reading body fails, nothing is written and the read
+	// (wrapped), a longer one fails too. It always reads body until io.EOF
+	// before committing, so a verifying reader (checksums, chunk signatures)
+	// can fail the write at the end. If reading body fails, nothing is written and the read
 	// error is returned (wrapped); so is ctx's error. ErrPreconditionFailed
 	// per opts; ErrInvalidKey for a key the store cannot hold. On any error
 	// an object already under key is left unchanged.
@@ -180,7 +182,7 @@ type Multiparter interface {
 	// UploadPart stores one part (1..10000); re-uploading a number replaces
 	// it. size may be -1; a body shorter than size fails with
 	// io.ErrUnexpectedEOF. ErrNoSuchUpload for an unknown upload or one
-	// created for another key. A body read error stores nothing.
+	// created for another key. A body read error stores nothing; like Put it reads body to io.EOF.
 	UploadPart(ctx context.Context, key, uploadID string, number int, body io.Reader, size int64) (PartInfo, error)
 	// CompleteMultipart joins parts, in the order given, into the object
 	// without copying it through memory. The resulting ETag is

@@ -328,3 +328,33 @@ func testDelete(t *testing.T, s store.Store, caps Capabilities) {
 	put(t, s, "a/b/c", abc, store.PutOptions{})
 	checkObject(t, s, "a/b/c", abc)
 }
+
+// testVerifyAtEOF: Put reads the body to its end even when size is known,
+// because a verifying reader (checksum, signature) reports a mismatch in
+// place of io.EOF; such a write stores nothing and calls no LateChecksums.
+// A body longer than size is refused too.
+func testVerifyAtEOF(t *testing.T, s store.Store, caps Capabilities) {
+	b := data(11, 300_000)
+	late := false
+	_, err := s.Put(t.Context(), "verified", newFailingReader(b), int64(len(b)),
+		store.PutOptions{LateChecksums: func() map[string]string { late = true; return nil }})
+	wantErr(t, "Put(exact size, reader failing at EOF)", err, errBoom)
+	wantNotFound(t, s, "verified")
+	if late {
+		t.Error("LateChecksums called although the body failed at its end")
+	}
+	_, err = s.Put(t.Context(), "too-long", onlyReader{bytes.NewReader(b)}, int64(len(b)-1), store.PutOptions{})
+	if err == nil {
+		t.Error("Put of a body longer than its size succeeded")
+	}
+	wantNotFound(t, s, "too-long")
+	if mp, ok := s.(store.Multiparter); ok {
+		id, err := mp.CreateMultipart(t.Context(), "verified-mp", store.PutOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = mp.UploadPart(t.Context(), "verified-mp", id, 1, newFailingReader(b), int64(len(b)))
+		wantErr(t, "UploadPart(exact size, reader failing at EOF)", err, errBoom)
+		_ = mp.AbortMultipart(t.Context(), "verified-mp", id)
+	}
+}

@@ -117,6 +117,7 @@ func Run(t *testing.T, newStore NewStore, caps Capabilities) {
 	run("LateChecksums", testLateChecksums)
 	run("UnknownSize", testUnknownSize)
 	run("ShortBody", testShortBody)
+	run("VerifyAtEOF", testVerifyAtEOF)
 	run("BodyErrorLeavesNothing", testBodyErrorNew)
 	run("BodyErrorKeepsOld", testBodyErrorOverwrite)
 	run("Canceled", testCanceled)
