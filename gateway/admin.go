@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -88,19 +89,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-func adminFail(w http.ResponseWriter, err error) {
-	status, code := http.StatusBadRequest, "InvalidRequest"
+// adminFail answers err; user and bucket name what the request was about,
+// so the message can say which one is missing.
+func adminFail(w http.ResponseWriter, err error, user, bucket string) {
+	status, code, msg := http.StatusBadRequest, "InvalidRequest", err.Error()
 	switch {
 	case errors.Is(err, federation.ErrNoSuchUser):
-		status, code = http.StatusNotFound, "NoSuchUser"
+		status, code, msg = http.StatusNotFound, "NoSuchUser", fmt.Sprintf("user %q does not exist", user)
 	case errors.Is(err, federation.ErrNoSuchBucket):
-		status, code = http.StatusNotFound, "NoSuchBucket"
-	case errors.Is(err, federation.ErrUserExists), errors.Is(err, federation.ErrAccessKeyInUse):
-		status, code = http.StatusConflict, "Conflict"
+		status, code, msg = http.StatusNotFound, "NoSuchBucket", fmt.Sprintf("bucket %q does not exist", bucket)
+	case errors.Is(err, federation.ErrUserExists):
+		status, code, msg = http.StatusConflict, "Conflict", fmt.Sprintf("user %q already exists", user)
+	case errors.Is(err, federation.ErrAccessKeyInUse):
+		status, code, msg = http.StatusConflict, "Conflict", "that access key belongs to another user"
 	case errors.Is(err, federation.ErrAccessDenied):
 		status, code = http.StatusForbidden, "AccessDenied"
 	}
-	writeJSON(w, status, AdminError{Error: err.Error(), Code: code})
+	writeJSON(w, status, AdminError{Error: msg, Code: code})
 }
 
 func readJSON(r *http.Request, v any) error {
@@ -123,20 +128,21 @@ func (s *Server) adminListUsers(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) adminAddUser(w http.ResponseWriter, r *http.Request) {
 	var req AdminAddUser
 	if err := readJSON(r, &req); err != nil {
-		adminFail(w, err)
+		adminFail(w, err, "", "")
 		return
 	}
 	c, err := s.ns.Users().Add(r.Context(), req.Name, federation.Credentials{AccessKey: req.AccessKey, SecretKey: req.SecretKey})
 	if err != nil {
-		adminFail(w, err)
+		adminFail(w, err, req.Name, "")
 		return
 	}
 	writeJSON(w, http.StatusCreated, c)
 }
 
 func (s *Server) adminRemoveUser(w http.ResponseWriter, r *http.Request) {
-	if err := s.ns.Users().Remove(r.Context(), chi.URLParam(r, "name")); err != nil {
-		adminFail(w, err)
+	name := chi.URLParam(r, "name")
+	if err := s.ns.Users().Remove(r.Context(), name); err != nil {
+		adminFail(w, err, name, "")
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -148,30 +154,32 @@ func (s *Server) rootUser() federation.User {
 
 func (s *Server) adminGrant(w http.ResponseWriter, r *http.Request) {
 	var req AdminGrant
+	name := chi.URLParam(r, "name")
 	if err := readJSON(r, &req); err != nil {
-		adminFail(w, err)
+		adminFail(w, err, name, "")
 		return
 	}
 	b, err := s.ns.Bucket(req.Bucket)
 	if err != nil {
-		adminFail(w, err)
+		adminFail(w, err, name, req.Bucket)
 		return
 	}
-	if err := s.ns.Users().Grant(r.Context(), s.rootUser(), chi.URLParam(r, "name"), b, req.Perm); err != nil {
-		adminFail(w, err)
+	if err := s.ns.Users().Grant(r.Context(), s.rootUser(), name, b, req.Perm); err != nil {
+		adminFail(w, err, name, req.Bucket)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) adminRevoke(w http.ResponseWriter, r *http.Request) {
-	b, err := s.ns.Bucket(chi.URLParam(r, "bucket"))
+	name, bucket := chi.URLParam(r, "name"), chi.URLParam(r, "bucket")
+	b, err := s.ns.Bucket(bucket)
 	if err != nil {
-		adminFail(w, err)
+		adminFail(w, err, name, bucket)
 		return
 	}
-	if err := s.ns.Users().Revoke(r.Context(), s.rootUser(), chi.URLParam(r, "name"), b); err != nil {
-		adminFail(w, err)
+	if err := s.ns.Users().Revoke(r.Context(), s.rootUser(), name, b); err != nil {
+		adminFail(w, err, name, bucket)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

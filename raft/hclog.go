@@ -51,6 +51,9 @@ func (a *hclogAdapter) enabled(l hclog.Level) bool {
 }
 
 func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
+	if level == hclog.Warn && startupElection(msg, args) {
+		level = hclog.Info // every node's first election, not a problem
+	}
 	if a.enabled(level) {
 		a.l.Log(context.Background(), slogLevel(level), msg, args...)
 	}
@@ -100,4 +103,18 @@ func (a *hclogAdapter) StandardLogger(*hclog.StandardLoggerOptions) *log.Logger 
 
 func (a *hclogAdapter) StandardWriter(opts *hclog.StandardLoggerOptions) io.Writer {
 	return a.StandardLogger(opts).Writer()
+}
+
+// startupElection reports hashicorp/raft's "heartbeat timeout reached" when
+// no leader was ever known: the election every node holds when it starts.
+func startupElection(msg string, args []any) bool {
+	if msg != "heartbeat timeout reached, starting election" {
+		return false
+	}
+	for i := 0; i+1 < len(args); i += 2 {
+		if args[i] == "last-leader-id" {
+			return args[i+1] == ""
+		}
+	}
+	return false
 }
