@@ -103,11 +103,11 @@ func (s *Server) route(r *http.Request, q url.Values, bucket, key string) (strin
 			return "GetBucket-unknown", func(*request) error { return errNotImplemented("This bucket GET subresource") }
 		case m == http.MethodGet:
 			return "ListObjects", s.listObjectsV1
-		case m == http.MethodPut && len(q) == 0:
+		case m == http.MethodPut && plain(q):
 			return "CreateBucket", s.createBucket
 		case m == http.MethodHead:
 			return "HeadBucket", s.headBucket
-		case m == http.MethodDelete && len(q) == 0:
+		case m == http.MethodDelete && plain(q):
 			return "DeleteBucket", s.deleteBucket
 		case m == http.MethodPost && has("delete"):
 			return "DeleteObjects", s.deleteObjects
@@ -142,6 +142,17 @@ func (s *Server) route(r *http.Request, q url.Values, bucket, key string) (strin
 	return "Unsupported", func(*request) error {
 		return errNotImplemented("The operation " + m + " on this resource")
 	}
+}
+
+// plain reports a query with no subresource: empty, or only the x-id that
+// AWS SDKs add to name the operation.
+func plain(q url.Values) bool {
+	for k := range q {
+		if k != "x-id" {
+			return false
+		}
+	}
+	return true
 }
 
 func onlyListV1Params(q url.Values) bool {
