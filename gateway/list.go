@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/fedgate/fedgate/federation"
 )
 
 const maxListKeys = 1000
@@ -42,16 +44,43 @@ func s3URLEncode(s string) string {
 	return strings.ReplaceAll(url.QueryEscape(s), "%2F", "/")
 }
 
+// listing holds what both ListObjects versions parse from the request.
+type listing struct {
+	b       *federation.Bucket
+	enc     func(string) string
+	encType string
+	max     int
+}
+
+func (s *Server) listingFor(q *request) (listing, error) {
+	var l listing
+	var err error
+	if l.b, err = s.bucketFor(q, false); err != nil {
+		return l, err
+	}
+	if l.enc, l.encType, err = encoder(q.q); err != nil {
+		return l, err
+	}
+	l.max, err = maxKeysParam(q.q, "max-keys")
+	return l, err
+}
+
+// elems renders a page; owner is set on every object when non-nil.
+func (l listing) elems(page listPage, who *owner) ([]objectElem, []prefixElem) {
+	var objs []objectElem
+	var prefixes []prefixElem
+	for _, e := range page.objects {
+		objs = append(objs, objectElem{Key: l.enc(e.Key), LastModified: s3Time(e.Info.ModTime),
+			ETag: `"` + e.Info.ETag + `"`, Size: e.Info.Size, StorageClass: "STANDARD", Owner: who})
+	}
+	for _, p := range page.prefixes {
+		prefixes = append(prefixes, prefixElem{Prefix: l.enc(p)})
+	}
+	return objs, prefixes
+}
+
 func (s *Server) listObjectsV2(q *request) error {
-	b, err := s.bucketFor(q, false)
-	if err != nil {
-		return err
-	}
-	enc, encType, err := encoder(q.q)
-	if err != nil {
-		return err
-	}
-	max, err := maxKeysParam(q.q, "max-keys")
+	l, err := s.listingFor(q)
 	if err != nil {
 		return err
 	}
@@ -65,24 +94,18 @@ func (s *Server) listObjectsV2(q *request) error {
 		}
 		marker = string(raw)
 	}
-	res := listBucketResultV2{Xmlns: s3NS, Name: b.Name, Prefix: enc(prefix), Delimiter: enc(delim), MaxKeys: max,
-		EncodingType: encType, ContinuationToken: token, StartAfter: enc(startAfter)}
-	if max > 0 {
-		page, err := listBucket(q, b, prefix, delim, marker, max)
+	res := listBucketResultV2{Xmlns: s3NS, Name: l.b.Name, Prefix: l.enc(prefix), Delimiter: l.enc(delim), MaxKeys: l.max,
+		EncodingType: l.encType, ContinuationToken: token, StartAfter: l.enc(startAfter)}
+	if l.max > 0 {
+		page, err := listBucket(q, l.b, prefix, delim, marker, l.max)
 		if err != nil {
 			return err
 		}
-		fetchOwner := q.q.Get("fetch-owner") == "true"
-		for _, e := range page.objects {
-			oe := objectElem{Key: enc(e.Key), LastModified: s3Time(e.Info.ModTime), ETag: `"` + e.Info.ETag + `"`, Size: e.Info.Size, StorageClass: "STANDARD"}
-			if fetchOwner {
-				oe.Owner = &owner{ID: b.Owner, DisplayName: b.Owner}
-			}
-			res.Contents = append(res.Contents, oe)
+		var who *owner
+		if q.q.Get("fetch-owner") == "true" {
+			who = &owner{ID: l.b.Owner, DisplayName: l.b.Owner}
 		}
-		for _, p := range page.prefixes {
-			res.CommonPrefixes = append(res.CommonPrefixes, prefixElem{Prefix: enc(p)})
-		}
+		res.Contents, res.CommonPrefixes = l.elems(page, who)
 		res.KeyCount = len(page.objects) + len(page.prefixes)
 		res.IsTruncated = page.truncated
 		if page.truncated {
@@ -94,37 +117,22 @@ func (s *Server) listObjectsV2(q *request) error {
 }
 
 func (s *Server) listObjectsV1(q *request) error {
-	b, err := s.bucketFor(q, false)
-	if err != nil {
-		return err
-	}
-	enc, encType, err := encoder(q.q)
-	if err != nil {
-		return err
-	}
-	max, err := maxKeysParam(q.q, "max-keys")
+	l, err := s.listingFor(q)
 	if err != nil {
 		return err
 	}
 	prefix, delim, marker := q.q.Get("prefix"), q.q.Get("delimiter"), q.q.Get("marker")
-	res := listBucketResultV1{Xmlns: s3NS, Name: b.Name, Prefix: enc(prefix), Delimiter: enc(delim), MaxKeys: max,
-		EncodingType: encType, Marker: enc(marker)}
-	if max > 0 {
-		page, err := listBucket(q, b, prefix, delim, marker, max)
+	res := listBucketResultV1{Xmlns: s3NS, Name: l.b.Name, Prefix: l.enc(prefix), Delimiter: l.enc(delim), MaxKeys: l.max,
+		EncodingType: l.encType, Marker: l.enc(marker)}
+	if l.max > 0 {
+		page, err := listBucket(q, l.b, prefix, delim, marker, l.max)
 		if err != nil {
 			return err
 		}
-		for _, e := range page.objects {
-			res.Contents = append(res.Contents, objectElem{Key: enc(e.Key), LastModified: s3Time(e.Info.ModTime),
-				ETag: `"` + e.Info.ETag + `"`, Size: e.Info.Size, StorageClass: "STANDARD",
-				Owner: &owner{ID: b.Owner, DisplayName: b.Owner}})
-		}
-		for _, p := range page.prefixes {
-			res.CommonPrefixes = append(res.CommonPrefixes, prefixElem{Prefix: enc(p)})
-		}
+		res.Contents, res.CommonPrefixes = l.elems(page, &owner{ID: l.b.Owner, DisplayName: l.b.Owner})
 		res.IsTruncated = page.truncated
 		if page.truncated {
-			res.NextMarker = enc(page.last)
+			res.NextMarker = l.enc(page.last)
 		}
 	}
 	writeXML(q.w, http.StatusOK, res)

@@ -55,12 +55,19 @@ func partNumber(q *request) (int, error) {
 	return n, nil
 }
 
-func (s *Server) uploadPart(q *request) error {
+// partTarget resolves the part number, bucket and upload of UploadPart and
+// UploadPartCopy.
+func (s *Server) partTarget(q *request) (int, *federation.Bucket, federation.Upload, error) {
 	num, err := partNumber(q)
 	if err != nil {
-		return err
+		return 0, nil, federation.Upload{}, err
 	}
 	b, up, err := s.upload(q, true)
+	return num, b, up, err
+}
+
+func (s *Server) uploadPart(q *request) error {
+	num, b, up, err := s.partTarget(q)
 	if err != nil {
 		return err
 	}
@@ -79,11 +86,7 @@ func (s *Server) uploadPart(q *request) error {
 }
 
 func (s *Server) uploadPartCopy(q *request) error {
-	num, err := partNumber(q)
-	if err != nil {
-		return err
-	}
-	b, up, err := s.upload(q, true)
+	num, b, up, err := s.partTarget(q)
 	if err != nil {
 		return err
 	}
