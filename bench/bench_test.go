@@ -29,6 +29,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/internal/testserver"
 )
 
@@ -42,8 +43,8 @@ var (
 	results   = map[string]map[string]map[string][]float64{}
 	// rounds: fedgate and the ceiling alternate this many times per size and
 	// operation, so a burst of noise on this shared machine hits both.
-	rounds   = flag.Int("rounds", 3, "rounds of fedgate-vs-ceiling measurements")
-	rssNotes []string
+	rounds = flag.Int("rounds", 3, "rounds of fedgate-vs-ceiling measurements")
+	notes  []string
 )
 
 func TestMain(m *testing.M) {
@@ -65,6 +66,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	testenv.Stop()
 	printSummary()
 	os.RemoveAll(tmp)
 	os.Exit(code)
@@ -316,7 +318,7 @@ func BenchmarkRSS32Streams(b *testing.B) {
 	}
 	b.ReportMetric(float64(peak)/(1<<20), "peakRSS-MiB")
 	resultsMu.Lock()
-	rssNotes = append(rssNotes, fmt.Sprintf("peak RSS of fedgate with %d clients each streaming a 256 MiB object in and out: %.0f MiB", clients, float64(peak)/(1<<20)))
+	notes = append(notes, fmt.Sprintf("peak RSS of fedgate with %d clients each streaming a 256 MiB object in and out: %.0f MiB", clients, float64(peak)/(1<<20)))
 	resultsMu.Unlock()
 }
 
@@ -339,7 +341,7 @@ func spread(v []float64) string {
 }
 
 func printSummary() {
-	if len(results) == 0 && len(rssNotes) == 0 {
+	if len(results) == 0 && len(notes) == 0 {
 		return
 	}
 	var out bytes.Buffer
@@ -366,8 +368,12 @@ func printSummary() {
 				f/float64(sz.size), c/float64(sz.size), median(ratios), spread(ratios))
 		}
 	}
-	for _, n := range rssNotes {
+	for _, n := range notes {
 		fmt.Fprintln(&out, "\n"+n)
 	}
 	os.Stdout.Write(out.Bytes())
+}
+
+func staticCredentials() aws.CredentialsProvider {
+	return credentials.NewStaticCredentialsProvider(testserver.RootAccessKey, testserver.RootSecretKey, "")
 }

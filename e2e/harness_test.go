@@ -20,6 +20,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	miniocreds "github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/internal/testserver"
 )
 
@@ -36,6 +37,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	testenv.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -76,12 +78,17 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 // s3Client is an aws-sdk-go-v2 client for the server with the given keys
 // and default client settings (checksums as the SDK sends them by default).
 func (s *server) s3Client(ak, sk string, opts ...func(*s3.Options)) *s3.Client {
+	return clientFor(s.Endpoint, ak, sk, opts...)
+}
+
+// clientFor is an aws-sdk-go-v2 client for endpoint with default settings.
+func clientFor(endpoint, ak, sk string, opts ...func(*s3.Options)) *s3.Client {
 	cfg := aws.Config{
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider(ak, sk, ""),
 	}
 	return s3.NewFromConfig(cfg, append([]func(*s3.Options){func(o *s3.Options) {
-		o.BaseEndpoint = aws.String(s.Endpoint)
+		o.BaseEndpoint = aws.String(endpoint)
 		o.UsePathStyle = true
 	}}, opts...)...)
 }

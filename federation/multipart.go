@@ -126,6 +126,7 @@ func (n *Namespace) CompleteUpload(ctx context.Context, b *Bucket, up Upload, re
 	}
 	opts := store.PutOptions{IfNoneMatch: ifNoneMatch, Metadata: fromRaftMeta(up.Meta)}
 	info, err := mp.CompleteMultipart(ctx, b.prefix+up.Key, up.StoreUploadID, parts, opts)
+	b.invalidate(up.Key)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}

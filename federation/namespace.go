@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/raft"
@@ -58,13 +59,28 @@ type Config struct {
 	DefaultStore string
 	// Policy is the active policy (nil on embedded defaults).
 	Policy *policies.Policy
-	Logger *slog.Logger
-	Now    func() time.Time
+	// Cache is the region's chunk cache (nil: reads go to the stores).
+	Cache ChunkCache
+	// FillConcurrency is how many ranged reads fill one large object's
+	// chunks in parallel (default 8).
+	FillConcurrency int
+	Logger          *slog.Logger
+	Now             func() time.Time
+}
+
+// ChunkCache is the region's chunk cache as the namespace uses it; a
+// *cachetier.Cache implements it.
+type ChunkCache interface {
+	NewReader(ctx context.Context, id cachetier.ObjectID, fetch cachetier.Fetcher, off, n int64, opts cachetier.ReadOptions) (io.ReadCloser, error)
+	Invalidate(store, key string) int
 }
 
 // Namespace is one region's view of every bucket.
 type Namespace struct {
 	j       Journal
+	cache   ChunkCache
+	fill    int
+	stats   statCache
 	stores  map[string]store.Store
 	def     store.Store
 	global  map[string]*Bucket // buckets declared in the policy file
@@ -90,8 +106,11 @@ func New(cfg Config) (*Namespace, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.FillConcurrency <= 0 {
+		cfg.FillConcurrency = 8
+	}
 	n := &Namespace{j: cfg.Journal, stores: cfg.Stores, def: def, log: cfg.Logger, now: cfg.Now,
-		global: map[string]*Bucket{}, created: cfg.Now()}
+		global: map[string]*Bucket{}, created: cfg.Now(), cache: cfg.Cache, fill: cfg.FillConcurrency}
 	n.users = &Users{j: cfg.Journal, now: cfg.Now}
 	if cfg.Policy != nil {
 		if err := n.addPolicyBuckets(cfg.Policy); err != nil {
@@ -117,7 +136,12 @@ func (n *Namespace) addPolicyBuckets(p *policies.Policy) error {
 		if !ok {
 			return fmt.Errorf("federation: bucket %q: store %q is not configured", pb.Name, storeName)
 		}
-		n.global[pb.Name] = &Bucket{Name: pb.Name, Owner: RootUser, Global: true, Created: n.created, store: st, prefix: prefix}
+		rules := CacheRules{Chunked: needsCache(st), TTL: pb.Cache.TTL, Quota: pb.Cache.Quota}
+		if pb.Cache.Prefetch == policies.PrefetchSequential {
+			rules.ReadAhead = n.fill
+		}
+		n.global[pb.Name] = &Bucket{Name: pb.Name, Owner: RootUser, Global: true, Created: n.created,
+			store: st, prefix: prefix, ns: n, cache: rules}
 	}
 	return nil
 }
@@ -145,7 +169,18 @@ type Bucket struct {
 	Global bool
 	store  store.Store
 	prefix string
+	ns     *Namespace
+	cache  CacheRules
 }
+
+// needsCache: a store whose bytes are local files is read directly.
+func needsCache(st store.Store) bool {
+	_, local := st.(store.LocalFiler)
+	return !local
+}
+
+// Cache returns how the bucket's reads use the region's cache.
+func (b *Bucket) Cache() CacheRules { return b.cache }
 
 // Bucket returns the named bucket, or ErrNoSuchBucket.
 func (n *Namespace) Bucket(name string) (*Bucket, error) {
@@ -164,7 +199,8 @@ func (n *Namespace) fromRecord(rec raft.Bucket) (*Bucket, error) {
 	if !ok {
 		return nil, fmt.Errorf("federation: bucket %q lives on store %q, which is not configured on this node", rec.Name, rec.Store)
 	}
-	return &Bucket{Name: rec.Name, Owner: rec.Owner, Created: rec.Created, store: st, prefix: rec.Prefix}, nil
+	return &Bucket{Name: rec.Name, Owner: rec.Owner, Created: rec.Created, store: st, prefix: rec.Prefix, ns: n,
+		cache: CacheRules{Chunked: needsCache(st), ReadAhead: n.fill}}, nil
 }
 
 // ListBuckets returns the buckets u may read, sorted by name.
@@ -247,18 +283,6 @@ func (n *Namespace) DeleteBucket(ctx context.Context, b *Bucket) error {
 // Store is the store holding the bucket's objects.
 func (b *Bucket) Store() store.Store { return b.store }
 
-// Stat returns an object's info (Key relative to the bucket).
-func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error) {
-	info, err := b.store.Stat(ctx, b.prefix+key)
-	info.Key = key
-	return info, err
-}
-
-// ReadRange streams part of an object.
-func (b *Bucket) ReadRange(ctx context.Context, key string, offset, length int64, ifMatch store.Validator) (io.ReadCloser, error) {
-	return b.store.ReadRange(ctx, b.prefix+key, offset, length, ifMatch)
-}
-
 // LocalFiler returns the store's local-file ability with the bucket's key
 // prefix applied, or nil.
 func (b *Bucket) LocalFiler() (store.LocalFiler, string) {
@@ -271,6 +295,7 @@ func (b *Bucket) LocalFiler() (store.LocalFiler, string) {
 
 // Put writes an object.
 func (b *Bucket) Put(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
+	defer b.invalidate(key)
 	info, err := b.store.Put(ctx, b.prefix+key, body, size, opts)
 	info.Key = key
 	return info, err
@@ -278,6 +303,7 @@ func (b *Bucket) Put(ctx context.Context, key string, body io.Reader, size int64
 
 // Delete removes an object; deleting a missing key is not an error.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
+	defer b.invalidate(key)
 	return b.store.Delete(ctx, b.prefix+key)
 }
 

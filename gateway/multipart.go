@@ -109,7 +109,7 @@ func (s *Server) uploadPartCopy(q *request) error {
 		return errEntityTooLarge
 	}
 	ctx := q.r.Context()
-	rc, err := src.ReadRange(ctx, info.Key, start, n, info.Validator)
+	rc, err := src.Open(ctx, info, start, n)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/checksum"
+	"github.com/fedgate/fedgate/gateway/s3err"
 )
 
 // maxPutSize is S3's limit for one PutObject.
@@ -206,7 +208,7 @@ func (s *Server) headObject(q *request) error { return s.serveObject(q, false) }
 func (s *Server) getObject(q *request) error  { return s.serveObject(q, true) }
 
 // serveObject answers GetObject and HeadObject. A posix store's file is sent
-// with sendfile; other stores stream ReadRange.
+// with sendfile; other stores stream through the chunk cache or the store.
 func (s *Server) serveObject(q *request, withBody bool) error {
 	b, err := s.bucketFor(q, false)
 	if err != nil {
@@ -239,13 +241,26 @@ func (s *Server) serveObject(q *request, withBody bool) error {
 		return err
 	}
 	return s.sendObject(q, info, withBody, func(start, n int64) (io.Reader, func(), error) {
-		rc, err := b.ReadRange(ctx, q.key, start, n, info.Validator)
-		if err != nil {
-			return nil, nil, err
+		rc, err := b.Open(ctx, info, start, n)
+		if err == nil {
+			// Wait for the first bytes before the status line: an origin
+			// that keeps failing becomes a clean S3 error, not a short 200.
+			br := bufio.NewReaderSize(rc, 64<<10)
+			if _, err = br.Peek(1); err == nil || errors.Is(err, io.EOF) {
+				return br, func() { rc.Close() }, nil
+			}
+			rc.Close()
 		}
-		return rc, func() { rc.Close() }, nil
+		if errors.Is(err, store.ErrPreconditionFailed) {
+			return nil, nil, errObjectChanged
+		}
+		return nil, nil, err
 	})
 }
+
+// errObjectChanged: the object was replaced in its store between the
+// metadata lookup and the first read; the client should simply retry.
+var errObjectChanged = &s3err.Error{Status: 503, Code: "SlowDown", Message: "The object changed in its store while it was being opened; please retry."}
 
 func (s *Server) sendObject(q *request, info store.ObjectInfo, withBody bool, open func(start, n int64) (io.Reader, func(), error)) error {
 	if err := checkConditions(q.r.Header, "", info); err != nil {
@@ -427,7 +442,7 @@ func (s *Server) copyObject(q *request) error {
 		return err
 	}
 	ctx := q.r.Context()
-	rc, err := src.ReadRange(ctx, info.Key, 0, -1, info.Validator)
+	rc, err := src.Open(ctx, info, 0, info.Size)
 	if err != nil {
 		return err
 	}

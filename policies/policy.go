@@ -167,7 +167,7 @@ type Cache struct {
 
 // Defaults for a cache section that leaves keys out.
 const (
-	DefaultCacheTTL = time.Minute
+	DefaultCacheTTL = 0 // revalidate against the origin on every open
 	DefaultPrefetch = PrefetchSequential
 )
 

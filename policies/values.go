@@ -142,6 +142,10 @@ var sizeUnits = map[string]int64{
 
 var sizeUnitNames = []string{"B", "KB", "MB", "GB", "TB", "PB", "KiB", "MiB", "GiB", "TiB", "PiB"}
 
+// ParseSize reads a byte size like the policy file's: "500GiB", "2TiB",
+// "1.5TB", "4096". Flags use it too.
+func ParseSize(s string) (int64, error) { return parseSize(s) }
+
 // parseSize reads a byte size: a number and an optional unit, "500GiB",
 // "2TiB", "1.5TB", "4096".
 func parseSize(s string) (int64, error) {

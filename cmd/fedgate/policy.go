@@ -19,7 +19,7 @@ func newPolicyCmd() *cobra.Command {
 		Short: "Parse and validate a policy file; print every error with file:line:column",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f := policies.SkeletonFeatures()
+			f := servedFeatures()
 			if all {
 				f = policies.AllFeatures()
 			}
@@ -34,4 +34,17 @@ func newPolicyCmd() *cobra.Command {
 	validate.Flags().BoolVar(&all, "all-features", false, "accept features this build does not serve yet (check a file meant for a newer fedgate)")
 	cmd.AddCommand(validate)
 	return cmd
+}
+
+// servedFeatures is what this build serves of the policy file: every store
+// kind, origins (mounting existing data) and per-bucket cache settings.
+// Replication, erasure coding, write-back, pinning, routing preferences and
+// egress budgets are refused as "not supported yet".
+func servedFeatures() policies.Features {
+	return policies.Features{
+		StoreKinds: map[policies.StoreKind]bool{policies.KindS3: true, policies.KindGCS: true, policies.KindAzure: true, policies.KindPosix: true},
+		Origin:     true,
+		Cache:      true,
+		Prefetch:   true,
+	}
 }

@@ -22,9 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
+	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/federation"
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/raft"
@@ -33,6 +32,8 @@ import (
 type serverFlags struct {
 	listen, dataDir, cacheDir, config, s3Region, domain string
 	accessKey, secretKey, nodeID, logLevel, debugListen string
+	cacheSize                                           string
+	fillConcurrency                                     int
 	shutdownTimeout                                     time.Duration
 }
 
@@ -72,6 +73,8 @@ kept in the region's state and in DATA-DIR/root-credentials.json, and printed on
 	fl.StringVar(&f.secretKey, "secret-key", "", "root secret key (default $FEDGATE_SECRET_KEY)")
 	fl.StringVar(&f.nodeID, "node-id", "node-1", "this node's Raft id")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.cacheSize, "cache-size", "", "bytes the chunk cache may use, e.g. 2TiB (default: 80% of the cache dir's filesystem)")
+	fl.IntVar(&f.fillConcurrency, "fill-concurrency", 8, "parallel ranged reads that fill one large object's chunks from its store")
 	fl.StringVar(&f.debugListen, "debug-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long SIGTERM waits for in-flight requests")
 	return cmd
@@ -102,7 +105,7 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 		if fileData, err = os.ReadFile(f.config); err != nil {
 			return fmt.Errorf("--config: %w", err)
 		}
-		if _, err := policies.Parse(f.config, fileData, policies.SkeletonFeatures()); err != nil {
+		if _, err := policies.Parse(f.config, fileData, servedFeatures()); err != nil {
 			return err
 		}
 	}
@@ -129,11 +132,17 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	stores, defStore, err := openStores(f.dataDir, pol)
+	stores, defStore, err := openStores(ctx, f.dataDir, pol)
 	if err != nil {
 		return err
 	}
-	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: defStore, Policy: pol, Logger: log.With("component", "federation")})
+	cache, err := openCache(f, log)
+	if err != nil {
+		return err
+	}
+	defer cache.Close()
+	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: defStore, Policy: pol,
+		Cache: cache, FillConcurrency: f.fillConcurrency, Logger: log.With("component", "federation")})
 	if err != nil {
 		return err
 	}
@@ -150,6 +159,9 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := cache.RegisterMetrics(reg); err != nil {
+		return err
+	}
 	srv, err := gateway.New(gateway.Config{Namespace: ns, Region: f.s3Region, Domain: f.domain, Logger: log, Registry: reg, Version: version})
 	if err != nil {
 		return err
@@ -213,34 +225,6 @@ func regionName(p *policies.Policy) string {
 	return r.Name
 }
 
-// openStores opens the policy's stores, or the embedded on-prem store.
-func openStores(dataDir string, p *policies.Policy) (map[string]store.Store, string, error) {
-	stores := map[string]store.Store{}
-	if p == nil || len(p.Stores) == 0 {
-		st, err := posix.New("local", store.Location{Cloud: "onprem", Region: "local"}, filepath.Join(dataDir, "store"))
-		if err != nil {
-			return nil, "", err
-		}
-		stores["local"] = st
-		return stores, "local", nil
-	}
-	for _, ps := range p.Stores {
-		if ps.Kind != policies.KindPosix {
-			return nil, "", fmt.Errorf("store %q: kind %s is not supported yet", ps.Name, ps.Kind)
-		}
-		st, err := posix.New(ps.Name, store.Location{Cloud: ps.Location.Cloud, Region: ps.Location.Region}, ps.Path)
-		if err != nil {
-			return nil, "", fmt.Errorf("store %q: %w", ps.Name, err)
-		}
-		stores[ps.Name] = st
-	}
-	def, ok := p.DefaultStore()
-	if !ok {
-		def = p.Stores[0]
-	}
-	return stores, def.Name, nil
-}
-
 func credsFile(dataDir string) string { return filepath.Join(dataDir, "root-credentials.json") }
 
 // rootCredentials installs the root key pair: from flags/env, else the one
@@ -296,10 +280,33 @@ func activePolicy(ctx context.Context, node *raft.Node, file string, data []byte
 			return nil, fmt.Errorf("seed the region's policy from %s: %w", file, err)
 		}
 		log.Info("region policy seeded from file", "file", file)
-		return policies.Parse(file, data, policies.SkeletonFeatures())
+		return policies.Parse(file, data, servedFeatures())
 	case data != nil && !bytes.Equal(data, active.YAML):
 		log.Warn("the --config file differs from the region's active policy; the active policy stays in force (see `fedgate policy diff`)",
 			"file", file, "active_version", active.Version)
 	}
-	return policies.Parse("active policy (version "+strconv.FormatUint(active.Version, 10)+")", active.YAML, policies.SkeletonFeatures())
+	return policies.Parse("active policy (version "+strconv.FormatUint(active.Version, 10)+")", active.YAML, servedFeatures())
+}
+
+// openCache opens the region's chunk cache under --cache-dir.
+func openCache(f serverFlags, log *slog.Logger) (*cachetier.Cache, error) {
+	size := int64(0)
+	if f.cacheSize != "" {
+		n, err := policies.ParseSize(f.cacheSize)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("--cache-size %q: want a size like 500GiB", f.cacheSize)
+		}
+		size = n
+	} else {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(f.cacheDir, &st); err != nil {
+			return nil, fmt.Errorf("--cache-dir %s: %w", f.cacheDir, err)
+		}
+		size = int64(st.Blocks) * st.Bsize / 10 * 8
+	}
+	c, err := cachetier.Open(cachetier.Config{Dir: filepath.Join(f.cacheDir, "chunks"), Capacity: size, Logger: log.With("component", "cache")})
+	if err != nil {
+		return nil, fmt.Errorf("open the chunk cache: %w", err)
+	}
+	return c, nil
 }

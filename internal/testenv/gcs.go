@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -56,8 +55,10 @@ func startFakeGCS() (*GCSServer, error) {
 				"-port", port,
 				"-public-host", g.Host,
 				"-external-url", g.Endpoint,
-				"-backend", "filesystem",
-				"-filesystem-root", filepath.Join(dir, fmt.Sprintf("data%d", attempt)),
+				// The memory backend: the filesystem one stores each object
+				// name as a file path, so "a" and "a/b" (or keys over 255
+				// bytes, or "../x") cannot be held the way GCS holds them.
+				"-backend", "memory",
 				// No seed data: the default -data is /data.
 				"-data", filepath.Join(dir, "seed"),
 			},

@@ -111,7 +111,7 @@ func (f *Store) before(ctx context.Context) error {
 	return nil
 }
 
-func (f *Store) Name() string              { return f.inner.Name() }
+func (f *Store) Name() string             { return f.inner.Name() }
 func (f *Store) Location() store.Location { return f.inner.Location() }
 
 func (f *Store) Stat(ctx context.Context, key string) (store.ObjectInfo, error) {

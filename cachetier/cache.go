@@ -1,0 +1,355 @@
+// Package cachetier is a region's read-through chunk cache on local NVMe.
+//
+// An object version is cut into fixed-size chunks (8 MiB by default). Each
+// chunk is keyed by (store, key, the store's Validator, chunk index), so a
+// changed object can never serve stale bytes: its new Validator names other
+// chunks, and the old ones age out. A chunk lives in its own file under the
+// cache directory, so a hit can be sent with sendfile (Cache.Chunk) or read
+// as a stream (Cache.NewReader). Concurrent misses for one chunk share one
+// origin fetch, which writes straight into the chunk's file; readers stream
+// the bytes as they land. Capacity is bounded for the whole cache and per
+// group (a bucket, with the quota its policy gives) by LRU eviction. The
+// index is kept in a bbolt file beside the chunks and survives restarts.
+//
+// The cache only ever holds copies of bytes that live in a store: it may
+// drop any chunk at any time, so it must never be the home of write-back
+// data (that is staging's job).
+//
+// See docs/cache.md for the layout on disk and the guarantees.
+package cachetier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/fedgate/fedgate/federation/store"
+)
+
+// Errors returned by the cache. Fetch errors are returned wrapped, so
+// errors.Is sees the store's sentinel (store.ErrPreconditionFailed, ...).
+var (
+	// ErrClosed: the Cache (or the reader) was closed.
+	ErrClosed = errors.New("cachetier: closed")
+	// ErrInvalidRange: an offset, length or chunk index outside the object.
+	ErrInvalidRange = errors.New("cachetier: invalid range")
+	// ErrNoValidator: the ObjectID has no Validator, so the cache could not
+	// tell a changed object from an unchanged one.
+	ErrNoValidator = errors.New("cachetier: object has no validator")
+)
+
+// Defaults for Config and ReadOptions.
+const (
+	DefaultChunkSize   = 8 << 20
+	DefaultReadAhead   = 4
+	DefaultConcurrency = 8
+	minChunkSize       = 4 << 10
+)
+
+// Config is the cache's configuration; Open validates it.
+type Config struct {
+	// Dir holds the chunk files, the index and the fill area (required).
+	Dir string
+	// ChunkSize is the size of every chunk but an object's last (default
+	// 8 MiB, at least 4 KiB). Changing it empties the cache on Open.
+	ChunkSize int64
+	// Capacity bounds the bytes of all chunks, fills in progress included
+	// (required, > 0).
+	Capacity int64
+	// NoSync skips fsync of chunk files and of the index. After a crash a
+	// kept chunk file may then hold bytes that never reached the disk
+	// (zeros), so use it only where a crash empties Dir anyway (tmpfs) or in
+	// tests.
+	NoSync bool
+	// Router decides where a missing chunk is read from; nil reads every
+	// chunk from its origin. It is the seam for the region's hash ring.
+	Router Router
+	Logger *slog.Logger
+	Now    func() time.Time // clock for last-access times (default time.Now)
+}
+
+// ObjectID identifies one version of one object.
+type ObjectID struct {
+	Store, Key string
+	Validator  store.Validator
+	Size       int64
+}
+
+// ChunkKey names one chunk of one object version: what the region's hash
+// ring places on a node.
+type ChunkKey struct {
+	ObjectID
+	Index int64
+}
+
+// Fetcher reads [off, off+n) of the object from its origin: typically a
+// store.ReadRange with ifMatch set to the ObjectID's Validator. It must
+// return exactly n bytes; fewer is an error (io.ErrUnexpectedEOF). It is
+// called on the cache's own goroutines with a context that ends when no
+// reader wants the chunk any more or the Cache closes.
+type Fetcher func(ctx context.Context, off, n int64) (io.ReadCloser, error)
+
+// Router is where the region's hash ring plugs in: for a chunk this node
+// does not have, it returns the Fetcher that fills it: origin when this node
+// owns the chunk (or its owner is down), or one that reads the chunk from
+// the owning peer.
+type Router interface {
+	Source(k ChunkKey, origin Fetcher) Fetcher
+}
+
+// ReadOptions tune one read. The zero value is usable.
+type ReadOptions struct {
+	// Group is the bucket (or other unit) the bytes are accounted to, for
+	// quotas and per-group stats; chunks belong to the group that fetched them.
+	Group string
+	// GroupQuota bounds the bytes of Group's chunks (0: no quota; the policy's
+	// cache.quota). The latest value given for a group applies.
+	GroupQuota int64
+	// ReadAhead is how many chunks past the one being read a reader keeps
+	// requested (default 4; negative: none). When a reader starts where the
+	// previous reader of the object ended (a client reading an object with
+	// consecutive ranged GETs), the ReadAhead chunks after its range are
+	// fetched too, for the next request.
+	ReadAhead int
+	// Concurrency bounds a reader's chunk fetches in flight (default 8).
+	Concurrency int
+}
+
+func (o ReadOptions) withDefaults() ReadOptions {
+	switch {
+	case o.ReadAhead == 0:
+		o.ReadAhead = DefaultReadAhead
+	case o.ReadAhead < 0:
+		o.ReadAhead = 0
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	return o
+}
+
+// ChunkRef is one chunk as a region of a file, for sendfile and friends.
+// File is private to this ChunkRef (its offset is the caller's to move) and
+// read-only. It stays readable until Release, even if the chunk is evicted
+// or invalidated meanwhile. Release closes File; it may be called twice.
+type ChunkRef struct {
+	File           *os.File
+	Offset, Length int64
+	Release        func()
+}
+
+// Stats is a snapshot of the cache's counters.
+type Stats struct {
+	Hits        int64 // chunk lookups served by a cached chunk
+	Misses      int64 // chunk lookups that needed a fetch (own or shared)
+	Fetches     int64 // origin fetches started
+	FetchErrors int64
+	// BytesFromOrigin counts bytes fetched; BytesFromCache bytes served from
+	// cached chunks (what egress saves).
+	BytesFromOrigin, BytesFromCache int64
+	Evictions                       int64
+	Used, Capacity                  int64 // bytes; Used includes fills in progress
+	Chunks                          int
+	Filling                         int64 // fills in progress (abandoned ones included)
+	Groups                          map[string]GroupStats
+}
+
+// GroupStats is one group's part of Stats.
+type GroupStats struct {
+	Used, Quota int64
+	Chunks      int
+}
+
+type counters struct {
+	hits, misses, fetches, fetchErrors atomic.Int64
+	originBytes, cacheBytes, evictions atomic.Int64
+	filling                            atomic.Int64
+}
+
+// Cache is a read-through chunk cache. Its methods are safe for concurrent use.
+type Cache struct {
+	cfg      Config
+	log      *slog.Logger
+	db       *bolt.DB
+	chunkDir string
+	tmpDir   string
+
+	ctx    context.Context // ends at Close; parent of every fill
+	cancel context.CancelFunc
+	fills  sync.WaitGroup
+	st     counters
+
+	persistWake chan struct{}
+	persistStop chan struct{}
+	persistDone chan struct{}
+
+	mu       sync.Mutex
+	closed   bool
+	idx      index
+	inflight map[chunkID]*fill
+	pending  []op             // index writes not yet persisted, in order
+	seqEnd   map[objKey]int64 // where each object's last reader ended
+}
+
+// Open opens (creating if needed) the cache in cfg.Dir: it loads the index,
+// drops entries whose chunk file is missing or has the wrong size, removes
+// chunk files the index does not know and every partial fill left by a
+// crash, and evicts down to Capacity. It returns an error for an invalid
+// Config or when Dir or the index cannot be opened (the index is locked by
+// another process for longer than a second, for example).
+func Open(cfg Config) (*Cache, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("cachetier: Config.Dir is required")
+	}
+	if cfg.ChunkSize == 0 {
+		cfg.ChunkSize = DefaultChunkSize
+	}
+	if cfg.ChunkSize < minChunkSize {
+		return nil, fmt.Errorf("cachetier: ChunkSize %d is below %d", cfg.ChunkSize, minChunkSize)
+	}
+	if cfg.Capacity <= 0 {
+		return nil, errors.New("cachetier: Config.Capacity must be > 0")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &Cache{
+		cfg:         cfg,
+		log:         cfg.Logger.With("component", "cachetier"),
+		chunkDir:    filepath.Join(cfg.Dir, "chunks"),
+		tmpDir:      filepath.Join(cfg.Dir, "tmp"),
+		persistWake: make(chan struct{}, 1),
+		persistStop: make(chan struct{}),
+		persistDone: make(chan struct{}),
+		inflight:    make(map[chunkID]*fill),
+		seqEnd:      make(map[objKey]int64),
+		idx:         newIndex(),
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("cachetier: %w", err)
+	}
+	// The index's file lock is the directory's: take it before touching files.
+	db, err := bolt.Open(filepath.Join(cfg.Dir, "index.db"), 0o600,
+		&bolt.Options{Timeout: time.Second, NoSync: cfg.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("cachetier: open index: %w", err)
+	}
+	// Partial fills never become chunks: the fill area is emptied on start.
+	err = os.RemoveAll(c.tmpDir)
+	for _, d := range []string{c.chunkDir, c.tmpDir} {
+		if err == nil {
+			err = os.MkdirAll(d, 0o700)
+		}
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("cachetier: prepare %s: %w", cfg.Dir, err)
+	}
+	c.db = db
+	if err := c.load(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("cachetier: load index: %w", err)
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	go c.persistLoop()
+	return c, nil
+}
+
+// Close cancels fills in progress, waits for them, writes the index
+// (last-access times included) and closes it. Readers and ChunkRefs already
+// handed out stay readable until closed or released. A second Close returns
+// ErrClosed; otherwise the error is the index's.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.fills.Wait()
+	close(c.persistStop)
+	<-c.persistDone
+	return c.db.Close()
+}
+
+// ChunkSize returns the configured chunk size.
+func (c *Cache) ChunkSize() int64 { return c.cfg.ChunkSize }
+
+// NumChunks returns how many chunks an object of size bytes has.
+func (c *Cache) NumChunks(size int64) int64 {
+	return (size + c.cfg.ChunkSize - 1) / c.cfg.ChunkSize
+}
+
+func (c *Cache) chunkLen(size, idx int64) int64 {
+	return min(c.cfg.ChunkSize, size-idx*c.cfg.ChunkSize)
+}
+
+func checkID(id ObjectID) error {
+	if id.Validator == "" {
+		return ErrNoValidator
+	}
+	if id.Size < 0 {
+		return fmt.Errorf("%w: size %d", ErrInvalidRange, id.Size)
+	}
+	return nil
+}
+
+// Invalidate drops every cached version of store/key (after a write or
+// delete through fedgate) and returns how many chunks it dropped. Fills in
+// progress for the key finish for their readers but are not kept.
+func (c *Cache) Invalidate(storeName, key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, obj := range c.idx.keys[storeKey{storeName, key}] {
+		for _, e := range obj.chunks {
+			c.removeLocked(e, true)
+			n++
+		}
+	}
+	for id, fl := range c.inflight {
+		if id.obj.store == storeName && id.obj.key == key {
+			fl.abandoned = true
+			delete(c.inflight, id)
+		}
+	}
+	c.wakePersist()
+	return n
+}
+
+// Stats returns a snapshot of the counters and of the space in use.
+func (c *Cache) Stats() Stats {
+	s := Stats{
+		Hits:            c.st.hits.Load(),
+		Misses:          c.st.misses.Load(),
+		Fetches:         c.st.fetches.Load(),
+		FetchErrors:     c.st.fetchErrors.Load(),
+		BytesFromOrigin: c.st.originBytes.Load(),
+		BytesFromCache:  c.st.cacheBytes.Load(),
+		Evictions:       c.st.evictions.Load(),
+		Filling:         c.st.filling.Load(),
+		Capacity:        c.cfg.Capacity,
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.Used, s.Chunks = c.idx.used, c.idx.lru.Len()
+	s.Groups = make(map[string]GroupStats, len(c.idx.groups))
+	for name, g := range c.idx.groups {
+		s.Groups[name] = GroupStats{Used: g.used, Quota: g.quota, Chunks: g.lru.Len()}
+	}
+	return s
+}

@@ -1,0 +1,353 @@
+package cachetier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+// A fill fetches one chunk into a temporary file in Dir/tmp. Concurrent
+// misses for the chunk join the fill in progress (singleflight, as in
+// groupcache, but the result is a file, not a value): every joiner reads
+// the bytes from the temporary file as they land, so nothing waits for the
+// whole chunk and nothing holds it in memory. When the fetch has delivered
+// exactly the chunk's length, the file is fsynced and renamed to its chunk
+// name under Cache.mu, and only then does the index know it. On any error
+// the file is removed and the joiners get the error after the bytes that
+// did arrive: a partial chunk is never visible, and never silently short.
+//
+// A fill's context is the Cache's, not a reader's: one reader giving up does
+// not fail the others. When the last interested reader lets go of an
+// unfinished fill, the fill is abandoned (removed from the singleflight map,
+// so the next reader starts afresh) and cancelled.
+type fill struct {
+	id      chunkID
+	objSize int64
+	off     int64
+	length  int64
+	group   *group
+	ctx     context.Context
+	cancel  context.CancelFunc
+
+	// Guarded by Cache.mu.
+	interest  int  // handles that still want the chunk
+	reserved  bool // its bytes are counted in the index's used
+	abandoned bool // never commit
+
+	started  chan struct{} // file.f or startErr is set
+	opened   chan struct{} // the fetch returned; openErr is set
+	file     *chunkFile    // its f is nil until started
+	startErr error
+	openErr  error
+	done     atomic.Bool
+	finished chan struct{} // closed when done
+
+	mu       sync.Mutex
+	progress int64 // bytes in file
+	err      error // set when done
+	changed  chan struct{}
+}
+
+// state returns what readers need to know, with a channel that is closed at
+// the next change.
+func (fl *fill) state() (progress int64, done bool, err error, changed <-chan struct{}) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	return fl.progress, fl.done.Load(), fl.err, fl.changed
+}
+
+func (fl *fill) advance(progress int64) {
+	fl.mu.Lock()
+	fl.progress = progress
+	close(fl.changed)
+	fl.changed = make(chan struct{})
+	fl.mu.Unlock()
+}
+
+// chunkFile is an open chunk file shared by the handles that read it with
+// ReadAt; the last unref closes it.
+type chunkFile struct {
+	f    *os.File
+	refs atomic.Int32
+}
+
+func newChunkFile(f *os.File) *chunkFile {
+	cf := &chunkFile{f: f}
+	cf.refs.Store(1)
+	return cf
+}
+
+func (cf *chunkFile) ref() { cf.refs.Add(1) }
+
+func (cf *chunkFile) unref() {
+	if cf.refs.Add(-1) == 0 && cf.f != nil {
+		cf.f.Close()
+	}
+}
+
+// handle is one reader's hold on one chunk: a cached chunk's file (hit), or
+// a fill in progress, read as its bytes arrive.
+type handle struct {
+	c      *Cache
+	idx    int64
+	length int64
+	file   *chunkFile
+	fl     *fill // the fill this handle holds interest in; nil for a hit
+	hit    bool
+	// settled: fl finished without error, so the file holds the whole chunk.
+	settled bool
+}
+
+func (h *handle) pending() bool { return h.fl != nil && !h.fl.done.Load() }
+
+func (h *handle) release() {
+	if h.fl != nil {
+		h.c.dropInterest(h.fl)
+	}
+	if h.file != nil {
+		h.file.unref()
+	}
+}
+
+// readAt reads from the chunk at off, waiting for a fill to deliver the
+// bytes. It returns the fill's error once the bytes before it are read.
+func (h *handle) readAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if int64(len(p)) > h.length-off {
+		p = p[:h.length-off]
+	}
+	if h.fl != nil && !h.settled {
+		for {
+			progress, done, err, changed := h.fl.state()
+			if done && err == nil {
+				h.settled = true
+				break
+			}
+			if off < progress {
+				p = p[:min(int64(len(p)), progress-off)]
+				break
+			}
+			if done {
+				return 0, err
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
+	}
+	n, err := h.file.f.ReadAt(p, off)
+	if n == len(p) {
+		return n, nil
+	}
+	if err == io.EOF || err == nil {
+		err = io.ErrUnexpectedEOF // the chunk file is shorter than its index record
+	}
+	return n, fmt.Errorf("cachetier: read chunk: %w", err)
+}
+
+// acquire returns a handle on chunk idx of id: a hit, or a fill it joined or
+// started. It returns ErrClosed, ctx's error, or an error creating the
+// fill's file; fetch errors come later, through the handle.
+func (c *Cache) acquire(ctx context.Context, id ObjectID, idx int64, fetch Fetcher, opts *ReadOptions) (*handle, error) {
+	ck := idOf(id, idx)
+	length := c.chunkLen(id.Size, idx)
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		g := c.groupLocked(opts.Group, opts.GroupQuota)
+		if e := c.lookupLocked(ck); e != nil {
+			if e.length == length {
+				c.touchLocked(e)
+				path := c.chunkPath(e.name)
+				c.mu.Unlock()
+				f, err := os.Open(path)
+				if errors.Is(err, fs.ErrNotExist) {
+					c.forget(e)
+					continue
+				}
+				if err != nil {
+					return nil, fmt.Errorf("cachetier: open chunk: %w", err)
+				}
+				c.st.hits.Add(1)
+				return &handle{c: c, idx: idx, length: length, file: newChunkFile(f), hit: true}, nil
+			}
+			c.removeLocked(e, true) // recorded for another size: not this version
+		}
+		fl := c.inflight[ck]
+		if fl != nil {
+			fl.interest++
+			fl.file.ref() // while the fill holds its own reference
+		} else {
+			fl = c.startFillLocked(ck, id, length, g, fetch)
+		}
+		c.mu.Unlock()
+		c.st.misses.Add(1)
+		h := &handle{c: c, idx: idx, length: length, file: fl.file, fl: fl}
+		select {
+		case <-fl.started:
+		case <-ctx.Done():
+			h.release()
+			return nil, ctx.Err()
+		}
+		if fl.startErr != nil {
+			h.release()
+			return nil, fl.startErr
+		}
+		return h, nil
+	}
+}
+
+func (c *Cache) startFillLocked(ck chunkID, id ObjectID, length int64, g *group, fetch Fetcher) *fill {
+	fl := &fill{
+		id: ck, objSize: id.Size, off: ck.idx * c.cfg.ChunkSize, length: length, group: g,
+		interest: 1,
+		file:     &chunkFile{}, // f is set by runFill before started is closed
+		started:  make(chan struct{}),
+		opened:   make(chan struct{}),
+		finished: make(chan struct{}),
+		changed:  make(chan struct{}),
+	}
+	fl.file.refs.Store(2) // the fill's and the starter's
+	fl.reserved = c.reserveLocked(length, g)
+	fl.ctx, fl.cancel = context.WithCancel(c.ctx)
+	if c.cfg.Router != nil {
+		fetch = c.cfg.Router.Source(ChunkKey{id, ck.idx}, fetch)
+	}
+	c.inflight[ck] = fl
+	c.fills.Add(1)
+	c.st.filling.Add(1)
+	c.wakePersist() // reserving may have evicted
+	go c.runFill(fl, fetch)
+	return fl
+}
+
+// dropInterest is a handle letting go of fl; the last one abandons a fill
+// still fetching. One that has all its bytes is left to commit.
+func (c *Cache) dropInterest(fl *fill) {
+	c.mu.Lock()
+	fl.interest--
+	if fl.interest > 0 {
+		c.mu.Unlock()
+		return
+	}
+	if progress, done, _, _ := fl.state(); !done && progress < fl.length {
+		fl.abandoned = true
+		if c.inflight[fl.id] == fl {
+			delete(c.inflight, fl.id)
+		}
+		fl.cancel()
+	}
+	c.mu.Unlock()
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+func (c *Cache) runFill(fl *fill, fetch Fetcher) {
+	defer c.fills.Done()
+	c.st.fetches.Add(1)
+	f, err := os.CreateTemp(c.tmpDir, "fill-*")
+	if err != nil {
+		fl.startErr = fmt.Errorf("cachetier: create fill file: %w", err)
+		fl.openErr = fl.startErr
+		close(fl.started)
+		close(fl.opened)
+		c.finish(fl, "", fl.startErr)
+		return
+	}
+	fl.file.f = f
+	close(fl.started)
+	err = c.copyChunk(fl, f, fetch)
+	if err == nil && !c.cfg.NoSync {
+		err = f.Sync()
+	}
+	c.finish(fl, f.Name(), err)
+}
+
+// copyChunk fetches the chunk into f, publishing progress as it goes.
+func (c *Cache) copyChunk(fl *fill, f *os.File, fetch Fetcher) error {
+	rc, err := fetch(fl.ctx, fl.off, fl.length)
+	if err != nil {
+		fl.openErr = err
+		close(fl.opened)
+		return err
+	}
+	close(fl.opened)
+	defer rc.Close()
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	var n int64
+	for n < fl.length {
+		if err := fl.ctx.Err(); err != nil {
+			return err
+		}
+		m, rerr := rc.Read(buf[:min(int64(len(buf)), fl.length-n)])
+		if m > 0 {
+			if _, err := f.Write(buf[:m]); err != nil {
+				return fmt.Errorf("write fill file: %w", err)
+			}
+			n += int64(m)
+			c.st.originBytes.Add(int64(m))
+			fl.advance(n)
+		}
+		if rerr == io.EOF && n < fl.length {
+			return fmt.Errorf("origin sent %d of %d bytes: %w", n, fl.length, io.ErrUnexpectedEOF)
+		}
+		if rerr != nil && rerr != io.EOF {
+			return rerr
+		}
+	}
+	return nil
+}
+
+// finish commits a complete fill (rename, index) unless it is abandoned or
+// uncached, or cleans up after a failed one, then wakes its readers.
+func (c *Cache) finish(fl *fill, tmp string, err error) {
+	committed := false
+	c.mu.Lock()
+	if c.inflight[fl.id] == fl {
+		delete(c.inflight, fl.id)
+	}
+	if fl.reserved {
+		c.unreserveLocked(fl.length, fl.group)
+	}
+	if err == nil && fl.reserved && !fl.abandoned {
+		name := chunkName(fl.id)
+		if rerr := os.Rename(tmp, c.chunkPath(name)); rerr != nil {
+			c.log.Warn("commit chunk", "err", rerr) // the readers still get their bytes
+		} else {
+			e := c.addLocked(fl.id, fl.objSize, fl.length, name, fl.group, c.cfg.Now().UnixNano())
+			c.pending = append(c.pending, op{key: name, val: encodeRecord(e)})
+			committed = true
+		}
+	}
+	c.mu.Unlock()
+	c.wakePersist()
+	if !committed && tmp != "" {
+		os.Remove(tmp) // open handles keep reading it
+	}
+	if err != nil {
+		c.st.fetchErrors.Add(1)
+		k := fl.id.obj
+		err = fmt.Errorf("cachetier: fetch %s/%s chunk %d: %w", k.store, k.key, fl.id.idx, err)
+	}
+	fl.mu.Lock()
+	fl.err = err
+	fl.done.Store(true)
+	close(fl.changed)
+	fl.changed = make(chan struct{})
+	fl.mu.Unlock()
+	close(fl.finished)
+	fl.cancel()
+	fl.file.unref()
+	c.st.filling.Add(-1)
+}

@@ -1,0 +1,217 @@
+package cachetier
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+
+	"github.com/fedgate/fedgate/federation/store"
+)
+
+// The in-memory index: every cached chunk, reachable by key (for lookups
+// and Invalidate) and by recency (one LRU list for the whole cache and one
+// per group). It is guarded by Cache.mu and mirrored to bbolt (persist.go).
+
+type storeKey struct{ store, key string }
+
+type objKey struct {
+	store, key string
+	validator  store.Validator
+}
+
+// chunkID is a chunk's identity; the singleflight map is keyed by it.
+type chunkID struct {
+	obj objKey
+	idx int64
+}
+
+type object struct {
+	key    objKey
+	size   int64
+	chunks map[int64]*entry
+}
+
+type entry struct {
+	obj        *object
+	idx        int64
+	length     int64
+	name       [32]byte // file name and index key: see chunkName
+	group      *group
+	lastAccess int64 // unix nanoseconds, persisted for LRU order across restarts
+	dirty      bool  // lastAccess changed since last persisted
+	lru, glru  *list.Element
+}
+
+type group struct {
+	name        string
+	quota, used int64 // used includes this group's fills in progress
+	lru         list.List
+}
+
+type index struct {
+	keys   map[storeKey]map[store.Validator]*object
+	groups map[string]*group
+	lru    list.List // front: most recently used
+	used   int64     // bytes of chunks plus fills in progress (reserved)
+}
+
+func newIndex() index {
+	return index{keys: make(map[storeKey]map[store.Validator]*object), groups: make(map[string]*group)}
+}
+
+func idOf(id ObjectID, idx int64) chunkID {
+	return chunkID{objKey{id.Store, id.Key, id.Validator}, idx}
+}
+
+// chunkName is SHA-256 over the length-prefixed store, key and validator
+// and the big-endian index: the chunk's file name and index key.
+func chunkName(ck chunkID) [32]byte {
+	h := sha256.New()
+	var b [binary.MaxVarintLen64]byte
+	for _, s := range []string{ck.obj.store, ck.obj.key, string(ck.obj.validator)} {
+		h.Write(b[:binary.PutUvarint(b[:], uint64(len(s)))])
+		h.Write([]byte(s))
+	}
+	h.Write(binary.BigEndian.AppendUint64(b[:0], uint64(ck.idx)))
+	var name [32]byte
+	h.Sum(name[:0])
+	return name
+}
+
+// chunkPath fans chunk files out over 256 directories by their first byte.
+func (c *Cache) chunkPath(name [32]byte) string {
+	s := hex.EncodeToString(name[:])
+	return filepath.Join(c.chunkDir, s[:2], s)
+}
+
+func (c *Cache) lookupLocked(ck chunkID) *entry {
+	obj := c.idx.keys[storeKey{ck.obj.store, ck.obj.key}][ck.obj.validator]
+	if obj == nil {
+		return nil
+	}
+	return obj.chunks[ck.idx]
+}
+
+// groupLocked returns the named group, creating it; quota >= 0 sets its quota.
+func (c *Cache) groupLocked(name string, quota int64) *group {
+	g := c.idx.groups[name]
+	if g == nil {
+		g = &group{name: name}
+		c.idx.groups[name] = g
+	}
+	if quota >= 0 {
+		g.quota = quota
+	}
+	return g
+}
+
+func (c *Cache) touchLocked(e *entry) {
+	c.idx.lru.MoveToFront(e.lru)
+	e.group.lru.MoveToFront(e.glru)
+	e.lastAccess = c.cfg.Now().UnixNano()
+	e.dirty = true
+}
+
+// addLocked records a chunk whose file is in place and counts its bytes;
+// it evicts nothing (fills reserve their room before they start).
+func (c *Cache) addLocked(ck chunkID, objSize, length int64, name [32]byte, g *group, lastAccess int64) *entry {
+	sk := storeKey{ck.obj.store, ck.obj.key}
+	versions := c.idx.keys[sk]
+	if versions == nil {
+		versions = make(map[store.Validator]*object, 1)
+		c.idx.keys[sk] = versions
+	}
+	obj := versions[ck.obj.validator]
+	if obj == nil {
+		obj = &object{key: ck.obj, size: objSize, chunks: make(map[int64]*entry)}
+		versions[ck.obj.validator] = obj
+	}
+	if old := obj.chunks[ck.idx]; old != nil {
+		c.removeLocked(old, false) // same name: the new file replaced it
+	}
+	e := &entry{obj: obj, idx: ck.idx, length: length, name: name, group: g, lastAccess: lastAccess}
+	obj.chunks[ck.idx] = e
+	e.lru = c.idx.lru.PushFront(e)
+	e.glru = g.lru.PushFront(e)
+	c.idx.used += length
+	g.used += length
+	return e
+}
+
+// removeLocked forgets e and, when unlink, removes its file. The unlink is
+// done under the lock so that it cannot remove a later fill's file of the
+// same name; open handles keep reading the unlinked file.
+func (c *Cache) removeLocked(e *entry, unlink bool) {
+	obj := e.obj
+	if obj.chunks[e.idx] != e {
+		return // already removed
+	}
+	delete(obj.chunks, e.idx)
+	if len(obj.chunks) == 0 {
+		sk := storeKey{obj.key.store, obj.key.key}
+		delete(c.idx.keys[sk], obj.key.validator)
+		if len(c.idx.keys[sk]) == 0 {
+			delete(c.idx.keys, sk)
+		}
+	}
+	c.idx.lru.Remove(e.lru)
+	e.group.lru.Remove(e.glru)
+	c.idx.used -= e.length
+	e.group.used -= e.length
+	if unlink {
+		if err := os.Remove(c.chunkPath(e.name)); err != nil && !os.IsNotExist(err) {
+			c.log.Warn("remove chunk file", "err", err)
+		}
+	}
+	c.pending = append(c.pending, op{key: e.name})
+}
+
+func (c *Cache) evictLocked(e *entry) {
+	c.removeLocked(e, true)
+	c.st.evictions.Add(1)
+}
+
+// reserveLocked makes room for n more bytes in g and in the whole cache by
+// evicting least recently used chunks (the group's own first), and counts
+// them as used. It returns false, evicting no more, when the fills in
+// progress leave no room or n exceeds a limit: the fill then runs uncached.
+// Chunks being fetched are never evicted: they are not in the LRU lists.
+func (c *Cache) reserveLocked(n int64, g *group) bool {
+	if n > c.cfg.Capacity || (g.quota > 0 && n > g.quota) {
+		return false
+	}
+	for g.quota > 0 && g.used+n > g.quota {
+		back := g.lru.Back()
+		if back == nil {
+			return false
+		}
+		c.evictLocked(back.Value.(*entry))
+	}
+	for c.idx.used+n > c.cfg.Capacity {
+		back := c.idx.lru.Back()
+		if back == nil {
+			return false
+		}
+		c.evictLocked(back.Value.(*entry))
+	}
+	c.idx.used += n
+	g.used += n
+	return true
+}
+
+func (c *Cache) unreserveLocked(n int64, g *group) {
+	c.idx.used -= n
+	g.used -= n
+}
+
+// forget drops e after its file was found missing (removed behind the
+// cache's back, or evicted between lookup and open).
+func (c *Cache) forget(e *entry) {
+	c.mu.Lock()
+	c.removeLocked(e, false)
+	c.mu.Unlock()
+	c.wakePersist()
+}

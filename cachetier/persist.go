@@ -1,0 +1,292 @@
+package cachetier
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/fedgate/fedgate/federation/store"
+)
+
+// The index is mirrored to a bbolt file, index.db: bucket "chunks" maps a
+// chunk's name (32 bytes, see chunkName) to a record; bucket "meta" holds
+// the format and the chunk size. Changes are queued in order under Cache.mu
+// and written by one goroutine in one transaction per batch (persistLoop),
+// so a fill never waits for the index. Last-access times are written at
+// Close; after a crash the LRU order is the one last written.
+//
+// The file and the chunk files can disagree only in safe ways, which Open
+// repairs: a record whose file is missing or has the wrong size is dropped,
+// and a chunk file without a record (a crash between rename and persist) is
+// removed. A chunk's file name is a function of its identity, so a record
+// can never point at another chunk's bytes.
+
+var (
+	bucketMeta   = []byte("meta")
+	bucketChunks = []byte("chunks")
+	keyFormat    = []byte("format")
+	keyChunkSize = []byte("chunk_size")
+)
+
+const (
+	formatVersion = 1
+	recordVersion = 1
+)
+
+// op is one index write; a nil val deletes key.
+type op struct {
+	key [32]byte
+	val []byte
+}
+
+type record struct {
+	ck                          chunkID
+	group                       string
+	objSize, length, lastAccess int64
+	name                        [32]byte
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func encodeRecord(e *entry) []byte {
+	k := e.obj.key
+	b := make([]byte, 0, 48+len(k.store)+len(k.key)+len(k.validator)+len(e.group.name))
+	b = append(b, recordVersion)
+	b = appendString(b, k.store)
+	b = appendString(b, k.key)
+	b = appendString(b, string(k.validator))
+	b = appendString(b, e.group.name)
+	b = binary.AppendVarint(b, e.idx)
+	b = binary.AppendVarint(b, e.obj.size)
+	b = binary.AppendVarint(b, e.length)
+	return binary.AppendVarint(b, e.lastAccess)
+}
+
+var errBadRecord = errors.New("bad index record")
+
+func decodeRecord(b []byte) (record, error) {
+	var r record
+	if len(b) == 0 || b[0] != recordVersion {
+		return r, errBadRecord
+	}
+	b = b[1:]
+	str := func() string {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			b = nil
+			return ""
+		}
+		s := string(b[k : k+int(n)])
+		b = b[k+int(n):]
+		return s
+	}
+	num := func() int64 {
+		v, k := binary.Varint(b)
+		if k <= 0 {
+			b = nil
+			return -1
+		}
+		b = b[k:]
+		return v
+	}
+	r.ck.obj.store, r.ck.obj.key = str(), str()
+	r.ck.obj.validator = store.Validator(str())
+	r.group = str()
+	r.ck.idx, r.objSize, r.length = num(), num(), num()
+	r.lastAccess = num()
+	if b == nil || r.ck.idx < 0 || r.length <= 0 || r.objSize < r.length {
+		return r, errBadRecord
+	}
+	return r, nil
+}
+
+// wakePersist nudges the persister; call it after queueing ops.
+func (c *Cache) wakePersist() {
+	select {
+	case c.persistWake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Cache) persistLoop() {
+	defer close(c.persistDone)
+	for {
+		select {
+		case <-c.persistWake:
+			c.flush(false)
+		case <-c.persistStop:
+			c.flush(true)
+			return
+		}
+	}
+}
+
+// flush writes the queued ops and, when all, every changed last-access time.
+func (c *Cache) flush(all bool) {
+	c.mu.Lock()
+	ops := c.pending
+	c.pending = nil
+	if all {
+		for el := c.idx.lru.Front(); el != nil; el = el.Next() {
+			if e := el.Value.(*entry); e.dirty {
+				ops = append(ops, op{key: e.name, val: encodeRecord(e)})
+				e.dirty = false
+			}
+		}
+	}
+	c.mu.Unlock()
+	if len(ops) == 0 {
+		return
+	}
+	err := c.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketChunks)
+		for _, o := range ops {
+			var err error
+			if o.val == nil {
+				err = b.Delete(o.key[:])
+			} else {
+				err = b.Put(o.key[:], o.val)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// Memory stays the truth; the next Open repairs what the file lacks.
+		c.log.Error("write cache index", "ops", len(ops), "err", err)
+	}
+}
+
+// load reads the index file into memory and repairs it against the chunk
+// files (see the comment at the top of this file).
+func (c *Cache) load() error {
+	var recs []record
+	var stale [][]byte
+	wantSize := binary.BigEndian.AppendUint64(nil, uint64(c.cfg.ChunkSize))
+	wantFormat := []byte{formatVersion}
+	err := c.db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		gotSize, gotFormat := meta.Get(keyChunkSize), meta.Get(keyFormat)
+		if gotSize != nil && (!bytes.Equal(gotSize, wantSize) || !bytes.Equal(gotFormat, wantFormat)) {
+			// Chunk boundaries moved: every chunk is unreachable. Dropping the
+			// records makes the orphan sweep below remove the files.
+			c.log.Warn("chunk size or index format changed: emptying the cache",
+				"chunk_size", c.cfg.ChunkSize)
+			if err := tx.DeleteBucket(bucketChunks); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+				return err
+			}
+		}
+		if err := meta.Put(keyChunkSize, wantSize); err != nil {
+			return err
+		}
+		if err := meta.Put(keyFormat, wantFormat); err != nil {
+			return err
+		}
+		b, err := tx.CreateBucketIfNotExists(bucketChunks)
+		if err != nil {
+			return err
+		}
+		return b.ForEach(func(k, v []byte) error {
+			r, err := decodeRecord(v)
+			if err != nil || len(k) != len(r.name) || chunkName(r.ck) != [32]byte(k) {
+				stale = append(stale, bytes.Clone(k))
+				return nil
+			}
+			r.name = [32]byte(k)
+			recs = append(recs, r)
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+
+	// Oldest first, so that each PushFront leaves the newest at the front.
+	slices.SortFunc(recs, func(a, b record) int { return cmp.Compare(a.lastAccess, b.lastAccess) })
+	known := make(map[[32]byte]struct{}, len(recs))
+	for _, r := range recs {
+		fi, err := os.Stat(c.chunkPath(r.name))
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() != r.length {
+			stale = append(stale, bytes.Clone(r.name[:]))
+			continue
+		}
+		known[r.name] = struct{}{}
+		c.addLocked(r.ck, r.objSize, r.length, r.name, c.groupLocked(r.group, -1), r.lastAccess)
+	}
+	if err := c.sweepOrphans(known); err != nil {
+		return err
+	}
+	if len(stale) > 0 {
+		c.log.Info("dropped cache index records without a chunk file", "records", len(stale))
+		err := c.db.Update(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketChunks)
+			for _, k := range stale {
+				if err := b.Delete(k); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	c.pending = nil // addLocked queued nothing, removals of stale entries are done
+	for c.idx.used > c.cfg.Capacity {
+		c.evictLocked(c.idx.lru.Back().Value.(*entry))
+	}
+	if len(c.pending) > 0 {
+		c.flush(false)
+	}
+	return nil
+}
+
+// sweepOrphans creates the 256 fan-out directories and removes every file
+// in them that is not a known chunk.
+func (c *Cache) sweepOrphans(known map[[32]byte]struct{}) error {
+	removed := 0
+	for i := range 256 {
+		dir := filepath.Join(c.chunkDir, hex.EncodeToString([]byte{byte(i)}))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, de := range ents {
+			var name [32]byte
+			if len(de.Name()) == 64 && de.Type().IsRegular() {
+				if _, err := hex.Decode(name[:], []byte(de.Name())); err != nil {
+					name = [32]byte{}
+				}
+				if _, ok := known[name]; ok {
+					continue
+				}
+			}
+			if err := os.RemoveAll(filepath.Join(dir, de.Name())); err != nil {
+				return err
+			}
+			removed++
+		}
+	}
+	if removed > 0 {
+		c.log.Info("removed chunk files missing from the cache index", "files", removed)
+	}
+	return nil
+}

@@ -1,0 +1,267 @@
+package cachetier
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+)
+
+// NewReader returns a reader of [off, off+n) of id (n < 0: to the end).
+// Cached chunks are read from their files; missing ones are fetched with
+// fetch (one fetch per chunk however many readers want it), written to the
+// cache and streamed on as they arrive. The reader keeps opts.ReadAhead
+// chunks past the current one requested, at most opts.Concurrency of them
+// fetching at once; closing it lets go of them (fetches nobody else wants
+// are cancelled). Fetched bytes go to files, never to memory: a reader holds
+// no buffer of its own.
+//
+// NewReader waits until the origin has answered for the first chunk, so an
+// origin error such as store.ErrPreconditionFailed (the object changed) or
+// store.ErrNotFound is returned here, wrapped, before the caller has sent
+// anything. It also returns ErrNoValidator, ErrInvalidRange, ErrClosed and
+// ctx's error. Later fetch errors, and a fetch that delivers short
+// (io.ErrUnexpectedEOF), are returned by Read after the bytes that arrived:
+// a reader never ends early with io.EOF. The reader is not safe for
+// concurrent use; Read after Close returns ErrClosed.
+func (c *Cache) NewReader(ctx context.Context, id ObjectID, fetch Fetcher, off, n int64, opts ReadOptions) (io.ReadCloser, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	if n < 0 {
+		n = id.Size - off
+	}
+	if off < 0 || off > id.Size || n < 0 || n > id.Size-off {
+		return nil, fmt.Errorf("%w: %d bytes at %d of a %d-byte object", ErrInvalidRange, n, off, id.Size)
+	}
+	r := &reader{c: c, ctx: ctx, id: id, fetch: fetch, opts: opts.withDefaults(), pos: off, end: off + n}
+	if n == 0 {
+		return r, nil
+	}
+	r.next, r.last = off/c.cfg.ChunkSize, (off+n-1)/c.cfg.ChunkSize
+	if err := r.fillWindow(); err != nil {
+		return nil, err
+	}
+	if c.sequential(id, off, off+n) && r.opts.ReadAhead > 0 {
+		c.prefetch(id, fetch, r.last+1, min(r.last+int64(r.opts.ReadAhead), c.NumChunks(id.Size)-1), &r.opts)
+	}
+	if fl := r.win[0].fl; fl != nil {
+		select {
+		case <-fl.opened:
+		case <-ctx.Done():
+			r.Close()
+			return nil, ctx.Err()
+		}
+		if fl.openErr != nil {
+			r.Close()
+			k := fl.id.obj
+			return nil, fmt.Errorf("cachetier: fetch %s/%s chunk %d: %w", k.store, k.key, fl.id.idx, fl.openErr)
+		}
+	}
+	return r, nil
+}
+
+// sequential records that a reader of [off, end) of id started and reports
+// whether it starts where the object's previous reader ended.
+func (c *Cache) sequential(id ObjectID, off, end int64) bool {
+	k := objKey{id.Store, id.Key, id.Validator}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev, ok := c.seqEnd[k]
+	if len(c.seqEnd) >= 4096 { // a bound, not an LRU: patterns re-form in one request
+		clear(c.seqEnd)
+	}
+	c.seqEnd[k] = end
+	return ok && off > 0 && prev == off
+}
+
+// prefetch fills chunks [from, to] of id for readers to come: each fill is
+// held until it finishes, however long the reader that asked lives.
+func (c *Cache) prefetch(id ObjectID, fetch Fetcher, from, to int64, opts *ReadOptions) {
+	for idx := from; idx <= to; idx++ {
+		ck := idOf(id, idx)
+		c.mu.Lock()
+		have := c.inflight[ck] != nil || c.lookupLocked(ck) != nil
+		c.mu.Unlock()
+		if have {
+			continue
+		}
+		h, err := c.acquire(c.ctx, id, idx, fetch, opts)
+		if err != nil {
+			return
+		}
+		if !h.pending() {
+			h.release()
+			continue
+		}
+		go func() {
+			<-h.fl.finished
+			h.release()
+		}()
+	}
+}
+
+type reader struct {
+	c     *Cache
+	ctx   context.Context
+	id    ObjectID
+	fetch Fetcher
+	opts  ReadOptions
+
+	pos, end   int64     // absolute offsets
+	win        []*handle // consecutive chunks from the one holding pos
+	next, last int64     // next chunk to acquire; last chunk of the range
+	err        error     // sticky
+	closed     bool
+}
+
+// fillWindow acquires the chunk at pos if the window is empty (its error is
+// returned) and read-ahead chunks while the window is short of ReadAhead and
+// fewer than Concurrency of its chunks are being fetched. Read-ahead is best
+// effort: a chunk it fails to acquire is acquired again when the reader
+// reaches it.
+func (r *reader) fillWindow() error {
+	fetching := 0
+	for _, h := range r.win {
+		if h.pending() {
+			fetching++
+		}
+	}
+	for r.next <= r.last {
+		if len(r.win) > 0 && (len(r.win) > r.opts.ReadAhead || fetching >= r.opts.Concurrency) {
+			break
+		}
+		h, err := r.c.acquire(r.ctx, r.id, r.next, r.fetch, &r.opts)
+		if err != nil {
+			if len(r.win) == 0 {
+				return err
+			}
+			return nil
+		}
+		r.win = append(r.win, h)
+		r.next++
+		if h.pending() {
+			fetching++
+		}
+	}
+	return nil
+}
+
+func (r *reader) Read(p []byte) (int, error) {
+	switch {
+	case r.closed:
+		return 0, ErrClosed
+	case r.err != nil:
+		return 0, r.err
+	case r.pos >= r.end:
+		return 0, io.EOF
+	case len(p) == 0:
+		return 0, nil
+	}
+	cs := r.c.cfg.ChunkSize
+	idx := r.pos / cs
+	for len(r.win) > 0 && r.win[0].idx < idx {
+		r.win[0].release()
+		r.win = slices.Delete(r.win, 0, 1)
+	}
+	if err := r.fillWindow(); err != nil {
+		r.err = err
+		return 0, err
+	}
+	if rem := r.end - r.pos; int64(len(p)) > rem {
+		p = p[:rem]
+	}
+	h := r.win[0]
+	n, err := h.readAt(r.ctx, p, r.pos-idx*cs)
+	r.pos += int64(n)
+	if h.hit {
+		r.c.st.cacheBytes.Add(int64(n))
+	}
+	if err != nil {
+		r.err = err
+	}
+	return n, err
+}
+
+// Close releases the reader's chunks; it always returns nil.
+func (r *reader) Close() error {
+	if !r.closed {
+		r.closed = true
+		for _, h := range r.win {
+			h.release()
+		}
+		r.win = nil
+	}
+	return nil
+}
+
+// Chunk returns chunk idx of id as a region of a file, fetching the whole
+// chunk first on a miss (shared with any other reader of it). The caller
+// must call Release. It returns ErrNoValidator, ErrInvalidRange (idx outside
+// the object; a zero-length object has no chunks), ErrClosed, ctx's error,
+// or the fetch error, wrapped.
+func (c *Cache) Chunk(ctx context.Context, id ObjectID, idx int64, fetch Fetcher, opts ReadOptions) (ChunkRef, error) {
+	if err := checkID(id); err != nil {
+		return ChunkRef{}, err
+	}
+	if idx < 0 || idx >= c.NumChunks(id.Size) {
+		return ChunkRef{}, fmt.Errorf("%w: chunk %d of a %d-byte object", ErrInvalidRange, idx, id.Size)
+	}
+	opts = opts.withDefaults()
+	h, err := c.acquire(ctx, id, idx, fetch, &opts)
+	if err != nil {
+		return ChunkRef{}, err
+	}
+	if h.hit { // h's file is its own descriptor: hand it over
+		c.st.cacheBytes.Add(h.length)
+		return makeRef(h.file.f, h.length, h.file.unref), nil
+	}
+	defer h.release()
+	for {
+		_, done, err, changed := h.fl.state()
+		if done && err != nil {
+			return ChunkRef{}, err
+		}
+		if done {
+			break
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ChunkRef{}, ctx.Err()
+		}
+	}
+	f, err := c.reopen(h)
+	if err != nil {
+		return ChunkRef{}, err
+	}
+	return makeRef(f, h.length, func() { f.Close() }), nil
+}
+
+func makeRef(f *os.File, length int64, release func()) ChunkRef {
+	var once sync.Once
+	return ChunkRef{File: f, Offset: 0, Length: length, Release: func() { once.Do(release) }}
+}
+
+// reopen opens a private read-only descriptor of a finished fill's file:
+// through /proc/self/fd, which works after the file was renamed or
+// unlinked (Linux), else by its chunk name if the same file is there.
+func (c *Cache) reopen(h *handle) (*os.File, error) {
+	f, err := os.Open("/proc/self/fd/" + strconv.Itoa(int(h.file.f.Fd())))
+	if err == nil {
+		return f, nil
+	}
+	f, err2 := os.Open(c.chunkPath(chunkName(h.fl.id)))
+	if err2 == nil {
+		want, err3 := h.file.f.Stat()
+		got, err4 := f.Stat()
+		if err3 == nil && err4 == nil && os.SameFile(want, got) {
+			return f, nil
+		}
+		f.Close()
+	}
+	return nil, fmt.Errorf("cachetier: reopen chunk: %w", err)
+}

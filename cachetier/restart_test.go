@@ -1,0 +1,138 @@
+package cachetier
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// (6) Close + Open on the same Dir keeps the index and serves hits; what a
+// crash leaves (partial fills, chunk files the index never recorded,
+// records whose file is gone) is cleaned up.
+func TestRestartKeepsIndex(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.NoSync = false // the real thing: fsync chunk files and the index
+	c := openCache(t, cfg)
+	a, b := newOrigin(3*testChunk+5, 40), newOrigin(2*testChunk, 41)
+	ida, idb := a.id("a"), b.id("b")
+	idb.Key = "other"
+	readRange(t, c, a, ida, 0, -1, ReadOptions{Group: "g"})
+	readRange(t, c, b, idb, 0, -1, ReadOptions{})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// What a crash leaves behind.
+	partial := filepath.Join(cfg.Dir, "tmp", "fill-12345")
+	orphan := filepath.Join(cfg.Dir, "chunks", "ab", "ab"+strings.Repeat("0", 62))
+	junk := filepath.Join(cfg.Dir, "chunks", "00", "not-a-chunk")
+	for _, p := range []string{partial, orphan, junk} {
+		if err := os.WriteFile(p, []byte("half a chunk"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lost := c.chunkPath(chunkName(idOf(idb, 1)))
+	if err := os.Remove(lost); err != nil {
+		t.Fatal(err)
+	}
+
+	c2 := openCache(t, cfg)
+	for _, p := range []string{partial, orphan, junk} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s survived Open: %v", p, err)
+		}
+	}
+	s := c2.Stats()
+	if s.Chunks != 5 || s.Used != ida.Size+testChunk || s.Groups["g"].Used != ida.Size {
+		t.Fatalf("after restart: %+v", s)
+	}
+	callsA, _, _ := a.stats()
+	sameBytes(t, "a after restart", readRange(t, c2, a, ida, 0, -1, ReadOptions{Group: "g"}), a.data)
+	if calls, _, _ := a.stats(); calls != callsA {
+		t.Fatalf("a after restart: %d fetches", calls-callsA)
+	}
+	callsB, _, _ := b.stats()
+	sameBytes(t, "b after restart", readRange(t, c2, b, idb, 0, -1, ReadOptions{}), b.data)
+	if calls, _, _ := b.stats(); calls != callsB+1 {
+		t.Fatalf("b after restart: %d fetches, want 1 (the lost chunk)", calls-callsB)
+	}
+	if s := c2.Stats(); s.Hits != 5 || s.Misses != 1 {
+		t.Fatalf("after restart reads: %+v", s)
+	}
+}
+
+// The LRU order survives a restart (last-access times are persisted).
+func TestRestartKeepsLRUOrder(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.Capacity = 3 * testChunk
+	clock := time.Unix(1_700_000_000, 0)
+	cfg.Now = func() time.Time { clock = clock.Add(time.Second); return clock }
+	c := openCache(t, cfg)
+	o := newOrigin(4*testChunk, 42)
+	id := o.id("v")
+	for idx := range int64(3) {
+		expectFetch(t, c, o, id, idx, ReadOptions{}, true)
+	}
+	expectFetch(t, c, o, id, 0, ReadOptions{}, false) // LRU: 1, 2, 0
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c2 := openCache(t, cfg)
+	expectFetch(t, c2, o, id, 3, ReadOptions{}, true) // evicts 1
+	expectFetch(t, c2, o, id, 0, ReadOptions{}, false)
+	expectFetch(t, c2, o, id, 2, ReadOptions{}, false)
+	expectFetch(t, c2, o, id, 1, ReadOptions{}, true)
+}
+
+// Opening with a smaller capacity evicts down to it; another chunk size
+// empties the cache (the chunk boundaries moved).
+func TestReopenWithOtherLimits(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	c := openCache(t, cfg)
+	o := newOrigin(6*testChunk, 43)
+	readRange(t, c, o, o.id("v"), 0, -1, ReadOptions{})
+	c.Close()
+
+	cfg.Capacity = 2 * testChunk
+	c2 := openCache(t, cfg)
+	if s := c2.Stats(); s.Chunks != 2 || s.Used != 2*testChunk {
+		t.Fatalf("smaller capacity: %+v", s)
+	}
+	c2.Close()
+	if n := len(files(t, cfg.Dir, "chunks")); n != 2 {
+		t.Fatalf("%d chunk files, want 2", n)
+	}
+
+	cfg.ChunkSize = 2 * testChunk
+	c3 := openCache(t, cfg)
+	if s := c3.Stats(); s.Chunks != 0 || s.Used != 0 {
+		t.Fatalf("other chunk size: %+v", s)
+	}
+	if n := len(files(t, cfg.Dir, "chunks")); n != 0 {
+		t.Fatalf("%d chunk files left, want 0", n)
+	}
+	sameBytes(t, "new chunk size", readRange(t, c3, o, o.id("v"), 0, -1, ReadOptions{}), o.data)
+}
+
+// A second Open of a Dir in use fails (after the index lock's one-second
+// timeout) and leaves the first cache's fills alone.
+func TestOpenLockedDir(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	c := openCache(t, cfg)
+	o := newOrigin(testChunk, 44)
+	o.hold = func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	r, err := c.NewReader(context.Background(), o.id("v"), o.fetch, 0, -1, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := Open(cfg); err == nil {
+		t.Fatal("second Open of the same Dir succeeded")
+	}
+	if n := len(files(t, cfg.Dir, "tmp")); n != 1 {
+		t.Fatalf("%d fill files, want the first cache's 1", n)
+	}
+}

@@ -1,0 +1,238 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/fedgate/fedgate/cachetier"
+	"github.com/fedgate/fedgate/federation/store"
+)
+
+// CacheRules is how a bucket's reads use the region's cache.
+type CacheRules struct {
+	// Chunked: reads go through the chunk cache (stores that need no cache,
+	// such as a local posix directory, are read directly).
+	Chunked bool
+	// TTL is how long object metadata is trusted before it is revalidated
+	// against the store (0: on every open).
+	TTL time.Duration
+	// Quota bounds the bucket's share of the cache (0: no bucket limit).
+	Quota int64
+	// ReadAhead is how many chunks a sequential reader prefetches (0: none);
+	// with prefetch "sequential" it is the fill concurrency, so one reader
+	// keeps that many ranged reads of the store in flight.
+	ReadAhead int
+}
+
+// Retry budget of one read from a store: attempts and backoff bounds.
+const (
+	readAttempts   = 6
+	backoffInitial = 50 * time.Millisecond
+	backoffMax     = 2 * time.Second
+)
+
+// retryable reports whether a store error may go away on its own.
+func retryable(err error) bool {
+	switch {
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrPreconditionFailed),
+		errors.Is(err, store.ErrAccessDenied), errors.Is(err, store.ErrInvalidKey),
+		errors.Is(err, store.ErrNotSupported):
+		return false
+	}
+	return true
+}
+
+// sleepBackoff waits before attempt (1-based) with full jitter.
+func sleepBackoff(ctx context.Context, attempt int) error {
+	d := min(backoffInitial<<(attempt-1), backoffMax)
+	d = time.Duration(rand.Int64N(int64(d)) + 1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// resumingReader reads [off, off+left) of one object version, reopening
+// the range where it stopped when the store fails or a body breaks, within
+// a retry budget. A changed object (ErrPreconditionFailed) is not retried.
+type resumingReader struct {
+	ctx      context.Context
+	st       store.Store
+	key      string
+	v        store.Validator
+	off      int64
+	left     int64
+	rc       io.ReadCloser
+	failures int
+}
+
+func openResuming(ctx context.Context, st store.Store, key string, v store.Validator, off, n int64) (io.ReadCloser, error) {
+	r := &resumingReader{ctx: ctx, st: st, key: key, v: v, off: off, left: n}
+	if err := r.open(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *resumingReader) open() error {
+	for {
+		rc, err := r.st.ReadRange(r.ctx, r.key, r.off, r.left, r.v)
+		if err == nil {
+			r.rc = rc
+			return nil
+		}
+		if err := r.fail(err); err != nil {
+			return err
+		}
+	}
+}
+
+// fail counts a failure and waits, or returns err when it is final.
+func (r *resumingReader) fail(err error) error {
+	r.failures++
+	if !retryable(err) || r.failures >= readAttempts {
+		return err
+	}
+	return sleepBackoff(r.ctx, r.failures)
+}
+
+func (r *resumingReader) Read(p []byte) (int, error) {
+	if r.left <= 0 {
+		return 0, io.EOF
+	}
+	for {
+		if r.rc == nil {
+			if err := r.open(); err != nil {
+				return 0, err
+			}
+		}
+		n, err := r.rc.Read(p[:min(int64(len(p)), r.left)])
+		r.off += int64(n)
+		r.left -= int64(n)
+		if err == nil || n > 0 && errors.Is(err, io.EOF) && r.left == 0 {
+			return n, nil
+		}
+		if errors.Is(err, io.EOF) {
+			if r.left == 0 {
+				return n, io.EOF
+			}
+			err = io.ErrUnexpectedEOF // the store ended the range early
+		}
+		r.rc.Close()
+		r.rc = nil
+		if ferr := r.fail(err); ferr != nil {
+			return n, ferr
+		}
+		if n > 0 {
+			return n, nil
+		}
+	}
+}
+
+func (r *resumingReader) Close() error {
+	if r.rc != nil {
+		return r.rc.Close()
+	}
+	return nil
+}
+
+// statCache keeps object metadata for buckets whose TTL is above zero.
+type statCache struct {
+	mu sync.Mutex
+	m  map[statKey]statEntry
+}
+
+type statKey struct{ store, key string }
+
+type statEntry struct {
+	info    store.ObjectInfo
+	expires time.Time
+}
+
+const statCacheMax = 100_000
+
+func (c *statCache) get(k statKey, now time.Time) (store.ObjectInfo, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok || now.After(e.expires) {
+		return store.ObjectInfo{}, false
+	}
+	return e.info, true
+}
+
+func (c *statCache) put(k statKey, info store.ObjectInfo, expires time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= statCacheMax {
+		c.m = map[statKey]statEntry{}
+	}
+	c.m[k] = statEntry{info: info, expires: expires}
+}
+
+func (c *statCache) drop(k statKey) {
+	c.mu.Lock()
+	delete(c.m, k)
+	c.mu.Unlock()
+}
+
+// Stat returns an object's info, from the metadata cache while the bucket's
+// TTL allows, else from the store (with the read retry budget).
+func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error) {
+	k := statKey{b.store.Name(), b.prefix + key}
+	if b.cache.TTL > 0 {
+		if info, ok := b.ns.stats.get(k, b.ns.now()); ok {
+			return info, nil
+		}
+	}
+	var info store.ObjectInfo
+	var err error
+	for attempt := 1; ; attempt++ {
+		info, err = b.store.Stat(ctx, k.key)
+		if !retryable(err) || attempt >= readAttempts {
+			break
+		}
+		if werr := sleepBackoff(ctx, attempt); werr != nil {
+			return store.ObjectInfo{}, werr
+		}
+	}
+	info.Key = key
+	if err == nil && b.cache.TTL > 0 {
+		b.ns.stats.put(k, info, b.ns.now().Add(b.cache.TTL))
+	}
+	return info, err
+}
+
+// invalidate forgets what the region knows of a key after a write through
+// fedgate, before the write is acknowledged.
+func (b *Bucket) invalidate(key string) {
+	b.ns.stats.drop(statKey{b.store.Name(), b.prefix + key})
+	if b.ns.cache != nil {
+		b.ns.cache.Invalidate(b.store.Name(), b.prefix+key)
+	}
+}
+
+// Open streams [off, off+n) of the object version info describes: through
+// the chunk cache for buckets that use it, else straight from the store;
+// either way store failures are retried within a budget.
+func (b *Bucket) Open(ctx context.Context, info store.ObjectInfo, off, n int64) (io.ReadCloser, error) {
+	skey := b.prefix + info.Key
+	if !b.cache.Chunked || b.ns.cache == nil {
+		return openResuming(ctx, b.store, skey, info.Validator, off, n)
+	}
+	id := cachetier.ObjectID{Store: b.store.Name(), Key: skey, Validator: info.Validator, Size: info.Size}
+	fetch := func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+		return openResuming(ctx, b.store, skey, info.Validator, off, n)
+	}
+	return b.ns.cache.NewReader(ctx, id, fetch, off, n, cachetier.ReadOptions{
+		Group: b.Name, GroupQuota: b.cache.Quota, ReadAhead: b.cache.ReadAhead, Concurrency: b.ns.fill})
+}
