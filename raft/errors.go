@@ -25,12 +25,39 @@ var (
 
 // Errors about the node rather than the command.
 var (
-	// ErrNotLeader: this node cannot accept writes now (a single node
-	// returns it only while it is not yet, or no longer, the leader).
+	// ErrNotLeader: this node cannot accept writes now. A rejected write
+	// is a *NotLeaderError (the write was not appended; it names the
+	// leader, if known); ErrLeadershipLost also matches it.
 	ErrNotLeader = errors.New("raft: not the leader")
+	// ErrLeadershipLost: the leader lost its leadership while the write was
+	// in flight; it may or may not be applied. It matches ErrNotLeader.
+	ErrLeadershipLost = fmt.Errorf("%w: leadership lost, outcome unknown", ErrNotLeader)
+	// ErrNoLeader: no leader was known within the forwarding wait
+	// (Config.LeaderWait or ctx), for example in a partitioned minority.
+	ErrNoLeader = errors.New("raft: no leader")
 	// ErrClosed: the node has been closed.
 	ErrClosed = errors.New("raft: node closed")
 )
+
+// NotLeaderError is returned for a write (or a membership change) that
+// this node rejected because it is not the leader; the write was not
+// appended, so retrying it on the leader is safe. LeaderID and LeaderAddr
+// name the leader this node knows of (empty when none). It matches
+// ErrNotLeader.
+type NotLeaderError struct {
+	LeaderID   string
+	LeaderAddr string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderID == "" {
+		return "raft: not the leader (no leader known)"
+	}
+	return fmt.Sprintf("raft: not the leader (leader %s at %s)", e.LeaderID, e.LeaderAddr)
+}
+
+// Is reports whether target is ErrNotLeader.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 
 // BucketExistsError is returned by CreateBucket when the name is taken. It
 // matches ErrBucketExists and names the current owner, so the gateway can

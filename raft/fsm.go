@@ -106,7 +106,7 @@ func (f *fsm) ApplyBatch(logs []*hraft.Log) []any {
 		next := b.cat
 		f.state.cur.Store(&next)
 	}
-	f.state.applied.Store(last)
+	f.state.setApplied(last)
 	return resp
 }
 
@@ -209,7 +209,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.diskErr = nil // the file is whole again
 	f.state.cur.Store(cat)
-	f.state.applied.Store(applied)
+	f.state.setApplied(applied)
 	f.log.Info("raft: FSM restored from snapshot", "applied", applied)
 	return nil
 }

@@ -8,17 +8,21 @@
 // state in a bbolt file with the last applied index, so a restart loads the
 // file instead of replaying the log (see fsm.go).
 //
-// Today a region is one node that bootstraps itself. Membership, joining
-// and forwarding writes to the leader are to come; Apply on a node that is
-// not the leader returns ErrNotLeader.
+// A region is one node that bootstraps itself (the default), or 3-5 nodes:
+// each opens with BootstrapExpect set, and once the members are known
+// (discovery is the caller's: see docs/operations.md) every node calls
+// BootstrapCluster with the same list. Membership changes go through the
+// leader (AddVoter, AddNonVoter, RemoveServer). Apply on a follower
+// forwards the write through Config.Forward, whose other end calls the
+// leader's ApplyEncoded; without Forward it returns a *NotLeaderError.
 package raft
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -37,12 +41,52 @@ type Config struct {
 	// snapshots/. It is created with mode 0700: it holds secret keys.
 	Dir string
 	// BindAddr is the TCP address Raft listens on ("127.0.0.1:0" picks a
-	// port). Empty uses an in-memory transport, enough for a one-node
-	// region.
+	// port). Empty uses an in-memory transport ("inmem:"+NodeID), enough
+	// for a one-node region (and in-process clusters in this package's
+	// tests).
 	BindAddr string
 	// AdvertiseAddr is the address peers dial, when BindAddr is not one
-	// (for example "0.0.0.0:7000").
+	// (for example "0.0.0.0:7000"). It is the address recorded in the Raft
+	// configuration for this node.
 	AdvertiseAddr string
+	// TLS, when set, runs the TCP transport over TLS (tls.Listen, and
+	// tls.Dialer to peers) with this config on both sides: give it this
+	// node's certificate, the CA as RootCAs and ClientCAs, and
+	// ClientAuth: tls.RequireAndVerifyClientCert (PeerTLSConfig builds
+	// one from PEM files). It needs BindAddr.
+	TLS *tls.Config
+	// TransportTimeout bounds each transport RPC and dial (0: 10s).
+	TransportTimeout time.Duration
+	// TransportMaxPool is how many idle connections are kept per peer
+	// (0: 3).
+	TransportMaxPool int
+
+	// Bootstrap starts a new one-node cluster when Dir holds no Raft
+	// state. It is the default when BootstrapExpect is 0 or 1.
+	Bootstrap bool
+	// BootstrapExpect > 1: Open does not bootstrap and does not wait for a
+	// leader; the caller discovers the members and calls BootstrapCluster
+	// (with at least this many) on every node, or the node is added by an
+	// existing cluster's leader. It cannot be combined with Bootstrap. A
+	// node whose Dir holds Raft state ignores Bootstrap and
+	// BootstrapExpect and rejoins with the configuration it has (one that
+	// holds only this node is a one-node region: Open waits to lead, and
+	// its leader may then AddVoter new nodes).
+	BootstrapExpect int
+
+	// Forward, when set, carries a write from a follower to the leader:
+	// it must deliver data to the leader's ApplyEncoded and return its
+	// result (the index, or the error rebuilt with WireError.Err, so
+	// errors.Is still works). Apply and ApplyIndex on a follower call it;
+	// without it they return a *NotLeaderError. A *NotLeaderError from
+	// the hook means "not appended" and is retried; any other error is
+	// returned as is (after a transport failure the write's outcome is
+	// unknown, and the hook must not retry it blindly either).
+	Forward func(ctx context.Context, leaderID, leaderAddr string, data []byte) (uint64, error)
+	// LeaderWait bounds how long a follower's write waits for a leader to
+	// be known before it fails with ErrNoLeader (0: 5s; ctx may end it
+	// sooner).
+	LeaderWait time.Duration
 	// Logger receives this package's and hashicorp/raft's logs (nil: none).
 	Logger *slog.Logger
 	// SnapshotThreshold is how many log entries trigger a snapshot
@@ -58,8 +102,13 @@ type Config struct {
 
 // Node is one member of a region's Raft group.
 type Node struct {
+	id        string
+	expect    int
+	forward   func(ctx context.Context, leaderID, leaderAddr string, data []byte) (uint64, error)
+	wait      time.Duration
 	log       *slog.Logger
 	raft      *hraft.Raft
+	trans     transport
 	fsm       *fsm
 	closers   []func() error // run in reverse by Close
 	done      chan struct{}  // closed by Close: pending waits end with ErrClosed
@@ -67,11 +116,14 @@ type Node struct {
 	closeErr  error
 }
 
-// Open opens (or creates) the Raft state under cfg.Dir, bootstraps a
-// one-node region when there is none, and waits, as long as ctx allows,
-// until this node is the leader and has applied every entry of its log, so
-// State right after Open shows all committed state. It fails when cfg is
-// incomplete, a file cannot be opened (or is locked by another process for
+// Open opens (or creates) the Raft state under cfg.Dir. For a one-node
+// region (the default: BootstrapExpect 0 or 1, or a Dir whose
+// configuration is this node alone) it bootstraps when there is no state
+// and waits, as long as ctx allows, until this node is the leader and has
+// applied every entry of its log, so State right after Open shows all
+// committed state. Otherwise it returns once Raft runs: use WaitForLeader,
+// and WaitApplied for read-after-write. It fails when cfg is incomplete or
+// contradictory, a file cannot be opened (or is locked by another process for
 // more than a second), fsm.db holds state while Raft holds none, or ctx
 // ends first.
 func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
@@ -81,6 +133,13 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.ElectionTimeout != 0 && cfg.ElectionTimeout < 10*time.Millisecond {
 		return nil, errors.New("raft: Config.ElectionTimeout must be at least 10ms")
 	}
+	if cfg.BootstrapExpect < 0 || (cfg.Bootstrap && cfg.BootstrapExpect > 1) {
+		return nil, errors.New("raft: Config.Bootstrap and a BootstrapExpect above 1 exclude each other")
+	}
+	if cfg.TLS != nil && cfg.BindAddr == "" {
+		return nil, errors.New("raft: Config.TLS needs a BindAddr")
+	}
+	alone := cfg.Bootstrap || cfg.BootstrapExpect <= 1
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -88,7 +147,8 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
-	n := &Node{log: log, done: make(chan struct{})}
+	n := &Node{id: cfg.NodeID, expect: cfg.BootstrapExpect, forward: cfg.Forward,
+		wait: cmpOr(cfg.LeaderWait, 5*time.Second), log: log, done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -120,6 +180,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	n.trans = trans
 	n.closers = append(n.closers, trans.Close)
 
 	hasState, err := hraft.HasExistingState(logs, store, snaps)
@@ -147,45 +208,30 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	n.closers = append(n.closers, func() error { return n.raft.Shutdown().Error() })
-	if !hasState {
+	wait := !hasState && alone
+	if wait {
 		boot := hraft.Configuration{Servers: []hraft.Server{{
 			Suffrage: hraft.Voter, ID: rc.LocalID, Address: trans.LocalAddr(),
 		}}}
 		if err := n.raft.BootstrapCluster(boot).Error(); err != nil {
 			return nil, fmt.Errorf("raft: bootstrap: %w", err)
 		}
+	} else if hasState {
+		f := n.raft.GetConfiguration()
+		if err := f.Error(); err != nil {
+			return nil, fmt.Errorf("raft: %w", err)
+		}
+		s := f.Configuration().Servers
+		wait = len(s) == 1 && s[0].ID == rc.LocalID
 	}
-	if err := n.waitReady(ctx); err != nil {
-		return nil, err
+	if wait {
+		if err := n.waitReady(ctx); err != nil {
+			return nil, err
+		}
 	}
 	log.Info("raft: ready", "node", cfg.NodeID, "addr", trans.LocalAddr(),
 		"applied", n.fsm.state.AppliedIndex(), "restored_snapshot", hasSnap && !rc.NoSnapshotRestoreOnStart)
 	return n, nil
-}
-
-type transport interface {
-	hraft.Transport
-	Close() error
-}
-
-func newTransport(cfg Config, hl *hclogAdapter) (transport, error) {
-	if cfg.BindAddr == "" {
-		_, t := hraft.NewInmemTransport(hraft.ServerAddress("inmem:" + cfg.NodeID))
-		return t, nil
-	}
-	var adv net.Addr
-	if cfg.AdvertiseAddr != "" {
-		a, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr)
-		if err != nil {
-			return nil, fmt.Errorf("raft: advertise address: %w", err)
-		}
-		adv = a
-	}
-	t, err := hraft.NewTCPTransportWithLogger(cfg.BindAddr, adv, 3, 10*time.Second, hl.Named("transport"))
-	if err != nil {
-		return nil, fmt.Errorf("raft: transport: %w", err)
-	}
-	return t, nil
 }
 
 func raftConfig(cfg Config, hl *hclogAdapter) *hraft.Config {
@@ -202,7 +248,8 @@ func raftConfig(cfg Config, hl *hclogAdapter) *hraft.Config {
 	if et := cfg.ElectionTimeout; et > 0 {
 		rc.HeartbeatTimeout, rc.ElectionTimeout = et, et
 		rc.LeaderLeaseTimeout = et / 2
-		rc.CommitTimeout = min(rc.CommitTimeout, et)
+		// Followers learn the commit index at most CommitTimeout late.
+		rc.CommitTimeout = min(rc.CommitTimeout, et/4)
 	}
 	return rc
 }
@@ -220,34 +267,6 @@ func (n *Node) waitReady(ctx context.Context) error {
 	}
 	if err := n.await(ctx, n.raft.Barrier(enqueueTimeout(ctx))); err != nil {
 		return fmt.Errorf("raft: waiting to apply the log: %w", err)
-	}
-	return nil
-}
-
-// Apply commits cmd to the Raft log and applies it. It returns the
-// command's own error (ErrBucketExists, ErrNoSuchUser, ...; see each
-// command), ErrUnknownCommand, ErrNotLeader, ErrClosed, or ctx's error when
-// ctx ends first. After ctx's error, ErrClosed or ErrNotLeader the command
-// may or may not have been applied (a later Open shows which).
-func (n *Node) Apply(ctx context.Context, cmd Command) error {
-	data, err := Encode(cmd)
-	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	select {
-	case <-n.done:
-		return ErrClosed
-	default:
-	}
-	f := n.raft.Apply(data, enqueueTimeout(ctx))
-	if err := n.await(ctx, f); err != nil {
-		return err
-	}
-	if err, ok := f.Response().(error); ok {
-		return err
 	}
 	return nil
 }
@@ -299,7 +318,7 @@ func (n *Node) await(ctx context.Context, f hraft.Future) error {
 	go func() { done <- f.Error() }()
 	select {
 	case err := <-done:
-		return raftErr(err)
+		return n.raftErr(err)
 	case <-n.done:
 		return ErrClosed
 	case <-ctx.Done():
@@ -307,13 +326,16 @@ func (n *Node) await(ctx context.Context, f hraft.Future) error {
 	}
 }
 
-func raftErr(err error) error {
+func (n *Node) raftErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, hraft.ErrNotLeader), errors.Is(err, hraft.ErrLeadershipLost),
-		errors.Is(err, hraft.ErrLeadershipTransferInProgress):
-		return fmt.Errorf("%w: %w", ErrNotLeader, err)
+	case errors.Is(err, hraft.ErrNotLeader), errors.Is(err, hraft.ErrLeadershipTransferInProgress):
+		// Rejected before it was appended: safe to retry on the leader.
+		addr, id := n.raft.LeaderWithID()
+		return &NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
+	case errors.Is(err, hraft.ErrLeadershipLost):
+		return ErrLeadershipLost
 	case errors.Is(err, hraft.ErrRaftShutdown):
 		return ErrClosed
 	case errors.Is(err, hraft.ErrEnqueueTimeout):

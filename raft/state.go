@@ -54,9 +54,34 @@ type uploadRec struct {
 type State struct {
 	cur     atomic.Pointer[catalog]
 	applied atomic.Uint64
+	mu      sync.Mutex
+	changed chan struct{} // closed when applied moves; nil when nobody waits
 }
 
 func (s *State) load() *catalog { return s.cur.Load() }
+
+// setApplied publishes a new applied index and wakes appliedChanged's
+// waiters.
+func (s *State) setApplied(i uint64) {
+	s.applied.Store(i)
+	s.mu.Lock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+	s.mu.Unlock()
+}
+
+// appliedChanged returns a channel closed at the next setApplied. Take it
+// before reading AppliedIndex, so no change is missed.
+func (s *State) appliedChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
+}
 
 // AppliedIndex is the Raft index of the last log entry this node applied.
 func (s *State) AppliedIndex() uint64 { return s.applied.Load() }

@@ -1,0 +1,164 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Apply commits cmd and applies it; it is ApplyIndex without the index.
+func (n *Node) Apply(ctx context.Context, cmd Command) error {
+	_, err := n.ApplyIndex(ctx, cmd)
+	return err
+}
+
+// ApplyIndex commits cmd to the Raft log, applies it, and returns the log
+// index it committed at (0 with an error); WaitApplied on any node with
+// that index makes the write visible there.
+//
+// On the leader, the command is applied here. On a follower with
+// Config.Forward set, the encoded command is forwarded to the leader: the
+// follower waits (with jitter, at most Config.LeaderWait and ctx) for a
+// leader to be known and retries while the write is rejected by a node
+// that is no longer the leader; it fails with ErrNoLeader when no leader
+// takes it in time. Without Forward, a follower returns a *NotLeaderError.
+//
+// It returns the command's own error (ErrBucketExists, ErrNoSuchUser, ...;
+// see each command), ErrUnknownCommand, ErrNotLeader (a *NotLeaderError:
+// not applied), ErrLeadershipLost, ErrNoLeader, ErrClosed, the Forward
+// hook's error, or ctx's error. After ErrLeadershipLost, ErrClosed, ctx's
+// error or a Forward transport failure the command may or may not have
+// been applied.
+func (n *Node) ApplyIndex(ctx context.Context, cmd Command) (uint64, error) {
+	data, err := Encode(cmd)
+	if err != nil {
+		return 0, err
+	}
+	return n.write(ctx, data)
+}
+
+// ApplyEncoded applies data, a command made by Encode, on this node, which
+// must be the leader: it is the receiving end of Config.Forward and never
+// forwards itself. It returns what ApplyIndex does; on a follower a
+// *NotLeaderError naming the leader it knows.
+func (n *Node) ApplyEncoded(ctx context.Context, data []byte) (uint64, error) {
+	if len(data) == 0 {
+		return 0, invalid("empty command")
+	}
+	return n.applyLocal(ctx, data)
+}
+
+func (n *Node) applyLocal(ctx context.Context, data []byte) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	select {
+	case <-n.done:
+		return 0, ErrClosed
+	default:
+	}
+	f := n.raft.Apply(data, enqueueTimeout(ctx))
+	if err := n.await(ctx, f); err != nil {
+		return 0, err
+	}
+	if err, ok := f.Response().(error); ok {
+		return 0, err
+	}
+	return f.Index(), nil
+}
+
+// write applies data here or forwards it to the leader (see ApplyIndex).
+func (n *Node) write(ctx context.Context, data []byte) (uint64, error) {
+	idx, err := n.applyLocal(ctx, data)
+	var nl *NotLeaderError
+	if n.forward == nil || !errors.As(err, &nl) {
+		return idx, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, n.wait)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		id, addr := nl.LeaderID, nl.LeaderAddr
+		if id == "" || attempt > 0 {
+			if id, addr, err = n.leaderWithin(wctx); err != nil {
+				return 0, err
+			}
+		}
+		if id == n.id {
+			idx, err = n.applyLocal(ctx, data)
+		} else {
+			idx, err = n.forward(ctx, id, addr, data)
+		}
+		if !errors.As(err, &nl) {
+			return idx, err
+		}
+		// Rejected, not appended: the leader moved. Retry after a pause.
+		if err := sleepJitter(wctx, attempt); err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrNoLeader, err)
+		}
+	}
+}
+
+// leaderWithin waits, with jitter, until a leader is known or ctx ends.
+func (n *Node) leaderWithin(ctx context.Context) (id, addr string, err error) {
+	for attempt := 0; ; attempt++ {
+		if id, addr = n.Leader(); id != "" {
+			return id, addr, nil
+		}
+		if err := sleepJitter(ctx, attempt); err != nil {
+			return "", "", fmt.Errorf("%w: %w", ErrNoLeader, err)
+		}
+		select {
+		case <-n.done:
+			return "", "", ErrClosed
+		default:
+		}
+	}
+}
+
+// sleepJitter waits 1ms, 2ms, 4ms ... up to 50ms, plus up to half again at
+// random, or until ctx ends (returning its error).
+func sleepJitter(ctx context.Context, attempt int) error {
+	d := min(time.Millisecond<<min(attempt, 6), 50*time.Millisecond)
+	d += rand.N(d/2 + 1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Barrier waits until every entry committed before the call is applied on
+// this node, which must be the leader (else a *NotLeaderError), and
+// returns this node's applied index then. A follower serves a linearizable
+// read by getting that index from the leader and calling WaitApplied.
+func (n *Node) Barrier(ctx context.Context) (uint64, error) {
+	if err := n.await(ctx, n.raft.Barrier(enqueueTimeout(ctx))); err != nil {
+		return 0, err
+	}
+	return n.fsm.state.AppliedIndex(), nil
+}
+
+// WaitApplied waits until this node's State has applied index (an index
+// from ApplyIndex, Barrier or another node's State().AppliedIndex()). It
+// returns ErrClosed, or ctx's error when ctx ends first.
+func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
+	s := n.fsm.state
+	for {
+		ch := s.appliedChanged()
+		if s.AppliedIndex() >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-n.done:
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("raft: waiting to apply index %d (at %d): %w", index, s.AppliedIndex(), ctx.Err())
+		}
+	}
+}
