@@ -117,3 +117,31 @@ func TestFaultyOrigin(t *testing.T) {
 		t.Fatalf("origin down: want a clean SlowDown/InternalError, got %v", err)
 	}
 }
+
+// TestChangedUnderTTL: with a metadata TTL, an object replaced in its store
+// makes the next GET answer a clean, retryable 503 (its error body intact,
+// not the object's Content-Length) and forget the stale metadata, so the
+// retry reads the new bytes.
+func TestChangedUnderTTL(t *testing.T) {
+	inner, err := posix.New("origin", store.Location{Cloud: "aws", Region: "us-east-1"}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := randBytes(t, 3<<20)
+	if _, err := inner.Put(t.Context(), "k", bytes.NewReader(old), int64(len(old)), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := newStack(t, faulty.Wrap(inner, faulty.Config{}), time.Hour)
+	_, err = c.HeadObject(ctx(t), &s3.HeadObjectInput{Bucket: aws.String("data"), Key: aws.String("k")})
+	mustOK(t, err)
+	newer := randBytes(t, 2<<20)
+	if _, err := inner.Put(t.Context(), "k", bytes.NewReader(newer), int64(len(newer)), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetObject(ctx(t), &s3.GetObjectInput{Bucket: aws.String("data"), Key: aws.String("k")},
+		func(o *s3.Options) { o.RetryMaxAttempts = 1 })
+	wantCode(t, err, "SlowDown")
+	if got, _ := getBytes(t, c, "data", "k"); !bytes.Equal(got, newer) {
+		t.Fatal("the retry did not read the new version")
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -135,4 +137,88 @@ func TestMultipart(t *testing.T) {
 	_, err = c.UploadPart(ctx(t), &s3.UploadPartInput{Bucket: aws.String(bucket), Key: aws.String("x"), UploadId: aws.String(id2),
 		PartNumber: aws.Int32(10001), Body: bytes.NewReader([]byte("x"))})
 	wantCode(t, err, "InvalidArgument")
+}
+
+// TestMultipartListingAndParts: ListMultipartUploads pages through several
+// uploads of one key and through common prefixes without repeating or
+// losing any; partNumber and copy-source ranges are checked strictly.
+func TestMultipartListingAndParts(t *testing.T) {
+	s := startServer(t)
+	c := s.root()
+	_, err := c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("mpl")})
+	mustOK(t, err)
+	want := map[string]bool{}
+	for _, k := range []string{"same", "same", "same", "same", "same", "d1/x", "d1/y", "d2/z", "e"} {
+		out, err := c.CreateMultipartUpload(ctx(t), &s3.CreateMultipartUploadInput{Bucket: aws.String("mpl"), Key: aws.String(k)})
+		mustOK(t, err)
+		want[k+" "+*out.UploadId] = true
+	}
+	got := map[string]bool{}
+	var km, im *string
+	for range 20 {
+		out, err := c.ListMultipartUploads(ctx(t), &s3.ListMultipartUploadsInput{Bucket: aws.String("mpl"), MaxUploads: aws.Int32(2), KeyMarker: km, UploadIdMarker: im})
+		mustOK(t, err)
+		for _, u := range out.Uploads {
+			if got[*u.Key+" "+*u.UploadId] {
+				t.Fatalf("upload %s %s listed twice", *u.Key, *u.UploadId)
+			}
+			got[*u.Key+" "+*u.UploadId] = true
+		}
+		if !*out.IsTruncated {
+			break
+		}
+		km, im = out.NextKeyMarker, out.NextUploadIdMarker
+	}
+	if len(got) != len(want) {
+		t.Fatalf("paged listing found %d uploads, want %d", len(got), len(want))
+	}
+	var prefixes []string
+	km = nil
+	for range 10 {
+		out, err := c.ListMultipartUploads(ctx(t), &s3.ListMultipartUploadsInput{Bucket: aws.String("mpl"), Prefix: aws.String("d"),
+			Delimiter: aws.String("/"), MaxUploads: aws.Int32(1), KeyMarker: km})
+		mustOK(t, err)
+		for _, p := range out.CommonPrefixes {
+			prefixes = append(prefixes, *p.Prefix)
+		}
+		if !*out.IsTruncated {
+			break
+		}
+		km = out.NextKeyMarker
+	}
+	if fmt.Sprint(prefixes) != "[d1/ d2/]" {
+		t.Fatalf("prefix pages: %v", prefixes)
+	}
+
+	put(t, c, "mpl", "ten", []byte("0123456789"))
+	_, err = c.GetObject(ctx(t), &s3.GetObjectInput{Bucket: aws.String("mpl"), Key: aws.String("ten"), PartNumber: aws.Int32(2)})
+	wantCode(t, err, "InvalidPartNumber")
+	if got, _ := getBytes(t, c, "mpl", "ten", func(in *s3.GetObjectInput) { in.PartNumber = aws.Int32(1) }); string(got) != "0123456789" {
+		t.Fatalf("partNumber=1 of a single-part object: %q", got)
+	}
+	up, err := c.CreateMultipartUpload(ctx(t), &s3.CreateMultipartUploadInput{Bucket: aws.String("mpl"), Key: aws.String("cp")})
+	mustOK(t, err)
+	_, err = c.UploadPartCopy(ctx(t), &s3.UploadPartCopyInput{Bucket: aws.String("mpl"), Key: aws.String("cp"), UploadId: up.UploadId,
+		PartNumber: aws.Int32(1), CopySource: aws.String("mpl/ten"), CopySourceRange: aws.String("bytes=0-21")})
+	wantCode(t, err, "InvalidRange")
+	_, err = c.UploadPartCopy(ctx(t), &s3.UploadPartCopyInput{Bucket: aws.String("mpl"), Key: aws.String("cp"), UploadId: up.UploadId,
+		PartNumber: aws.Int32(1), CopySource: aws.String("mpl/ten"), CopySourceRange: aws.String("bytes=5-")})
+	wantCode(t, err, "InvalidArgument")
+
+	// A version id this server cannot honour is refused, and deletes nothing.
+	st, body := s.signed(t, http.MethodDelete, "/mpl/ten?versionId=3HL4kqtJlcpXroDTDmJ", nil, nil)
+	if st != 501 || !strings.Contains(body, "NotImplemented") {
+		t.Fatalf("DELETE with versionId: %d %s", st, body)
+	}
+	if got, _ := getBytes(t, c, "mpl", "ten"); string(got) != "0123456789" {
+		t.Fatal("DELETE with a versionId removed the object")
+	}
+	// Bucket-level presigned URLs (ListObjects v1) are not mistaken for subresources.
+	ps := s3.NewPresignClient(c)
+	preq, err := ps.PresignHeadBucket(ctx(t), &s3.HeadBucketInput{Bucket: aws.String("mpl")})
+	mustOK(t, err)
+	hr, _ := http.NewRequest(http.MethodHead, preq.URL, nil)
+	if st, _ := do(t, hr); st != 200 {
+		t.Fatalf("presigned HeadBucket: %d", st)
+	}
 }

@@ -115,3 +115,19 @@ func TestBadPolicyRefused(t *testing.T) {
 		t.Fatalf("policy validate: %v %s", err, out)
 	}
 }
+
+// TestRegionFlag: a file with several regions needs --region, and the error
+// lists them.
+func TestRegionFlag(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "two.yaml")
+	os.WriteFile(p, []byte("regions:\n  - name: us-east-gpu\n    location: aws:us-east-1\n  - name: lga-gpu\n    location: onprem:lga1\n"), 0o644)
+	out, err := exec.Command(binary, "server", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--config", p).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "us-east-gpu, lga-gpu") {
+		t.Fatalf("two regions without --region: %v\n%s", err, out)
+	}
+	s := startServer(t, "--config", p, "--region", "lga-gpu")
+	if !strings.Contains(s.Stdout(), `region "lga-gpu"`) {
+		t.Fatalf("banner does not name the region:\n%s", s.Stdout())
+	}
+}

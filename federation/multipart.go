@@ -110,11 +110,13 @@ func (n *Namespace) CompleteUpload(ctx context.Context, b *Bucket, up Upload, re
 	if len(refs) == 0 {
 		return store.ObjectInfo{}, fmt.Errorf("%w: a completion needs at least one part", store.ErrInvalidPart)
 	}
-	parts := make([]store.PartInfo, 0, len(refs))
-	for i, ref := range refs {
-		if i > 0 && ref.Number <= refs[i-1].Number {
+	for i := 1; i < len(refs); i++ {
+		if refs[i].Number <= refs[i-1].Number {
 			return store.ObjectInfo{}, ErrInvalidPartOrder
 		}
+	}
+	parts := make([]store.PartInfo, 0, len(refs))
+	for i, ref := range refs {
 		p, ok := up.Parts[ref.Number]
 		if !ok || strings.Trim(ref.ETag, `"`) != p.ETag {
 			return store.ObjectInfo{}, fmt.Errorf("%w: part %d", store.ErrInvalidPart, ref.Number)

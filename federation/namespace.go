@@ -6,6 +6,8 @@ package federation
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -248,7 +250,12 @@ func (n *Namespace) CreateBucket(ctx context.Context, u User, name string) error
 	if _, ok := n.global[name]; ok {
 		return &BucketExistsError{Bucket: name, OwnedByCaller: u.Root}
 	}
-	rec := raft.Bucket{Name: name, Owner: u.Name, Store: n.def.Name(), Prefix: name + "/", Created: n.now().UTC()}
+	// Each incarnation of a name gets its own prefix, so nothing a deleted
+	// bucket left behind (a PUT that raced DeleteBucket, say) can show up in
+	// a new bucket of the same name.
+	var inc [6]byte
+	_, _ = rand.Read(inc[:])
+	rec := raft.Bucket{Name: name, Owner: u.Name, Store: n.def.Name(), Prefix: name + "/" + hex.EncodeToString(inc[:]) + "/", Created: n.now().UTC()}
 	err := n.j.Apply(ctx, raft.CreateBucket{Bucket: rec})
 	var exists *raft.BucketExistsError
 	if errors.As(err, &exists) {

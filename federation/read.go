@@ -149,6 +149,9 @@ func (r *resumingReader) Close() error {
 type statCache struct {
 	mu sync.Mutex
 	m  map[statKey]statEntry
+	// epoch counts invalidations; a lookup that raced one is not cached,
+	// so a write's invalidation can never be undone by an older Stat.
+	epoch uint64
 }
 
 type statKey struct{ store, key string }
@@ -170,9 +173,20 @@ func (c *statCache) get(k statKey, now time.Time) (store.ObjectInfo, bool) {
 	return e.info, true
 }
 
-func (c *statCache) put(k statKey, info store.ObjectInfo, expires time.Time) {
+// begin returns the epoch a lookup starts in.
+func (c *statCache) begin() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.epoch
+}
+
+// put caches info unless an invalidation happened since epoch.
+func (c *statCache) put(k statKey, info store.ObjectInfo, expires time.Time, epoch uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.epoch != epoch {
+		return
+	}
 	if c.m == nil || len(c.m) >= statCacheMax {
 		c.m = map[statKey]statEntry{}
 	}
@@ -182,6 +196,7 @@ func (c *statCache) put(k statKey, info store.ObjectInfo, expires time.Time) {
 func (c *statCache) drop(k statKey) {
 	c.mu.Lock()
 	delete(c.m, k)
+	c.epoch++
 	c.mu.Unlock()
 }
 
@@ -194,6 +209,7 @@ func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error)
 			return info, nil
 		}
 	}
+	epoch := b.ns.stats.begin()
 	var info store.ObjectInfo
 	var err error
 	for attempt := 1; ; attempt++ {
@@ -207,13 +223,16 @@ func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error)
 	}
 	info.Key = key
 	if err == nil && b.cache.TTL > 0 {
-		b.ns.stats.put(k, info, b.ns.now().Add(b.cache.TTL))
+		b.ns.stats.put(k, info, b.ns.now().Add(b.cache.TTL), epoch)
 	}
 	return info, err
 }
 
-// invalidate forgets what the region knows of a key after a write through
-// fedgate, before the write is acknowledged.
+// Forget drops what this node knows of a key (cached metadata and chunks):
+// after a write through fedgate, before it is acknowledged, or when the key
+// turned out to have changed in its store.
+func (b *Bucket) Forget(key string) { b.invalidate(key) }
+
 func (b *Bucket) invalidate(key string) {
 	b.ns.stats.drop(statKey{b.store.Name(), b.prefix + key})
 	if b.ns.cache != nil {

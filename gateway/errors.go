@@ -82,7 +82,7 @@ func toS3(err error) *s3err.Error {
 	case errors.Is(err, store.ErrNotSupported):
 		return errNotImplemented("This operation on this store")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return errf(503, "RequestTimeout", "The request was cancelled or timed out before it completed.")
+		return errf(400, "RequestTimeout", "Your socket connection to the server was not read from or written to within the timeout period.")
 	}
 	return errInternal
 }
@@ -109,8 +109,20 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	reqID := w.Header().Get("x-amz-request-id")
 	h := w.Header()
-	h.Del("ETag")
-	h.Del("Last-Modified")
+	// A handler may have set the object's headers before it failed: keep
+	// only what describes the request, never the object (its length above
+	// all, which would make the error body unreadable).
+	for k := range h {
+		switch k {
+		case "X-Amz-Request-Id", "X-Amz-Id-2", "Server", "Date", "Retry-After":
+		case "Content-Range":
+			if se.Status != http.StatusRequestedRangeNotSatisfiable {
+				delete(h, k)
+			}
+		default:
+			delete(h, k)
+		}
+	}
 	h.Set("Content-Type", "application/xml")
 	if se.Status == http.StatusServiceUnavailable {
 		h.Set("Retry-After", "1")

@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -96,14 +95,14 @@ func (s *Server) uploadPartCopy(q *request) error {
 	}
 	start, n := int64(0), info.Size
 	if rh := q.r.Header.Get("x-amz-copy-source-range"); rh != "" {
-		rng, err := parseRangeSpec(rh, info.Size)
-		if err != nil || rng == nil || !strings.Contains(strings.TrimPrefix(rh, "bytes="), "-") || strings.HasPrefix(strings.TrimPrefix(rh, "bytes="), "-") {
-			return errf(400, "InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
+		first, last, err := copySourceRange(rh)
+		if err != nil {
+			return err
 		}
-		if rng.Start+rng.Length > info.Size {
+		if last >= info.Size {
 			return errInvalidRange
 		}
-		start, n = rng.Start, rng.Length
+		start, n = first, last-first+1
 	}
 	if n > maxPartSize {
 		return errEntityTooLarge
@@ -199,7 +198,7 @@ func (s *Server) listParts(q *request) error {
 		}
 		res.Parts = append(res.Parts, partElem{PartNumber: p.Number, LastModified: s3Time(p.Modified), ETag: `"` + p.ETag + `"`,
 			Size: p.Size, ChecksumCRC32: p.Checksums["CRC32"], ChecksumCRC32C: p.Checksums["CRC32C"],
-			ChecksumSHA1: p.Checksums["SHA1"], ChecksumSHA256: p.Checksums["SHA256"]})
+			ChecksumSHA1: p.Checksums["SHA1"], ChecksumSHA256: p.Checksums["SHA256"], ChecksumCRC64NVME: p.Checksums["CRC64NVME"]})
 		res.NextPartNumberMarker = p.Number
 	}
 	writeXML(q.w, http.StatusOK, res)
@@ -211,7 +210,7 @@ func (s *Server) listMultipartUploads(q *request) error {
 	if err != nil {
 		return err
 	}
-	enc, _, err := encoder(q.q)
+	enc, encType, err := encoder(q.q)
 	if err != nil {
 		return err
 	}
@@ -222,27 +221,44 @@ func (s *Server) listMultipartUploads(q *request) error {
 	prefix, delim := q.q.Get("prefix"), q.q.Get("delimiter")
 	keyMarker, idMarker := q.q.Get("key-marker"), q.q.Get("upload-id-marker")
 	res := listMultipartUploadsResult{Xmlns: s3NS, Bucket: b.Name, KeyMarker: enc(keyMarker), UploadIDMarker: idMarker,
-		Prefix: enc(prefix), Delimiter: enc(delim), MaxUploads: max}
-	seenPrefix := map[string]bool{}
+		Prefix: enc(prefix), Delimiter: enc(delim), MaxUploads: max, EncodingType: encType}
+	// Raft returns uploads by key, then by initiation; the markers resume
+	// after (key-marker, upload-id-marker) in that order.
 	uploads := s.ns.Uploads(b, prefix)
-	sort.SliceStable(uploads, func(i, j int) bool { return uploads[i].Key < uploads[j].Key })
-	count := 0
-	for _, up := range uploads {
-		if keyMarker != "" && (up.Key < keyMarker || up.Key == keyMarker && (idMarker == "" || up.ID <= idMarker)) {
-			continue
+	i := 0
+	if keyMarker != "" {
+		for i < len(uploads) && uploads[i].Key < keyMarker {
+			i++
 		}
+		if idMarker == "" {
+			for i < len(uploads) && uploads[i].Key == keyMarker {
+				i++
+			}
+		} else {
+			for j := i; j < len(uploads) && uploads[j].Key == keyMarker; j++ {
+				if uploads[j].ID == idMarker {
+					i = j + 1
+					break
+				}
+			}
+		}
+	}
+	lastPrefix, count := "", 0
+	for ; i < len(uploads); i++ {
+		up := uploads[i]
 		if delim != "" {
-			if i := strings.Index(up.Key[len(prefix):], delim); i >= 0 {
-				cp := up.Key[:len(prefix)+i+len(delim)]
-				if seenPrefix[cp] {
-					continue
+			if k := strings.Index(up.Key[len(prefix):], delim); k >= 0 {
+				cp := up.Key[:len(prefix)+k+len(delim)]
+				if cp == lastPrefix || (keyMarker != "" && cp <= keyMarker && strings.HasPrefix(keyMarker, cp)) {
+					continue // folded, or the page before ended on it
 				}
 				if count == max {
 					res.IsTruncated = true
 					break
 				}
-				seenPrefix[cp] = true
+				lastPrefix = cp
 				res.CommonPrefixes = append(res.CommonPrefixes, prefixElem{Prefix: enc(cp)})
+				res.NextKeyMarker, res.NextUploadIDMarker = enc(cp), ""
 				count++
 				continue
 			}
@@ -259,4 +275,24 @@ func (s *Server) listMultipartUploads(q *request) error {
 	}
 	writeXML(q.w, http.StatusOK, res)
 	return nil
+}
+
+// copySourceRange parses x-amz-copy-source-range strictly: bytes=first-last
+// with first <= last (no suffix or open ranges, no clamping).
+func copySourceRange(h string) (first, last int64, err error) {
+	bad := errf(400, "InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
+	spec, ok := strings.CutPrefix(strings.TrimSpace(h), "bytes=")
+	if !ok {
+		return 0, 0, bad
+	}
+	a, b, ok := strings.Cut(spec, "-")
+	if !ok {
+		return 0, 0, bad
+	}
+	first, err1 := parseDigits(a)
+	last, err2 := parseDigits(b)
+	if err1 != nil || err2 != nil || first > last {
+		return 0, 0, bad
+	}
+	return first, last, nil
 }

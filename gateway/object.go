@@ -41,6 +41,9 @@ func (s *Server) bucketNamed(q *request, name string, write bool) (*federation.B
 
 // metadataFrom reads the object metadata a writer sends in headers.
 func metadataFrom(h http.Header) (store.Metadata, error) {
+	if h.Get("x-amz-server-side-encryption-customer-algorithm") != "" {
+		return store.Metadata{}, errNotImplemented("Server-side encryption with customer keys (SSE-C)")
+	}
 	m := store.Metadata{
 		ContentType:        h.Get("Content-Type"),
 		CacheControl:       h.Get("Cache-Control"),
@@ -214,9 +217,6 @@ func (s *Server) serveObject(q *request, withBody bool) error {
 	if err != nil {
 		return err
 	}
-	if pn := q.q.Get("partNumber"); pn != "" && pn != "1" {
-		return errNotImplemented("GetObject with partNumber other than 1")
-	}
 	ctx := q.r.Context()
 	if lf, prefix := b.LocalFiler(); lf != nil {
 		f, off, info, err := lf.OpenLocal(ctx, prefix+q.key)
@@ -252,6 +252,7 @@ func (s *Server) serveObject(q *request, withBody bool) error {
 			rc.Close()
 		}
 		if errors.Is(err, store.ErrPreconditionFailed) {
+			b.Forget(q.key) // the next request looks the object up afresh
 			return nil, nil, errObjectChanged
 		}
 		return nil, nil, err
@@ -270,6 +271,19 @@ func (s *Server) sendObject(q *request, info store.ObjectInfo, withBody bool, op
 			h.Set("Last-Modified", info.ModTime.UTC().Format(http.TimeFormat))
 		}
 		return err
+	}
+	parts := partsCount(info.ETag)
+	if pn := q.q.Get("partNumber"); pn != "" {
+		n, err := strconv.Atoi(pn)
+		switch {
+		case err != nil || n < 1 || n > maxPartNumber:
+			return errf(400, "InvalidArgument", "Part number must be an integer between 1 and %d, inclusive", maxPartNumber)
+		case parts > 1:
+			return errNotImplemented("Reading one part of a multipart object (partNumber)")
+		case n > 1:
+			return errf(416, "InvalidPartNumber", "The requested partnumber is not satisfiable")
+		}
+		q.w.Header().Set("x-amz-mp-parts-count", "1")
 	}
 	rng, err := parseRange(q.r.Header.Get("Range"), info.Size)
 	if err != nil {
@@ -334,9 +348,6 @@ func setObjectHeaders(h http.Header, info store.ObjectInfo, q url.Values) {
 	}
 	for k, v := range info.User {
 		h["X-Amz-Meta-"+k] = []string{v}
-	}
-	if n := partsCount(info.ETag); n > 0 {
-		h.Set("x-amz-mp-parts-count", strconv.Itoa(n))
 	}
 	for param, header := range responseOverrides {
 		if v := q.Get(param); v != "" {

@@ -84,6 +84,14 @@ func (s *Server) route(r *http.Request, q url.Values, bucket, key string) (strin
 	}
 	has := func(k string) bool { _, ok := q[k]; return ok }
 	m := r.Method
+	if key != "" && has("versionId") && q.Get("versionId") != "null" {
+		return r.Method + "-version", func(*request) error { return errNotImplemented("Object versions (versionId)") }
+	}
+	if key != "" && m == http.MethodPut && has("partNumber") != has("uploadId") {
+		return "UploadPart", func(*request) error {
+			return errf(400, "InvalidRequest", "UploadPart needs both partNumber and uploadId.")
+		}
+	}
 	switch {
 	case bucket == "":
 		if m == http.MethodGet {
@@ -148,11 +156,23 @@ func (s *Server) route(r *http.Request, q url.Values, bucket, key string) (strin
 // AWS SDKs add to name the operation.
 func plain(q url.Values) bool {
 	for k := range q {
-		if k != "x-id" {
+		if k != "x-id" && !authParam(k) {
 			return false
 		}
 	}
 	return true
+}
+
+// authParam reports a query parameter of a presigned URL (SigV4, or SigV2
+// which is refused later with a clear error), not a subresource.
+func authParam(k string) bool {
+	switch {
+	case len(k) > 6 && strings.EqualFold(k[:6], "X-Amz-"):
+		return true
+	case k == "AWSAccessKeyId", k == "Signature", k == "Expires":
+		return true
+	}
+	return false
 }
 
 func onlyListV1Params(q url.Values) bool {
@@ -160,7 +180,9 @@ func onlyListV1Params(q url.Values) bool {
 		switch k {
 		case "prefix", "delimiter", "marker", "max-keys", "encoding-type", "x-id":
 		default:
-			return false
+			if !authParam(k) {
+				return false
+			}
 		}
 	}
 	return true
@@ -169,6 +191,11 @@ func onlyListV1Params(q url.Values) bool {
 func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, ri *requestInfo) {
 	bucket, key := s.resolve(r)
 	ri.bucket, ri.key = bucket, key
+	if s.draining.Load() {
+		w.Header().Set("Connection", "close")
+		writeError(w, r, errServiceUnavail)
+		return
+	}
 	q := r.URL.Query()
 	op, fn := s.route(r, q, bucket, key)
 	ri.op = op

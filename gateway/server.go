@@ -170,6 +170,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
+				// A transfer cut short on purpose: record it, then let
+				// net/http close the connection.
+				s.finish(r, rec, ri, in.n, time.Since(start))
 				panic(p)
 			}
 			ri.cause = fmt.Errorf("panic: %v", p)

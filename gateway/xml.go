@@ -227,14 +227,15 @@ type completeMultipartUploadResult struct {
 }
 
 type partElem struct {
-	PartNumber     int    `xml:"PartNumber"`
-	LastModified   string `xml:"LastModified"`
-	ETag           string `xml:"ETag"`
-	Size           int64  `xml:"Size"`
-	ChecksumCRC32  string `xml:"ChecksumCRC32,omitempty"`
-	ChecksumCRC32C string `xml:"ChecksumCRC32C,omitempty"`
-	ChecksumSHA1   string `xml:"ChecksumSHA1,omitempty"`
-	ChecksumSHA256 string `xml:"ChecksumSHA256,omitempty"`
+	PartNumber        int    `xml:"PartNumber"`
+	LastModified      string `xml:"LastModified"`
+	ETag              string `xml:"ETag"`
+	Size              int64  `xml:"Size"`
+	ChecksumCRC32     string `xml:"ChecksumCRC32,omitempty"`
+	ChecksumCRC32C    string `xml:"ChecksumCRC32C,omitempty"`
+	ChecksumSHA1      string `xml:"ChecksumSHA1,omitempty"`
+	ChecksumSHA256    string `xml:"ChecksumSHA256,omitempty"`
+	ChecksumCRC64NVME string `xml:"ChecksumCRC64NVME,omitempty"`
 }
 
 type listPartsResult struct {
@@ -272,6 +273,7 @@ type listMultipartUploadsResult struct {
 	NextUploadIDMarker string       `xml:"NextUploadIdMarker"`
 	Prefix             string       `xml:"Prefix"`
 	Delimiter          string       `xml:"Delimiter,omitempty"`
+	EncodingType       string       `xml:"EncodingType,omitempty"`
 	MaxUploads         int          `xml:"MaxUploads"`
 	IsTruncated        bool         `xml:"IsTruncated"`
 	Uploads            []uploadElem `xml:"Upload"`

@@ -32,7 +32,7 @@ import (
 type serverFlags struct {
 	listen, dataDir, cacheDir, config, s3Region, domain string
 	accessKey, secretKey, nodeID, logLevel, debugListen string
-	cacheSize                                           string
+	cacheSize, region                                   string
 	fillConcurrency                                     int
 	shutdownTimeout                                     time.Duration
 }
@@ -67,6 +67,7 @@ kept in the region's state and in DATA-DIR/root-credentials.json, and printed on
 	fl.StringVar(&f.dataDir, "data-dir", "./var", "directory for Raft state and the embedded on-prem store (a persistent disk)")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "directory for the chunk cache and write-back staging (NVMe); default DATA-DIR/cache")
 	fl.StringVar(&f.config, "config", "", "policy file seeding this region (see docs/policies.md)")
+	fl.StringVar(&f.region, "region", "", "which region of the policy file this node serves (not needed when the file declares one)")
 	fl.StringVar(&f.s3Region, "s3-region", "us-east-1", "S3 signing region clients must use")
 	fl.StringVar(&f.domain, "domain", "", "enable virtual-hosted-style requests for BUCKET.DOMAIN")
 	fl.StringVar(&f.accessKey, "access-key", "", "root access key (default $FEDGATE_ACCESS_KEY)")
@@ -132,6 +133,10 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	region, err := regionName(pol, f.region)
+	if err != nil {
+		return err
+	}
 	stores, defStore, err := openStores(ctx, f.dataDir, pol)
 	if err != nil {
 		return err
@@ -181,7 +186,7 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	}
 
 	endpoint := "http://" + ln.Addr().String()
-	fmt.Fprintf(out, "fedgate %s: S3 endpoint %s (region %q, signing region %s)\n", version, endpoint, regionName(pol), f.s3Region)
+	fmt.Fprintf(out, "fedgate %s: S3 endpoint %s (region %q, signing region %s)\n", version, endpoint, region, f.s3Region)
 	if generated {
 		fmt.Fprintf(out, "Generated root credentials (shown once; also in %s):\n  AccessKey: %s\n  SecretKey: %s\n",
 			credsFile(f.dataDir), creds.AccessKey, creds.SecretKey)
@@ -214,15 +219,20 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	return nil
 }
 
-func regionName(p *policies.Policy) string {
-	if p == nil {
-		return "local"
+// regionName is the region this node serves: "local" on embedded defaults
+// or a policy without regions, else the one --region names (or the only one).
+func regionName(p *policies.Policy, flag string) (string, error) {
+	if p == nil || len(p.Regions) == 0 {
+		if flag != "" && flag != "local" {
+			return "", fmt.Errorf("--region %q: the policy declares no regions", flag)
+		}
+		return "local", nil
 	}
-	r, err := p.Region("")
+	r, err := p.Region(flag)
 	if err != nil {
-		return "?"
+		return "", fmt.Errorf("--region: %w", err)
 	}
-	return r.Name
+	return r.Name, nil
 }
 
 func credsFile(dataDir string) string { return filepath.Join(dataDir, "root-credentials.json") }

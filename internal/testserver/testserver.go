@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -45,6 +46,7 @@ type Process struct {
 	Args     []string
 	cmd      *exec.Cmd
 	done     chan struct{}
+	mu       sync.Mutex // guards stdout
 	stdout   strings.Builder
 }
 
@@ -86,7 +88,9 @@ func (p *Process) Launch(tb testing.TB) {
 		sc := bufio.NewScanner(stdout)
 		sent := false
 		for sc.Scan() {
+			p.mu.Lock()
 			p.stdout.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
 			if m := endpointRE.FindStringSubmatch(sc.Text()); m != nil && !sent {
 				found <- m[1]
 				sent = true
@@ -187,3 +191,10 @@ func procStatusKB(pid int, field string) (int64, error) {
 
 // Signal sends sig to the process without waiting.
 func (p *Process) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Stdout returns what the server printed on stdout so far (its banner).
+func (p *Process) Stdout() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stdout.String()
+}
