@@ -24,7 +24,6 @@ package azure
 import (
 	"encoding/base64"
 	"encoding/hex"
-	"maps"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
@@ -188,34 +187,4 @@ func decodeMeta(p props) (store.Metadata, map[string]string) {
 		}
 	}
 	return m, reserved
-}
-
-// override sets every field of o that is set on m, and merges o's maps.
-func override(m store.Metadata, o store.Metadata) store.Metadata {
-	set := func(dst *string, v string) {
-		if v != "" {
-			*dst = v
-		}
-	}
-	set(&m.ContentType, o.ContentType)
-	set(&m.CacheControl, o.CacheControl)
-	set(&m.ContentDisposition, o.ContentDisposition)
-	set(&m.ContentEncoding, o.ContentEncoding)
-	set(&m.ContentLanguage, o.ContentLanguage)
-	set(&m.Expires, o.Expires)
-	m.User = merge(m.User, o.User)
-	m.Checksums = merge(m.Checksums, o.Checksums)
-	return m
-}
-
-func merge(dst, src map[string]string) map[string]string {
-	if len(src) == 0 {
-		return dst
-	}
-	out := maps.Clone(dst)
-	if out == nil {
-		out = make(map[string]string, len(src))
-	}
-	maps.Copy(out, src)
-	return out
 }

@@ -286,9 +286,9 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 		return store.ObjectInfo{}, invalid("%d blocks, more than Azure's %d", len(ids), maxBlocks)
 	}
 	etag := fmt.Sprintf("%x-%d", sums.Sum(nil), len(parts))
-	md = override(md, opts.Metadata)
+	md = md.Override(opts.Metadata)
 	if opts.LateChecksums != nil {
-		md.Checksums = merge(md.Checksums, opts.LateChecksums())
+		md.Checksums = store.MergeMaps(md.Checksums, opts.LateChecksums())
 	}
 	meta, headers := encodeMeta(md, etag, nil)
 	resp, err := bb.CommitBlockList(ctx, ids, &blockblob.CommitBlockListOptions{

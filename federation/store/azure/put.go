@@ -110,7 +110,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, size int64,
 	md := opts.Metadata
 	late := func() {
 		if opts.LateChecksums != nil {
-			md.Checksums = merge(md.Checksums, opts.LateChecksums())
+			md.Checksums = store.MergeMaps(md.Checksums, opts.LateChecksums())
 		}
 	}
 	cond := writeConditions(opts)

@@ -129,36 +129,3 @@ func etagOf(a *storage.ObjectAttrs) string {
 	sum := md5.Sum(fmt.Appendf(nil, "gcs:%d:%08x", a.Generation, a.CRC32C))
 	return fmt.Sprintf("%x-%d", sum, max(a.ComponentCount, 1))
 }
-
-// override sets on m the fields o sets, as a completion's options do over
-// the metadata given to CreateMultipart.
-func override(m *store.Metadata, o store.Metadata) {
-	set := func(dst *string, v string) {
-		if v != "" {
-			*dst = v
-		}
-	}
-	set(&m.ContentType, o.ContentType)
-	set(&m.CacheControl, o.CacheControl)
-	set(&m.ContentDisposition, o.ContentDisposition)
-	set(&m.ContentEncoding, o.ContentEncoding)
-	set(&m.ContentLanguage, o.ContentLanguage)
-	set(&m.Expires, o.Expires)
-	m.User = merge(m.User, o.User)
-	m.Checksums = merge(m.Checksums, o.Checksums)
-}
-
-// merge returns dst with src's entries added; dst is not modified.
-func merge(dst, src map[string]string) map[string]string {
-	if len(src) == 0 {
-		return dst
-	}
-	out := make(map[string]string, len(dst)+len(src))
-	for k, v := range dst {
-		out[k] = v
-	}
-	for k, v := range src {
-		out[k] = v
-	}
-	return out
-}

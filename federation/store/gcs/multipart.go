@@ -188,9 +188,9 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 		h.Write(sum)
 	}
 	m := u.Meta
-	override(&m, opts.Metadata)
+	m = m.Override(opts.Metadata)
 	if opts.LateChecksums != nil {
-		m.Checksums = merge(m.Checksums, opts.LateChecksums())
+		m.Checksums = store.MergeMaps(m.Checksums, opts.LateChecksums())
 	}
 	attrs := objectAttrs(key, m, fmt.Sprintf("%x-%d", h.Sum(nil), len(parts)), "")
 	info, err := s.composeTree(ctx, key, dir+"c/"+newID()+"/", srcs, attrs, conds)

@@ -47,7 +47,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, size int64,
 	}
 	if br.eof {
 		if opts.LateChecksums != nil {
-			m.Checksums = merge(m.Checksums, opts.LateChecksums())
+			m.Checksums = store.MergeMaps(m.Checksums, opts.LateChecksums())
 		}
 		return s.putSmall(ctx, key, head, br.sum(), m, conds)
 	}
@@ -90,7 +90,7 @@ func (s *Store) putStaged(ctx context.Context, key string, head []byte, br *body
 	}
 	defer s.deleteQuietly(ctx, tmp)
 	if late != nil {
-		m.Checksums = merge(m.Checksums, late())
+		m.Checksums = store.MergeMaps(m.Checksums, late())
 	}
 	src := s.object(tmp).Generation(ta.Generation)
 	return s.commitCompose(ctx, "put", key, []*storage.ObjectHandle{src}, objectAttrs(key, m, hex.EncodeToString(br.sum()), ""), conds, true)
@@ -257,7 +257,7 @@ func (b *body) Read(p []byte) (int, error) {
 	if b.size >= 0 && b.n == b.size {
 		// Read on to the body's end: a verifying reader (checksums,
 		// signatures) reports a mismatch there, instead of io.EOF.
-		if err := expectEOF(b.r); err != nil {
+		if err := store.ExpectEOF(b.r); err != nil {
 			b.err = err
 			return 0, err
 		}
@@ -300,25 +300,4 @@ func (b *body) readHead(limit int) ([]byte, error) {
 		}
 	}
 	return buf, nil
-}
-
-// errBodyTooLong: the body had more bytes than the size given to Put.
-var errBodyTooLong = errors.New("body longer than its declared size")
-
-// expectEOF reads from r, which should be exhausted, until it reports the
-// end: nil for io.EOF, the reader's error otherwise.
-func expectEOF(r io.Reader) error {
-	var one [1]byte
-	for range 100 {
-		n, err := r.Read(one[:])
-		switch {
-		case n > 0:
-			return errBodyTooLong
-		case errors.Is(err, io.EOF):
-			return nil
-		case err != nil:
-			return err
-		}
-	}
-	return io.ErrNoProgress
 }

@@ -74,37 +74,7 @@ func (m meta) metadata() store.Metadata {
 	}
 }
 
-// override sets every field that o sets, and merges o's maps into m's.
-func (m *meta) override(o store.Metadata) {
-	set := func(dst *string, v string) {
-		if v != "" {
-			*dst = v
-		}
-	}
-	set(&m.ContentType, o.ContentType)
-	set(&m.CacheControl, o.CacheControl)
-	set(&m.ContentDisposition, o.ContentDisposition)
-	set(&m.ContentEncoding, o.ContentEncoding)
-	set(&m.ContentLanguage, o.ContentLanguage)
-	set(&m.Expires, o.Expires)
-	m.User = mergeMap(m.User, o.User)
-	m.Checksums = mergeMap(m.Checksums, o.Checksums)
-}
-
-func copyMap(m map[string]string) map[string]string { return mergeMap(nil, m) }
-
-func mergeMap(dst, src map[string]string) map[string]string {
-	if len(src) == 0 {
-		return dst
-	}
-	if dst == nil {
-		dst = make(map[string]string, len(src))
-	}
-	for k, v := range src {
-		dst[k] = v
-	}
-	return dst
-}
+func copyMap(m map[string]string) map[string]string { return store.MergeMaps(nil, m) }
 
 // writeTrailer appends m's JSON and the footer at f's current offset, which
 // must be the end of dataSize bytes of data.

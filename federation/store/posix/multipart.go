@@ -182,11 +182,10 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 		st.size += n
 		sums.Write(sum)
 	}
-	m := u.Meta
-	m.override(opts.Metadata)
+	m := metaOf(u.Meta.metadata().Override(opts.Metadata))
 	m.ETag = fmt.Sprintf("%x-%d", sums.Sum(nil), len(parts))
 	if opts.LateChecksums != nil {
-		m.Checksums = mergeMap(m.Checksums, opts.LateChecksums())
+		m.Checksums = store.MergeMaps(m.Checksums, opts.LateChecksums())
 	}
 	if err := st.finish(&m); err != nil {
 		return store.ObjectInfo{}, mapErr("complete multipart", key, err)

@@ -352,7 +352,7 @@ func (st *staged) copyBody(ctx context.Context, body io.Reader, size int64) erro
 	if size >= 0 {
 		// Read on to the body's end: a verifying reader (checksums,
 		// signatures) reports a mismatch there, instead of io.EOF.
-		if err := expectEOF(body); err != nil {
+		if err := store.ExpectEOF(body); err != nil {
 			return fmt.Errorf("read body: %w", err)
 		}
 	}
@@ -387,25 +387,4 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
-}
-
-// errBodyTooLong: the body had more bytes than the size given to Put.
-var errBodyTooLong = errors.New("body longer than its declared size")
-
-// expectEOF reads from body, which should be exhausted, until it reports the
-// end: nil for io.EOF, the reader's error otherwise.
-func expectEOF(body io.Reader) error {
-	var one [1]byte
-	for range 100 {
-		n, err := body.Read(one[:])
-		switch {
-		case n > 0:
-			return errBodyTooLong
-		case errors.Is(err, io.EOF):
-			return nil
-		case err != nil:
-			return err
-		}
-	}
-	return io.ErrNoProgress
 }

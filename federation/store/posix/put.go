@@ -38,7 +38,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, size int64,
 	m := metaOf(opts.Metadata)
 	m.ETag = st.etag
 	if opts.LateChecksums != nil {
-		m.Checksums = mergeMap(m.Checksums, opts.LateChecksums())
+		m.Checksums = store.MergeMaps(m.Checksums, opts.LateChecksums())
 	}
 	if err := st.finish(&m); err != nil {
 		return store.ObjectInfo{}, mapErr("put", key, err)

@@ -1,0 +1,66 @@
+package store
+
+import (
+	"errors"
+	"io"
+	"maps"
+)
+
+// Helpers that every store kind needs the same way.
+
+// ErrBodyTooLong: a body had more bytes than the size given to Put.
+var ErrBodyTooLong = errors.New("store: body longer than its declared size")
+
+// ExpectEOF reads from r, which should be exhausted, until it reports its
+// end: nil for io.EOF, ErrBodyTooLong for more bytes, the reader's error
+// otherwise. Stores call it after reading a body of known size, so a
+// verifying reader (checksums, chunk signatures) can fail the write there.
+func ExpectEOF(r io.Reader) error {
+	var one [1]byte
+	for range 100 {
+		n, err := r.Read(one[:])
+		switch {
+		case n > 0:
+			return ErrBodyTooLong
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return err
+		}
+	}
+	return io.ErrNoProgress
+}
+
+// Override returns m with every field o sets replaced and o's User and
+// Checksums entries added, as a multipart completion's options apply over
+// the metadata given when the upload was created. m's maps are not modified.
+func (m Metadata) Override(o Metadata) Metadata {
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&m.ContentType, o.ContentType)
+	set(&m.CacheControl, o.CacheControl)
+	set(&m.ContentDisposition, o.ContentDisposition)
+	set(&m.ContentEncoding, o.ContentEncoding)
+	set(&m.ContentLanguage, o.ContentLanguage)
+	set(&m.Expires, o.Expires)
+	m.User = MergeMaps(m.User, o.User)
+	m.Checksums = MergeMaps(m.Checksums, o.Checksums)
+	return m
+}
+
+// MergeMaps returns a copy of dst with src's entries added (dst itself when
+// src is empty).
+func MergeMaps(dst, src map[string]string) map[string]string {
+	if len(src) == 0 {
+		return dst
+	}
+	out := maps.Clone(dst)
+	if out == nil {
+		out = make(map[string]string, len(src))
+	}
+	maps.Copy(out, src)
+	return out
+}
