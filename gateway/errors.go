@@ -10,6 +10,7 @@ import (
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/s3err"
+	"github.com/fedgate/fedgate/raft"
 )
 
 // S3 errors the handlers return. Each is a fresh value per call site so the
@@ -81,6 +82,8 @@ func toS3(err error) *s3err.Error {
 		return errSlowDown
 	case errors.Is(err, store.ErrNotSupported):
 		return errNotImplemented("This operation on this store")
+	case errors.Is(err, raft.ErrNoLeader):
+		return errf(503, "SlowDown", "The region has no Raft leader right now (a leader election is in progress, or this node is cut off from the majority of its region); the write was not applied. Retry shortly, or through another node.")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return errf(400, "RequestTimeout", "Your socket connection to the server was not read from or written to within the timeout period.")
 	}

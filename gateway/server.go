@@ -42,6 +42,9 @@ type Config struct {
 	Now func() time.Time
 	// Version is reported by the admin API.
 	Version string
+	// Cluster serves the admin API's /cluster routes (nil: they answer
+	// an error).
+	Cluster Cluster
 }
 
 // Server serves the S3 API and the /_fedgate/ operations endpoints.

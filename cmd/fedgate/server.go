@@ -15,6 +15,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,7 +37,55 @@ type serverFlags struct {
 	cacheSize, region                                   string
 	fillConcurrency                                     int
 	shutdownTimeout                                     time.Duration
+
+	// A multi-node region (see docs/operations.md).
+	raftAddr                  string
+	bootstrapExpect           int
+	join                      []string
+	bootstrap                 bool
+	peerCert, peerKey, peerCA string
+	peerServerName            string
 }
+
+// clustered reports whether the node runs Raft over TCP (--raft-addr).
+func (f serverFlags) clustered() bool { return f.raftAddr != "" }
+
+// checkCluster validates the cluster flags before anything is touched.
+func (f serverFlags) checkCluster() error {
+	if !f.clustered() {
+		if f.bootstrapExpect > 0 || len(f.join) > 0 || f.bootstrap || f.peerCert != "" || f.peerKey != "" || f.peerCA != "" {
+			return errors.New("--bootstrap-expect, --join, --bootstrap and --peer-* need --raft-addr HOST:PORT (the address Raft peers dial)")
+		}
+		return nil
+	}
+	if f.accessKey == "" || f.secretKey == "" {
+		return errors.New("a node of a multi-node region (--raft-addr) needs the root credentials on every node: " +
+			"give the same --access-key/--secret-key (or FEDGATE_ACCESS_KEY/FEDGATE_SECRET_KEY) to each node; " +
+			"nodes sign their internal API calls with them")
+	}
+	if f.bootstrapExpect < 0 {
+		return errors.New("--bootstrap-expect must be 1 or more")
+	}
+	if f.bootstrap && f.bootstrapExpect > 1 {
+		return errors.New("--bootstrap (start a new cluster alone) and --bootstrap-expect above 1 exclude each other")
+	}
+	if f.bootstrapExpect > 1 && len(f.join) == 0 {
+		return errors.New("--bootstrap-expect needs --join with the other nodes' --listen addresses")
+	}
+	if f.bootstrapExpect > 1 && len(f.join) < f.bootstrapExpect-1 {
+		return fmt.Errorf("--bootstrap-expect %d needs at least %d --join addresses (the other nodes), got %d", f.bootstrapExpect, f.bootstrapExpect-1, len(f.join))
+	}
+	if (f.peerCert != "" || f.peerKey != "" || f.peerCA != "") && (f.peerCert == "" || f.peerKey == "" || f.peerCA == "") {
+		return errors.New("peer TLS needs all three of --peer-cert-file, --peer-key-file and --peer-ca-file")
+	}
+	return nil
+}
+
+// joins reports whether this node forms or joins a multi-node region (as
+// opposed to a one-node region over TCP).
+func (f serverFlags) joins() bool { return f.bootstrapExpect > 1 || len(f.join) > 0 || f.bootstrap }
+
+const sharedStoreMsg = "a multi-node region needs a shared default store: declare one in the policy file (a NAS path or a cloud bucket)"
 
 func newServerCmd() *cobra.Command {
 	var f serverFlags
@@ -78,6 +128,14 @@ kept in the region's state and in DATA-DIR/root-credentials.json, and printed on
 	fl.IntVar(&f.fillConcurrency, "fill-concurrency", 8, "parallel ranged reads that fill one large object's chunks from its store")
 	fl.StringVar(&f.debugListen, "debug-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long SIGTERM waits for in-flight requests")
+	fl.StringVar(&f.raftAddr, "raft-addr", "", "HOST:PORT of this node's Raft transport (TCP), the address peers dial; enables a multi-node region")
+	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "form a new region once this many nodes (this one included) have met through --join")
+	fl.StringSliceVar(&f.join, "join", nil, "other nodes' --listen addresses (ADDR,ADDR,..., with or without http://) to bootstrap with or to join")
+	fl.BoolVar(&f.bootstrap, "bootstrap", false, "start a new multi-node region with this node alone; others --join it")
+	fl.StringVar(&f.peerCert, "peer-cert-file", "", "PEM certificate of this node for the Raft transport's mutual TLS")
+	fl.StringVar(&f.peerKey, "peer-key-file", "", "PEM key of --peer-cert-file")
+	fl.StringVar(&f.peerCA, "peer-ca-file", "", "PEM CA that signed every node's peer certificate")
+	fl.StringVar(&f.peerServerName, "peer-server-name", "", "name every peer certificate carries as a DNS SAN (default: verify the host of each peer's --raft-addr)")
 	return cmd
 }
 
@@ -96,6 +154,12 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	}
 	if (f.accessKey == "") != (f.secretKey == "") {
 		return errors.New("give both --access-key and --secret-key (or FEDGATE_ACCESS_KEY and FEDGATE_SECRET_KEY), or neither")
+	}
+	if err := f.checkCluster(); err != nil {
+		return err
+	}
+	for i, j := range f.join {
+		f.join[i] = normalizeHTTP(j)
 	}
 	if f.cacheDir == "" {
 		f.cacheDir = filepath.Join(f.dataDir, "cache")
@@ -121,17 +185,88 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	}
 	defer ln.Close()
 
+	rcfg := raft.Config{NodeID: f.nodeID, Dir: filepath.Join(f.dataDir, "raft"), Logger: log.With("component", "raft")}
+	var cl *cluster
+	front := &frontHandler{}
+	hs := &http.Server{
+		Handler:           front,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	if f.clustered() {
+		if f.joins() && fileData != nil {
+			if p, _ := policies.Parse(f.config, fileData, servedFeatures()); p == nil || len(p.Stores) == 0 {
+				return errors.New(sharedStoreMsg)
+			}
+		}
+		cl = &cluster{id: f.nodeID, httpAddr: advertisedHTTP(ln.Addr(), f.raftAddr), join: f.join, expect: f.bootstrapExpect,
+			tcp: true, ak: f.accessKey, sk: f.secretKey, region: f.s3Region, log: log.With("component", "cluster"),
+			client: &http.Client{Timeout: 60 * time.Second}, peers: map[string]string{}}
+		rcfg.BindAddr = f.raftAddr
+		rcfg.Forward = cl.forward
+		switch {
+		case f.bootstrapExpect > 1:
+			rcfg.BootstrapExpect = f.bootstrapExpect
+		case len(f.join) > 0 && !f.bootstrap:
+			rcfg.BootstrapExpect = 2 // never bootstrap alone: wait to be added
+		default:
+			rcfg.Bootstrap = true // --bootstrap, or a one-node region over TCP
+		}
+		if f.peerCert != "" {
+			if rcfg.TLS, err = raft.PeerTLSConfig(f.peerCert, f.peerKey, f.peerCA, f.peerServerName); err != nil {
+				return err
+			}
+		}
+		// Serve the internal API (and 503 for the rest) while the region forms.
+		front.internal = cl.internalHandler()
+		front.domain = strings.ToLower(strings.TrimSuffix(f.domain, "."))
+		go func() { errc <- hs.Serve(ln) }()
+	}
+
 	openCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	node, err := raft.Open(openCtx, raft.Config{NodeID: f.nodeID, Dir: filepath.Join(f.dataDir, "raft"), Logger: log.With("component", "raft")})
+	node, err := raft.Open(openCtx, rcfg)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("open region state: %w", err)
 	}
 	defer node.Close()
+	if cl != nil {
+		cl.node = node
+		m, err := node.Members()
+		if err != nil {
+			return fmt.Errorf("read the region's members: %w", err)
+		}
+		switch {
+		case len(m) > 0 && f.joins():
+			log.Info("this node already has Raft state: --bootstrap-expect and --join are ignored; rejoining", "members", len(m))
+		case len(m) == 0 && f.joins() && fileData == nil:
+			return errors.New(sharedStoreMsg + ", and start every new node with it (--config FILE)")
+		}
+		if err := cl.form(ctx); err != nil {
+			return err
+		}
+		if err := cl.register(ctx); err != nil {
+			return err
+		}
+	} else {
+		cl = &cluster{node: node, id: f.nodeID, log: log}
+	}
 
 	pol, err := activePolicy(ctx, node, f.config, fileData, log)
+	if errors.Is(err, raft.ErrStalePolicy) && f.clustered() {
+		// Another founding node seeded the policy first: catch up and use it.
+		if err = cl.register(ctx); err == nil {
+			pol, err = activePolicy(ctx, node, f.config, fileData, log)
+		}
+	}
 	if err != nil {
 		return err
+	}
+	if f.clustered() && f.joins() && (pol == nil || len(pol.Stores) == 0) {
+		return errors.New(sharedStoreMsg)
 	}
 	region, err := regionName(pol, f.region)
 	if err != nil {
@@ -152,6 +287,12 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 		return err
 	}
 	ns.SetReady(func(context.Context) error {
+		if f.clustered() {
+			if id, _ := node.Leader(); id == "" {
+				return errors.New("the region has no Raft leader")
+			}
+			return nil
+		}
 		if !node.IsLeader() {
 			return errors.New("this node is not the region's Raft leader")
 		}
@@ -167,17 +308,12 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	if err := cache.RegisterMetrics(reg); err != nil {
 		return err
 	}
-	srv, err := gateway.New(gateway.Config{Namespace: ns, Region: f.s3Region, Domain: f.domain, Logger: log, Registry: reg, Version: version})
+	srv, err := gateway.New(gateway.Config{Namespace: ns, Region: f.s3Region, Domain: f.domain, Logger: log, Registry: reg, Version: version,
+		Cluster: cl})
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	front.gw.Store(srv)
 
 	if f.debugListen != "" {
 		if err := serveDebug(f.debugListen, log); err != nil {
@@ -191,13 +327,18 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 		fmt.Fprintf(out, "Generated root credentials (shown once; also in %s):\n  AccessKey: %s\n  SecretKey: %s\n",
 			credsFile(f.dataDir), creds.AccessKey, creds.SecretKey)
 	}
-	log.Info("server started", "endpoint", endpoint, "data_dir", f.dataDir, "cache_dir", f.cacheDir, "default_store", defStore, "version", version)
+	if f.clustered() {
+		lid, _ := node.Leader()
+		fmt.Fprintf(out, "Node %s: Raft %s, leader %s\n", f.nodeID, node.Addr(), lid)
+	}
+	log.Info("server started", "endpoint", endpoint, "node", f.nodeID, "raft_addr", f.raftAddr, "data_dir", f.dataDir, "cache_dir", f.cacheDir, "default_store", defStore, "version", version)
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	if !f.clustered() {
+		go func() { errc <- hs.Serve(ln) }()
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -319,4 +460,50 @@ func openCache(f serverFlags, log *slog.Logger) (*cachetier.Cache, error) {
 		return nil, fmt.Errorf("open the chunk cache: %w", err)
 	}
 	return c, nil
+}
+
+// frontHandler serves the internal API (on a multi-node node) and, once the
+// node is ready, the gateway; until then every other request gets 503.
+type frontHandler struct {
+	internal http.Handler // nil: no internal API
+	domain   string
+	gw       atomic.Pointer[gateway.Server]
+}
+
+func (h *frontHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.internal != nil && strings.HasPrefix(r.URL.Path, internalPrefix) && !h.virtualHost(r) {
+		h.internal.ServeHTTP(w, r)
+		return
+	}
+	if gw := h.gw.Load(); gw != nil {
+		gw.ServeHTTP(w, r)
+		return
+	}
+	w.Header().Set("Retry-After", "1")
+	if r.URL.Path == gateway.ReservedPrefix+"healthz" {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "ok (starting)\n")
+		return
+	}
+	if r.URL.Path == gateway.ReservedPrefix+"readyz" {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "starting: forming or joining the region's cluster\n")
+		return
+	}
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>ServiceUnavailable</Code><Message>This node is starting (forming or joining its region's cluster); retry shortly or on another node.</Message></Error>`)
+}
+
+func (h *frontHandler) virtualHost(r *http.Request) bool {
+	if h.domain == "" {
+		return false
+	}
+	host := strings.ToLower(r.Host)
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		host = hh
+	}
+	return strings.HasSuffix(host, "."+h.domain)
 }

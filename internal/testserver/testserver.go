@@ -46,7 +46,8 @@ type Process struct {
 	Args     []string
 	cmd      *exec.Cmd
 	done     chan struct{}
-	mu       sync.Mutex // guards stdout
+	found    chan string // the endpoint, once printed
+	mu       sync.Mutex  // guards stdout
 	stdout   strings.Builder
 }
 
@@ -63,8 +64,26 @@ func Start(tb testing.TB, binary, dataDir string, args ...string) *Process {
 	return p
 }
 
-// Launch starts the process (again) on the same data dir and a new port.
+// Spawn starts `fedgate server` like Start but returns without waiting for
+// it to serve: call WaitReady. Nodes of one multi-node region must all run
+// before any of them is ready. The process is killed when the test ends.
+func Spawn(tb testing.TB, binary, dataDir string, args ...string) *Process {
+	tb.Helper()
+	p := &Process{Binary: binary, DataDir: dataDir, Args: args}
+	p.spawn(tb)
+	tb.Cleanup(func() { p.Stop(syscall.SIGKILL) })
+	return p
+}
+
+// Launch starts the process (again) on the same data dir (and a new port,
+// unless Args give --listen) and waits until it serves.
 func (p *Process) Launch(tb testing.TB) {
+	tb.Helper()
+	p.spawn(tb)
+	p.WaitReady(tb)
+}
+
+func (p *Process) spawn(tb testing.TB) {
 	tb.Helper()
 	args := append([]string{"server", "--listen", "127.0.0.1:0", "--data-dir", p.DataDir,
 		"--access-key", RootAccessKey, "--secret-key", RootSecretKey, "--log-level", "warn"}, p.Args...)
@@ -84,6 +103,7 @@ func (p *Process) Launch(tb testing.TB) {
 	p.cmd = cmd
 	p.done = make(chan struct{})
 	found := make(chan string, 1)
+	p.found = found
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		sent := false
@@ -98,8 +118,14 @@ func (p *Process) Launch(tb testing.TB) {
 		}
 	}()
 	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
+}
+
+// WaitReady waits until the process has printed its endpoint and
+// /_fedgate/readyz answers 200.
+func (p *Process) WaitReady(tb testing.TB) {
+	tb.Helper()
 	select {
-	case p.Endpoint = <-found:
+	case p.Endpoint = <-p.found:
 	case <-p.done:
 		log, _ := os.ReadFile(filepath.Join(p.DataDir, "server.log"))
 		tb.Fatalf("fedgate exited before serving:\n%s", log)

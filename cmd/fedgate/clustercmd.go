@@ -1,0 +1,91 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fedgate/fedgate/gateway"
+)
+
+func newClusterCmd() *cobra.Command {
+	var c adminClient
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Show and change the members of a multi-node region",
+		Long: `Show and change the Raft members of the region the server at --endpoint belongs to.
+Like 'fedgate user', these commands use the admin API with the root credentials.`,
+	}
+	c.bind(cmd)
+
+	var asJSON bool
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show members, voters, the leader, and each node's term, applied index and health",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var st gateway.AdminCluster
+			if err := c.do(cmd.Context(), http.MethodGet, "/cluster", nil, &st); err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			leader := st.Leader
+			if leader == "" {
+				leader = "(none)"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Leader: %s\n", leader)
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tHTTP ADDRESS\tVOTER\tSTATE\tTERM\tAPPLIED\tHEALTHY")
+			for _, m := range st.Members {
+				health := "yes"
+				if !m.Healthy {
+					health = "no: " + m.Problem
+				}
+				state := m.State
+				if state == "" {
+					state = "?"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%d\t%d\t%s\n", m.ID, m.Address, m.HTTP, m.Voter, state, m.Term, m.Applied, health)
+			}
+			return tw.Flush()
+		},
+	}
+	status.Flags().BoolVar(&asJSON, "json", false, `print {"leader": ID, "members": [{"id", "address", "voter", "healthy", ...}]}`)
+
+	add := &cobra.Command{
+		Use:   "add NODE",
+		Short: "Add the running node whose S3 address (its --listen) is NODE as a voter",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var m gateway.AdminMember
+			if err := c.do(cmd.Context(), http.MethodPost, "/cluster/members", gateway.AdminAddMember{Address: args[0]}, &m); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Added %s (raft %s, http %s) as a voter.\n", m.ID, m.Address, m.HTTP)
+			return nil
+		},
+	}
+
+	remove := &cobra.Command{
+		Use:   "remove NODE",
+		Short: "Remove the member whose node id is NODE from the region",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := c.do(cmd.Context(), http.MethodDelete, "/cluster/members/"+url.PathEscape(args[0]), nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Removed %s from the region.\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(status, add, remove)
+	return cmd
+}

@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/fedgate/fedgate/raft"
+)
+
+// Cluster is what the admin API's cluster routes need from the node's
+// region membership; cmd/fedgate implements it over package raft and the
+// internal node-to-node API.
+type Cluster interface {
+	// ClusterStatus describes every member as this node sees it, asking
+	// each one for its own Raft state (a member that does not answer is
+	// not healthy).
+	ClusterStatus(ctx context.Context) (AdminCluster, error)
+	// AddMember asks the node serving S3 at address for its id and Raft
+	// address and has the leader add it as a voter.
+	AddMember(ctx context.Context, address string) (AdminMember, error)
+	// RemoveMember has the leader remove the member with this id.
+	RemoveMember(ctx context.Context, id string) error
+}
+
+// AdminCluster is the answer of GET /_fedgate/admin/cluster (and what
+// `fedgate cluster status --json` prints).
+type AdminCluster struct {
+	Leader  string        `json:"leader"`
+	Members []AdminMember `json:"members"`
+}
+
+// AdminMember is one member of the region's Raft configuration.
+type AdminMember struct {
+	ID       string `json:"id"`
+	Address  string `json:"address"`      // the Raft address peers dial
+	HTTP     string `json:"http_address"` // its S3 port, as it registered it
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader,omitempty"`
+	Healthy  bool   `json:"healthy"`         // it answered and knows a leader
+	State    string `json:"state,omitempty"` // Leader, Follower, Candidate
+	Term     uint64 `json:"term,omitempty"`
+	Applied  uint64 `json:"applied_index"` // the last entry its state applied
+	Commit   uint64 `json:"commit_index"`
+	Problem  string `json:"problem,omitempty"`     // why it is not healthy
+	Reported string `json:"reported_by,omitempty"` // the node that answered for it
+}
+
+// AdminAddMember is the body of POST /_fedgate/admin/cluster/members.
+type AdminAddMember struct {
+	Address string `json:"address"`
+}
+
+func (s *Server) clusterRoutes(r chi.Router) {
+	r.Get("/cluster", func(w http.ResponseWriter, req *http.Request) {
+		if s.cfg.Cluster == nil {
+			clusterFail(w, errors.New("this server has no cluster support"))
+			return
+		}
+		st, err := s.cfg.Cluster.ClusterStatus(req.Context())
+		if err != nil {
+			clusterFail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
+	})
+	r.Post("/cluster/members", func(w http.ResponseWriter, req *http.Request) {
+		var body AdminAddMember
+		if err := readJSON(req, &body); err != nil {
+			clusterFail(w, err)
+			return
+		}
+		if s.cfg.Cluster == nil || body.Address == "" {
+			clusterFail(w, errors.New("give the new node's S3 address (its --listen)"))
+			return
+		}
+		m, err := s.cfg.Cluster.AddMember(req.Context(), body.Address)
+		if err != nil {
+			clusterFail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, m)
+	})
+	r.Delete("/cluster/members/{id}", func(w http.ResponseWriter, req *http.Request) {
+		if s.cfg.Cluster == nil {
+			clusterFail(w, errors.New("this server has no cluster support"))
+			return
+		}
+		if err := s.cfg.Cluster.RemoveMember(req.Context(), chi.URLParam(req, "id")); err != nil {
+			clusterFail(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+func clusterFail(w http.ResponseWriter, err error) {
+	status, code := http.StatusBadRequest, "InvalidRequest"
+	switch {
+	case errors.Is(err, raft.ErrNoLeader), errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrClosed):
+		status, code = http.StatusServiceUnavailable, "NoLeader"
+	case errors.Is(err, context.DeadlineExceeded):
+		status, code = http.StatusGatewayTimeout, "Timeout"
+	}
+	writeJSON(w, status, AdminError{Error: err.Error(), Code: code})
+}
