@@ -2,6 +2,7 @@ package raft
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -113,7 +114,7 @@ func startupElection(msg string, args []any) bool {
 	}
 	for i := 0; i+1 < len(args); i += 2 {
 		if args[i] == "last-leader-id" {
-			return args[i+1] == ""
+			return fmt.Sprint(args[i+1]) == "" // a raft.ServerID, not a string
 		}
 	}
 	return false
