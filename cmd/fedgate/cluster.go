@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,9 +15,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/gateway/sigv4"
@@ -103,11 +98,7 @@ func (c *cluster) call(ctx context.Context, base, method, path string, body []by
 	if err != nil {
 		return err
 	}
-	sum := sha256.Sum256(body)
-	hash := hex.EncodeToString(sum[:])
-	req.Header.Set("x-amz-content-sha256", hash)
-	creds := aws.Credentials{AccessKeyID: c.ak, SecretAccessKey: c.sk}
-	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hash, "s3", c.region, time.Now()); err != nil {
+	if err := signRequest(ctx, req, body, c.ak, c.sk, c.region); err != nil {
 		return err
 	}
 	resp, err := c.client.Do(req)

@@ -86,11 +86,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	sum := sha256.Sum256(payload)
-	hash := hex.EncodeToString(sum[:])
-	req.Header.Set("x-amz-content-sha256", hash)
-	creds := aws.Credentials{AccessKeyID: c.accessKey, SecretAccessKey: c.secretKey}
-	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hash, "s3", c.region, time.Now()); err != nil {
+	if err := signRequest(ctx, req, payload, c.accessKey, c.secretKey, c.region); err != nil {
 		return err
 	}
 	resp, err := c.http.Do(req)
@@ -213,4 +209,14 @@ func newUserCmd() *cobra.Command {
 	}
 	cmd.AddCommand(add, list, remove, grant, revoke)
 	return cmd
+}
+
+// signRequest signs req, whose body is payload, with SigV4 for the S3
+// service: how the CLI and nodes authenticate to admin and internal APIs.
+func signRequest(ctx context.Context, req *http.Request, payload []byte, ak, sk, region string) error {
+	sum := sha256.Sum256(payload)
+	hash := hex.EncodeToString(sum[:])
+	req.Header.Set("x-amz-content-sha256", hash)
+	creds := aws.Credentials{AccessKeyID: ak, SecretAccessKey: sk}
+	return v4.NewSigner().SignHTTP(ctx, creds, req, hash, "s3", region, time.Now())
 }
