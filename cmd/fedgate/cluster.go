@@ -166,6 +166,13 @@ func (c *cluster) httpOf(ctx context.Context, id string) string {
 	if a := c.knownHTTP(id); a != "" {
 		return a
 	}
+	c.askPeers(ctx, func(_ string, in nodeInfo) { c.remember(in.LeaderID, normalizeHTTP(in.LeaderHTTP)) })
+	return c.knownHTTP(id)
+}
+
+// askPeers asks each --join peer for its info (2 s each), remembers the
+// peer's HTTP address and hands the answers of those that replied to f.
+func (c *cluster) askPeers(ctx context.Context, f func(peer string, in nodeInfo)) {
 	for _, p := range c.join {
 		var in nodeInfo
 		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -175,9 +182,8 @@ func (c *cluster) httpOf(ctx context.Context, id string) string {
 			continue
 		}
 		c.remember(in.ID, normalizeHTTP(in.HTTPAddr))
-		c.remember(in.LeaderID, normalizeHTTP(in.LeaderHTTP))
+		f(p, in)
 	}
-	return c.knownHTTP(id)
 }
 
 // forward is raft.Config.Forward: it posts the encoded command to the
@@ -231,20 +237,12 @@ func (c *cluster) form(ctx context.Context) error {
 		}
 		known := map[string]raft.Member{c.id: {ID: c.id, Address: c.node.Addr(), Voter: true}}
 		existing := ""
-		for _, p := range c.join {
-			var in nodeInfo
-			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			err := c.call(ictx, p, http.MethodGet, "info", nil, &in)
-			cancel()
-			if err != nil {
-				continue
-			}
-			c.remember(in.ID, normalizeHTTP(in.HTTPAddr))
+		c.askPeers(ctx, func(p string, in nodeInfo) {
 			if in.Members > 0 && in.LeaderID != "" {
 				existing = p
 			}
 			known[in.ID] = raft.Member{ID: in.ID, Address: in.RaftAddr, Voter: true}
-		}
+		})
 		if existing != "" {
 			c.log.Info("cluster: a peer already belongs to a cluster with a leader; joining it", "peer", existing)
 			return c.joinCluster(ctx)
