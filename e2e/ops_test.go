@@ -105,6 +105,11 @@ func TestSIGTERMDrains(t *testing.T) {
 	if _, err := pw.Write(bytes.Repeat([]byte("a"), size/2)); err != nil {
 		t.Fatal(err)
 	}
+	// The PUT must have reached a handler before SIGTERM: a connection still
+	// in the listen backlog when the listener closes is reset, by design.
+	waitFor(t, 10*time.Second, "the PUT to be in flight", func() bool {
+		return s.metric("fedgate_s3_requests_in_flight") >= 1
+	})
 	if err := s.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	bytesIn  *prometheus.CounterVec
 	bytesOut *prometheus.CounterVec
+	inFlight prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -33,8 +34,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fedgate_s3_bytes_out_total",
 			Help: "Response body bytes sent, by operation.",
 		}, []string{"op"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fedgate_s3_requests_in_flight",
+			Help: "S3 requests being served now (the /_fedgate/ operations endpoints are not counted).",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.bytesIn, m.bytesOut} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.bytesIn, m.bytesOut, m.inFlight} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -190,6 +190,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.ops.ServeHTTP(rec, r)
 		return
 	}
+	s.metrics.inFlight.Inc()
+	defer s.metrics.inFlight.Dec()
 	s.serveS3(rec, r, ri)
 }
 
