@@ -96,13 +96,14 @@ func TestBadPolicyRefused(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(p, []byte("stores:\n  - name: ckpt\n    kind: posix\n    location: onprem:lga1\n    path: "+filepath.Join(dir, "nas")+"\n"+
-		"buckets:\n  - name: x1\n    placement: {single: ckpt}\n    write: write-back\n    colour: blue\n"), 0o644)
+		"  - name: ckpt2\n    kind: posix\n    location: onprem:lga2\n    path: "+filepath.Join(dir, "nas2")+"\n"+
+		"buckets:\n  - name: x1\n    placement: {replicate: [ckpt, ckpt2]}\n    colour: blue\n"), 0o644)
 	data := filepath.Join(dir, "data")
 	out, err := exec.Command(binary, "server", "--listen", "127.0.0.1:0", "--data-dir", data, "--config", p).CombinedOutput()
 	if err == nil {
 		t.Fatal("server started with a policy it cannot serve")
 	}
-	for _, want := range []string{p + ":9:12: buckets[0].write", "not supported yet", p + ":10:5: buckets[0].colour"} {
+	for _, want := range []string{p + ":12:17: buckets[0].placement.replicate", "not supported yet", p + ":13:5: buckets[0].colour"} {
 		if !strings.Contains(string(out), want) {
 			t.Fatalf("error output lacks %q:\n%s", want, out)
 		}
@@ -111,7 +112,7 @@ func TestBadPolicyRefused(t *testing.T) {
 		t.Fatalf("a refused policy left region state behind: %v", err)
 	}
 	out, err = exec.Command(binary, "policy", "validate", p).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), ":10:5:") {
+	if err == nil || !strings.Contains(string(out), ":13:5:") {
 		t.Fatalf("policy validate: %v %s", err, out)
 	}
 }

@@ -36,6 +36,9 @@ func (b *Bucket) multiparter() (store.Multiparter, error) {
 
 // CreateUpload starts a multipart upload of key and records it in Raft.
 func (n *Namespace) CreateUpload(ctx context.Context, u User, b *Bucket, key string, meta store.Metadata, checksumAlg string) (Upload, error) {
+	if b.writeBack {
+		return n.createStagedUpload(ctx, u, b, key, meta, checksumAlg)
+	}
 	mp, err := b.multiparter()
 	if err != nil {
 		return Upload{}, err
@@ -74,6 +77,9 @@ func (n *Namespace) Uploads(b *Bucket, prefix string) []Upload {
 
 // UploadPart streams one part into the store's staging area and records it.
 func (n *Namespace) UploadPart(ctx context.Context, b *Bucket, up Upload, number int, body io.Reader, size int64, checksums func() map[string]string) (store.PartInfo, error) {
+	if up.WriteBack {
+		return n.uploadStagedPart(ctx, up, number, body, size, checksums)
+	}
 	mp, err := b.multiparter()
 	if err != nil {
 		return store.PartInfo{}, err
@@ -103,28 +109,16 @@ type PartRef struct {
 // store.ErrInvalidPart (unknown part or ETag mismatch), ErrEntityTooSmall,
 // store.ErrPreconditionFailed with ifNoneMatch when the key exists.
 func (n *Namespace) CompleteUpload(ctx context.Context, b *Bucket, up Upload, refs []PartRef, ifNoneMatch bool) (store.ObjectInfo, error) {
-	mp, err := b.multiparter()
+	parts, err := checkCompletion(up, refs)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
-	if len(refs) == 0 {
-		return store.ObjectInfo{}, fmt.Errorf("%w: a completion needs at least one part", store.ErrInvalidPart)
+	if up.WriteBack {
+		return n.completeStaged(ctx, b, up, refs, ifNoneMatch)
 	}
-	for i := 1; i < len(refs); i++ {
-		if refs[i].Number <= refs[i-1].Number {
-			return store.ObjectInfo{}, ErrInvalidPartOrder
-		}
-	}
-	parts := make([]store.PartInfo, 0, len(refs))
-	for i, ref := range refs {
-		p, ok := up.Parts[ref.Number]
-		if !ok || strings.Trim(ref.ETag, `"`) != p.ETag {
-			return store.ObjectInfo{}, fmt.Errorf("%w: part %d", store.ErrInvalidPart, ref.Number)
-		}
-		if i < len(refs)-1 && p.Size < MinPartSize {
-			return store.ObjectInfo{}, fmt.Errorf("%w: part %d is %d bytes", ErrEntityTooSmall, p.Number, p.Size)
-		}
-		parts = append(parts, store.PartInfo{Number: p.Number, Size: p.Size, ETag: p.ETag, Checksums: p.Checksums, ModTime: p.Modified})
+	mp, err := b.multiparter()
+	if err != nil {
+		return store.ObjectInfo{}, err
 	}
 	opts := store.PutOptions{IfNoneMatch: ifNoneMatch, Metadata: fromRaftMeta(up.Meta)}
 	info, err := mp.CompleteMultipart(ctx, b.prefix+up.Key, up.StoreUploadID, parts, opts)
@@ -141,16 +135,43 @@ func (n *Namespace) CompleteUpload(ctx context.Context, b *Bucket, up Upload, re
 	return info, nil
 }
 
+// checkCompletion checks a completion's part list against the session and
+// returns the parts in order.
+func checkCompletion(up Upload, refs []PartRef) ([]store.PartInfo, error) {
+	if len(refs) == 0 {
+		return nil, fmt.Errorf("%w: a completion needs at least one part", store.ErrInvalidPart)
+	}
+	for i := 1; i < len(refs); i++ {
+		if refs[i].Number <= refs[i-1].Number {
+			return nil, ErrInvalidPartOrder
+		}
+	}
+	parts := make([]store.PartInfo, 0, len(refs))
+	for i, ref := range refs {
+		p, ok := up.Parts[ref.Number]
+		if !ok || strings.Trim(ref.ETag, `"`) != p.ETag {
+			return nil, fmt.Errorf("%w: part %d", store.ErrInvalidPart, ref.Number)
+		}
+		if i < len(refs)-1 && p.Size < MinPartSize {
+			return nil, fmt.Errorf("%w: part %d is %d bytes", ErrEntityTooSmall, p.Number, p.Size)
+		}
+		parts = append(parts, store.PartInfo{Number: p.Number, Size: p.Size, ETag: p.ETag, Checksums: p.Checksums, ModTime: p.Modified})
+	}
+	return parts, nil
+}
+
 // AbortUpload discards an upload's parts and its session.
 func (n *Namespace) AbortUpload(ctx context.Context, b *Bucket, up Upload) error {
-	mp, err := b.multiparter()
-	if err != nil {
-		return err
+	if !up.WriteBack { // staged parts are swept once no session refers to them
+		mp, err := b.multiparter()
+		if err != nil {
+			return err
+		}
+		if err := mp.AbortMultipart(ctx, b.prefix+up.Key, up.StoreUploadID); err != nil {
+			return err
+		}
 	}
-	if err := mp.AbortMultipart(ctx, b.prefix+up.Key, up.StoreUploadID); err != nil {
-		return err
-	}
-	err = n.j.Apply(ctx, raft.AbortUpload{UploadID: up.ID})
+	err := n.j.Apply(ctx, raft.AbortUpload{UploadID: up.ID})
 	if errors.Is(err, raft.ErrNoSuchUpload) {
 		return ErrNoSuchUpload
 	}

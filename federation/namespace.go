@@ -50,6 +50,7 @@ func (e *BucketExistsError) Error() string {
 // *raft.Node implements it.
 type Journal interface {
 	Apply(ctx context.Context, cmd raft.Command) error
+	ApplyIndex(ctx context.Context, cmd raft.Command) (uint64, error)
 	State() *raft.State
 }
 
@@ -66,8 +67,12 @@ type Config struct {
 	// FillConcurrency is how many ranged reads fill one large object's
 	// chunks in parallel (default 8).
 	FillConcurrency int
-	Logger          *slog.Logger
-	Now             func() time.Time
+	// Region is the rest of the region (nil: a one-node region).
+	Region Region
+	// WriteBack configures write-back buckets.
+	WriteBack WriteBackConfig
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
 
 // ChunkCache is the region's chunk cache as the namespace uses it; a
@@ -91,6 +96,12 @@ type Namespace struct {
 	users   *Users
 	ready   func(context.Context) error
 	created time.Time
+
+	region    Region
+	wb        WriteBackConfig
+	recent    recentStaged
+	metrics   *drainMetrics
+	drainWake chan struct{}
 }
 
 // New validates cfg and builds the namespace.
@@ -111,8 +122,18 @@ func New(cfg Config) (*Namespace, error) {
 	if cfg.FillConcurrency <= 0 {
 		cfg.FillConcurrency = 8
 	}
+	if cfg.Region == nil {
+		cfg.Region = soloRegion{id: "local"}
+	}
+	if cfg.WriteBack.Copies <= 0 {
+		cfg.WriteBack.Copies = 2
+	}
+	if cfg.WriteBack.Wait <= 0 {
+		cfg.WriteBack.Wait = 30 * time.Second
+	}
 	n := &Namespace{j: cfg.Journal, stores: cfg.Stores, def: def, log: cfg.Logger, now: cfg.Now,
-		global: map[string]*Bucket{}, created: cfg.Now(), cache: cfg.Cache, fill: cfg.FillConcurrency}
+		global: map[string]*Bucket{}, created: cfg.Now(), cache: cfg.Cache, fill: cfg.FillConcurrency,
+		region: cfg.Region, wb: cfg.WriteBack, metrics: newDrainMetrics(), drainWake: make(chan struct{}, 1)}
 	n.users = &Users{j: cfg.Journal, now: cfg.Now}
 	if cfg.Policy != nil {
 		if err := n.addPolicyBuckets(cfg.Policy); err != nil {
@@ -143,7 +164,7 @@ func (n *Namespace) addPolicyBuckets(p *policies.Policy) error {
 			rules.ReadAhead = n.fill
 		}
 		n.global[pb.Name] = &Bucket{Name: pb.Name, Owner: RootUser, Global: true, Created: n.created,
-			store: st, prefix: prefix, ns: n, cache: rules}
+			store: st, prefix: prefix, ns: n, cache: rules, writeBack: pb.Write == policies.WriteBack}
 	}
 	return nil
 }
@@ -173,7 +194,12 @@ type Bucket struct {
 	prefix string
 	ns     *Namespace
 	cache  CacheRules
+	// writeBack: writes are staged and journaled, then drained (writeback.go).
+	writeBack bool
 }
+
+// WriteBack reports whether the bucket's writes are write-back.
+func (b *Bucket) WriteBack() bool { return b.writeBack }
 
 // needsCache: a store whose bytes are local files is read directly.
 func needsCache(st store.Store) bool {
@@ -277,7 +303,7 @@ func (n *Namespace) DeleteBucket(ctx context.Context, b *Bucket) error {
 		}
 		return ErrBucketNotEmpty
 	}
-	if len(n.j.State().Uploads(b.Name, "")) > 0 {
+	if len(n.j.State().Uploads(b.Name, "")) > 0 || len(n.j.State().Journal(b.Name, "")) > 0 {
 		return ErrBucketNotEmpty
 	}
 	err := n.j.Apply(ctx, raft.DeleteBucket{Name: b.Name})
@@ -293,6 +319,9 @@ func (b *Bucket) Store() store.Store { return b.store }
 // LocalFiler returns the store's local-file ability with the bucket's key
 // prefix applied, or nil.
 func (b *Bucket) LocalFiler() (store.LocalFiler, string) {
+	if b.writeBack {
+		return nil, "" // the newest version may be in staging, not the store
+	}
 	lf, ok := b.store.(store.LocalFiler)
 	if !ok {
 		return nil, ""
@@ -302,6 +331,9 @@ func (b *Bucket) LocalFiler() (store.LocalFiler, string) {
 
 // Put writes an object.
 func (b *Bucket) Put(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
+	if b.writeBack {
+		return b.putStaged(ctx, key, body, size, opts)
+	}
 	defer b.invalidate(key)
 	info, err := b.store.Put(ctx, b.prefix+key, body, size, opts)
 	info.Key = key
@@ -310,12 +342,22 @@ func (b *Bucket) Put(ctx context.Context, key string, body io.Reader, size int64
 
 // Delete removes an object; deleting a missing key is not an error.
 func (b *Bucket) Delete(ctx context.Context, key string) error {
+	if b.writeBack {
+		return b.deleteStaged(ctx, key)
+	}
 	defer b.invalidate(key)
 	return b.store.Delete(ctx, b.prefix+key)
 }
 
 // List lists the bucket's objects; keys and prefixes are relative to the bucket.
 func (b *Bucket) List(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error] {
+	if b.writeBack {
+		return b.listMerged(ctx, opts)
+	}
+	return b.listStore(ctx, opts)
+}
+
+func (b *Bucket) listStore(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error] {
 	opts.Prefix = b.prefix + opts.Prefix
 	if opts.StartAfter != "" {
 		opts.StartAfter = b.prefix + opts.StartAfter

@@ -3,8 +3,10 @@ package federation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -193,6 +195,13 @@ func (c *statCache) put(k statKey, info store.ObjectInfo, expires time.Time, epo
 	c.m[k] = statEntry{info: info, expires: expires}
 }
 
+func (c *statCache) dropAll() {
+	c.mu.Lock()
+	c.m = nil
+	c.epoch++
+	c.mu.Unlock()
+}
+
 func (c *statCache) drop(k statKey) {
 	c.mu.Lock()
 	delete(c.m, k)
@@ -203,6 +212,17 @@ func (c *statCache) drop(k statKey) {
 // Stat returns an object's info, from the metadata cache while the bucket's
 // TTL allows, else from the store (with the read retry budget).
 func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error) {
+	if b.writeBack {
+		e, ok, err := b.journaled(ctx, key)
+		switch {
+		case err != nil:
+			return store.ObjectInfo{}, err
+		case ok && e.Tombstone:
+			return store.ObjectInfo{}, fmt.Errorf("%w: %s (deleted; the delete is not drained yet)", store.ErrNotFound, key)
+		case ok:
+			return entryInfo(e), nil
+		}
+	}
 	k := statKey{b.store.Name(), b.prefix + key}
 	if b.cache.TTL > 0 {
 		if info, ok := b.ns.stats.get(k, b.ns.now()); ok {
@@ -244,6 +264,9 @@ func (b *Bucket) invalidate(key string) {
 // the chunk cache for buckets that use it, else straight from the store;
 // either way store failures are retried within a budget.
 func (b *Bucket) Open(ctx context.Context, info store.ObjectInfo, off, n int64) (io.ReadCloser, error) {
+	if strings.HasPrefix(string(info.Validator), stagedPrefix) {
+		return b.openStaged(ctx, info, off, n)
+	}
 	skey := b.prefix + info.Key
 	if !b.cache.Chunked || b.ns.cache == nil {
 		return openResuming(ctx, b.store, skey, info.Validator, off, n)

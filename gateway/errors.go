@@ -82,6 +82,8 @@ func toS3(err error) *s3err.Error {
 		return errSlowDown
 	case errors.Is(err, store.ErrNotSupported):
 		return errNotImplemented("This operation on this store")
+	case errors.Is(err, federation.ErrStagingUnavailable):
+		return errf(503, "SlowDown", "The write-back staging area could not take the write in time (%v); nothing was stored. Retry shortly: staging frees up as the region drains to its stores.", err)
 	case errors.Is(err, raft.ErrNoLeader):
 		return errf(503, "SlowDown", "The region has no Raft leader right now (a leader election is in progress, or this node is cut off from the majority of its region); the write was not applied. Retry shortly, or through another node.")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -17,6 +17,7 @@ type batch struct {
 	dirty uint8
 	ops   []diskOp
 	now   time.Time // when the leader appended the current entry
+	index uint64    // the current entry's log index
 }
 
 // diskOp is one write to the FSM's bbolt file; val nil deletes key.
@@ -32,6 +33,8 @@ const (
 	dGrants
 	dSettings
 	dPolicy
+	dPins
+	dJobs
 )
 
 func newBatch(base *catalog) *batch { return &batch{cat: *base} }
@@ -307,7 +310,17 @@ func (b *batch) endUpload(id string) error {
 	return nil
 }
 
-func (c *CompleteUpload) apply(b *batch) error { return b.endUpload(c.UploadID) }
+func (c *CompleteUpload) apply(b *batch) error {
+	if _, ok := b.cat.uploads.m[c.UploadID]; !ok {
+		return ErrNoSuchUpload
+	}
+	if c.Stage != nil {
+		if err := (&StageObject{Entry: *c.Stage}).apply(b); err != nil {
+			return err
+		}
+	}
+	return b.endUpload(c.UploadID)
+}
 
 func (c *AbortUpload) apply(b *batch) error { return b.endUpload(c.UploadID) }
 

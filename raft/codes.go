@@ -18,6 +18,9 @@ const (
 	CodeUploadExists     = "upload_exists"
 	CodeNoSuchUpload     = "no_such_upload"
 	CodeStalePolicy      = "stale_policy"
+	CodeSuperseded       = "superseded"
+	CodeDrainClaimed     = "drain_claimed"
+	CodeNoSuchJob        = "no_such_job"
 	CodeInvalid          = "invalid"
 	CodeUnknownCommand   = "unknown_command"
 	CodeLeadershipLost   = "leadership_lost"
@@ -46,6 +49,9 @@ var codes = []struct {
 	{CodeUploadExists, ErrUploadExists},
 	{CodeNoSuchUpload, ErrNoSuchUpload},
 	{CodeStalePolicy, ErrStalePolicy},
+	{CodeSuperseded, ErrSuperseded},
+	{CodeDrainClaimed, ErrDrainClaimed},
+	{CodeNoSuchJob, ErrNoSuchJob},
 	{CodeInvalid, ErrInvalid},
 	{CodeUnknownCommand, ErrUnknownCommand},
 	{CodeLeadershipLost, ErrLeadershipLost},

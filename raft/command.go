@@ -29,6 +29,13 @@ const (
 	TypeAbortUpload    CommandType = 10
 	TypeSetPolicy      CommandType = 11
 	TypeSetSetting     CommandType = 12
+	TypeStageObject    CommandType = 13
+	TypeClaimDrain     CommandType = 14
+	TypeFinishDrain    CommandType = 15
+	TypeSetPin         CommandType = 16
+	TypePutJob         CommandType = 17
+	TypeJobProgress    CommandType = 18
+	TypeDeleteJob      CommandType = 19
 )
 
 // Command is a typed FSM command. Type must return a constant.
@@ -76,6 +83,13 @@ var commands = [IgnoreUnknown]commandDef{
 	TypeAbortUpload:    def[AbortUpload]("AbortUpload"),
 	TypeSetPolicy:      def[SetPolicy]("SetPolicy"),
 	TypeSetSetting:     def[SetSetting]("SetSetting"),
+	TypeStageObject:    def[StageObject]("StageObject"),
+	TypeClaimDrain:     def[ClaimDrain]("ClaimDrain"),
+	TypeFinishDrain:    def[FinishDrain]("FinishDrain"),
+	TypeSetPin:         def[SetPin]("SetPin"),
+	TypePutJob:         def[PutJob]("PutJob"),
+	TypeJobProgress:    def[JobProgressUpdate]("JobProgressUpdate"),
+	TypeDeleteJob:      def[DeleteJob]("DeleteJob"),
 }
 
 // Encode returns the log entry for cmd: its type byte and JSON body.
@@ -162,8 +176,13 @@ type PutPart struct {
 }
 
 // CompleteUpload ends a session whose object has been assembled. It fails
-// with ErrNoSuchUpload.
-type CompleteUpload struct{ UploadID string }
+// with ErrNoSuchUpload. Stage, for a write-back upload, is the journal
+// entry of the completed object, recorded in the same step (as by
+// StageObject).
+type CompleteUpload struct {
+	UploadID string
+	Stage    *JournalEntry `json:",omitempty"`
+}
 
 // AbortUpload ends a session whose parts have been discarded. It fails with
 // ErrNoSuchUpload.

@@ -29,6 +29,7 @@ type fsm struct {
 	// serving, and the next start rebuilds the file from the Raft log.
 	diskErr  error
 	executed atomic.Uint64 // commands run, replays excluded (for tests)
+	onApply  func(Command) // Config.OnApply
 }
 
 var (
@@ -44,7 +45,7 @@ func openFSM(path string, log *slog.Logger) (*fsm, error) {
 	f := &fsm{log: log, state: &State{}, db: db}
 	cat, applied := newCatalog(), uint64(0)
 	err = db.Update(func(tx *bolt.Tx) error {
-		for t := tMeta; t <= tSetting; t++ {
+		for t := tMeta; t <= tLast; t++ {
 			bk, err := tx.CreateBucketIfNotExists(tableNames[t])
 			if err != nil {
 				return err
@@ -85,6 +86,7 @@ func (f *fsm) ApplyBatch(logs []*hraft.Log) []any {
 	applied := f.state.applied.Load()
 	last := applied
 	b := newBatch(f.state.load())
+	var done []Command // applied without error, for onApply
 	for i, l := range logs {
 		if l.Index <= applied {
 			continue // replay of an entry the file already holds
@@ -93,9 +95,12 @@ func (f *fsm) ApplyBatch(logs []*hraft.Log) []any {
 		if l.Type != hraft.LogCommand {
 			continue
 		}
-		b.now = l.AppendedAt
-		if err := f.apply(b, l); err != nil {
+		b.now, b.index = l.AppendedAt, l.Index
+		cmd, err := f.apply(b, l)
+		if err != nil {
 			resp[i] = err
+		} else if cmd != nil && f.onApply != nil {
+			done = append(done, cmd)
 		}
 	}
 	if last == applied {
@@ -107,21 +112,24 @@ func (f *fsm) ApplyBatch(logs []*hraft.Log) []any {
 		f.state.cur.Store(&next)
 	}
 	f.state.setApplied(last)
+	for _, cmd := range done {
+		f.onApply(cmd)
+	}
 	return resp
 }
 
-func (f *fsm) apply(b *batch, l *hraft.Log) error {
+func (f *fsm) apply(b *batch, l *hraft.Log) (Command, error) {
 	cmd, err := Decode(l.Data)
 	if err != nil {
 		f.log.Warn("raft: command rejected", "index", l.Index, "err", err)
-		return err
+		return nil, err
 	}
 	if cmd == nil {
 		f.log.Debug("raft: skipped unknown ignorable command", "index", l.Index, "type", l.Data[0])
-		return nil
+		return nil, nil
 	}
 	f.executed.Add(1)
-	return cmd.(applier).apply(b)
+	return cmd, cmd.(applier).apply(b)
 }
 
 func (f *fsm) persist(ops []diskOp, applied uint64) {
@@ -176,7 +184,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	cat, applied := newCatalog(), uint64(0)
 	err := f.db.Update(func(tx *bolt.Tx) error {
-		for t := tMeta; t <= tSetting; t++ {
+		for t := tMeta; t <= tLast; t++ {
 			if tx.Bucket(tableNames[t]) != nil {
 				if err := tx.DeleteBucket(tableNames[t]); err != nil {
 					return err
@@ -210,6 +218,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.diskErr = nil // the file is whole again
 	f.state.cur.Store(cat)
 	f.state.setApplied(applied)
+	if f.onApply != nil {
+		f.onApply(nil)
+	}
 	f.log.Info("raft: FSM restored from snapshot", "applied", applied)
 	return nil
 }

@@ -117,6 +117,13 @@ func sample(i int) []Command {
 		PutPart{UploadID: s("up%d"), Part: Part{Number: 2, Size: 10, ETag: "e2"}},
 		SetPolicy{YAML: []byte(s("regions: [] # %d")), Version: uint64(i + 1)},
 		SetSetting{Key: "region", Value: s("r%d")},
+		StageObject{Entry: JournalEntry{Bucket: s("data%d"), Key: "ckpt/1", Store: "posix", StoreKey: s("data%d/ckpt/1"),
+			Size: 7, ETag: "e", Meta: ObjectMeta{ContentType: "application/octet-stream"},
+			Segments: []Segment{{ID: s("seg%d"), Size: 7, Nodes: []string{"n1", "n2"}}}}},
+		StageObject{Entry: JournalEntry{Bucket: s("data%d"), Key: "ckpt/gone", Tombstone: true, Store: "posix"}},
+		SetPin{Pin: Pin{Bucket: s("data%d"), Prefix: "hot/"}},
+		PutJob{Job: PreloadJob{ID: s("job%d"), Bucket: s("data%d"), Prefix: "hot/", Pin: true}},
+		JobProgressUpdate{ID: s("job%d"), Node: "n1", Progress: JobProgress{After: "hot/3", Objects: 3, Bytes: 300}, TotalObjects: 9},
 	}
 }
 
@@ -128,6 +135,9 @@ type dump struct {
 	Uploads  []MultipartUpload
 	Policy   Policy
 	Settings map[string]string
+	Journal  []JournalEntry
+	Pins     []Pin
+	Jobs     []PreloadJob
 }
 
 func dumpState(s *State) dump {
@@ -142,6 +152,7 @@ func dumpState(s *State) dump {
 		d.Uploads = append(d.Uploads, full)
 	}
 	d.Policy, _ = s.Policy()
+	d.Journal, d.Pins, d.Jobs = s.Journal("", ""), s.Pins(), s.Jobs()
 	return d
 }
 

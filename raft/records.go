@@ -19,15 +19,20 @@ import (
 type table byte
 
 const (
-	tEnd     table = 0 // end of a snapshot stream
-	tMeta    table = 1 // key "applied": last applied Raft index, 8 bytes big-endian
-	tBucket  table = 2 // key name, JSON Bucket
-	tUser    table = 3 // key name, JSON User
-	tGrant   table = 4 // key user NUL bucket, value the Perm
-	tUpload  table = 5 // key id, JSON MultipartUpload without Parts
-	tPart    table = 6 // key id NUL uint32 big-endian number, JSON Part
-	tPolicy  table = 7 // key "current", JSON Policy
-	tSetting table = 8 // key, raw value
+	tEnd     table = 0  // end of a snapshot stream
+	tMeta    table = 1  // key "applied": last applied Raft index, 8 bytes big-endian
+	tBucket  table = 2  // key name, JSON Bucket
+	tUser    table = 3  // key name, JSON User
+	tGrant   table = 4  // key user NUL bucket, value the Perm
+	tUpload  table = 5  // key id, JSON MultipartUpload without Parts
+	tPart    table = 6  // key id NUL uint32 big-endian number, JSON Part
+	tPolicy  table = 7  // key "current", JSON Policy
+	tSetting table = 8  // key, raw value
+	tJournal table = 9  // key bucket NUL key, JSON JournalEntry
+	tPin     table = 10 // key bucket NUL prefix, JSON Pin
+	tJob     table = 11 // key id, JSON PreloadJob
+
+	tLast = tJob // the highest tag in use
 
 	tagIgnorable table = 0x80
 )
@@ -43,6 +48,9 @@ var tableNames = map[table][]byte{
 	tPart:    []byte("parts"),
 	tPolicy:  []byte("policy"),
 	tSetting: []byte("settings"),
+	tJournal: []byte("journal"),
+	tPin:     []byte("pins"),
+	tJob:     []byte("jobs"),
 }
 
 var (
@@ -106,6 +114,21 @@ func (c *catalog) load(t table, key, val []byte) (bool, error) {
 		}
 	case tSetting:
 		c.settings[string(key)] = string(val)
+	case tJournal:
+		var e JournalEntry
+		if err = json.Unmarshal(val, &e); err == nil {
+			c.journal.set(e.Bucket, e.Key, &e)
+		}
+	case tPin:
+		var p Pin
+		if err = json.Unmarshal(val, &p); err == nil {
+			c.pins[pinKey(p.Bucket, p.Prefix)] = p
+		}
+	case tJob:
+		var j PreloadJob
+		if err = json.Unmarshal(val, &j); err == nil {
+			c.jobs[j.ID] = j
+		}
 	default:
 		if t&tagIgnorable != 0 {
 			return false, nil
@@ -130,7 +153,8 @@ const (
 // of the multipart sessions (the one table mutated in place).
 type fsmSnapshot struct {
 	cat     *catalog
-	uploads []*uploadRec // sorted by id
+	uploads []*uploadRec    // sorted by id
+	journal []*JournalEntry // sorted by bucket, key
 	applied uint64
 }
 
@@ -143,7 +167,20 @@ func capture(c *catalog, applied uint64) *fsmSnapshot {
 	}
 	t.mu.RUnlock()
 	slices.SortFunc(ups, func(a, b *uploadRec) int { return strings.Compare(a.up.ID, b.up.ID) })
-	return &fsmSnapshot{cat: c, uploads: ups, applied: applied}
+	j := c.journal
+	j.mu.RLock()
+	var entries []*JournalEntry
+	for _, m := range j.m {
+		for _, e := range m {
+			ec := e.clone()
+			entries = append(entries, &ec)
+		}
+	}
+	j.mu.RUnlock()
+	slices.SortFunc(entries, func(a, b *JournalEntry) int {
+		return strings.Compare(journalKey(a.Bucket, a.Key), journalKey(b.Bucket, b.Key))
+	})
+	return &fsmSnapshot{cat: c, uploads: ups, journal: entries, applied: applied}
 }
 
 // writeTo streams the snapshot's records: the applied index first, then
@@ -181,6 +218,15 @@ func (s *fsmSnapshot) writeTo(w *bufio.Writer) error {
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.settings)) {
 		rec(tSetting, k, []byte(c.settings[k]))
+	}
+	for _, e := range s.journal {
+		rec(tJournal, journalKey(e.Bucket, e.Key), mustJSON(e))
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.pins)) {
+		rec(tPin, k, mustJSON(c.pins[k]))
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.jobs)) {
+		rec(tJob, id, mustJSON(c.jobs[id]))
 	}
 	w.WriteByte(byte(tEnd))
 	return w.Flush() // bufio.Writer keeps the first write error

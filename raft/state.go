@@ -22,6 +22,9 @@ type catalog struct {
 	policy   *Policy                    // nil: none applied yet
 	settings map[string]string
 	uploads  *uploadTable
+	journal  *journalTable
+	pins     map[string]Pin        // bucket NUL prefix -> pin
+	jobs     map[string]PreloadJob // id -> job
 }
 
 func newCatalog() *catalog {
@@ -32,6 +35,9 @@ func newCatalog() *catalog {
 		grants:   map[string]map[string]Perm{},
 		settings: map[string]string{},
 		uploads:  &uploadTable{m: map[string]*uploadRec{}},
+		journal:  &journalTable{m: map[string]map[string]*JournalEntry{}},
+		pins:     map[string]Pin{},
+		jobs:     map[string]PreloadJob{},
 	}
 }
 

@@ -3,6 +3,7 @@ package raft
 import (
 	"log/slog"
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -89,10 +90,17 @@ type Part struct {
 	ETag      string
 	Checksums map[string]string `json:",omitempty"` // algorithm -> value
 	Modified  time.Time
+	// Staged, in a write-back upload, is where the part's bytes are staged.
+	Staged *Segment `json:",omitempty"`
 }
 
 func (p Part) clone() Part {
 	p.Checksums = maps.Clone(p.Checksums)
+	if p.Staged != nil {
+		s := *p.Staged
+		s.Nodes = slices.Clone(s.Nodes)
+		p.Staged = &s
+	}
 	return p
 }
 
@@ -106,7 +114,10 @@ type MultipartUpload struct {
 	Initiator     string // user name
 	Created       time.Time
 	Meta          ObjectMeta
-	Parts         map[int]Part `json:",omitempty"` // by part number
+	// WriteBack: parts are staged on the region's nodes, and completion
+	// journals the object instead of assembling it in the store.
+	WriteBack bool         `json:",omitempty"`
+	Parts     map[int]Part `json:",omitempty"` // by part number
 }
 
 func (u MultipartUpload) clone() MultipartUpload {

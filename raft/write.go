@@ -162,3 +162,9 @@ func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
 		}
 	}
 }
+
+// CommitIndex is the last log index this node knows to be committed. On
+// the leader, every write acknowledged anywhere in the region is at or
+// below it: a follower that waits (WaitApplied) for the leader's
+// CommitIndex reads its own earlier writes and everyone else's.
+func (n *Node) CommitIndex() uint64 { return n.raft.CommitIndex() }

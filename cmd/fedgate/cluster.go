@@ -13,9 +13,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/gateway/sigv4"
 	"github.com/fedgate/fedgate/raft"
@@ -78,6 +80,10 @@ type cluster struct {
 
 	mu    sync.Mutex
 	peers map[string]string // node id -> HTTP address, learnt from peers
+
+	stream  *http.Client                         // bulk transfers (staged copies, chunks)
+	ns      atomic.Pointer[federation.Namespace] // set once the namespace is open
+	members memberCache
 }
 
 func normalizeHTTP(addr string) string {
@@ -404,6 +410,7 @@ func (c *cluster) internalHandler() http.Handler {
 		c.log.Info("cluster: removed a member", "id", j.ID)
 		w.WriteHeader(http.StatusNoContent)
 	})
+	c.stageRoutes(mux)
 	mux.HandleFunc("POST "+internalPrefix+"apply", func(w http.ResponseWriter, r *http.Request) {
 		data, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 		if err != nil {

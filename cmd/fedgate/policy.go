@@ -37,14 +37,15 @@ func newPolicyCmd() *cobra.Command {
 }
 
 // servedFeatures is what this build serves of the policy file: every store
-// kind, origins (mounting existing data) and per-bucket cache settings.
-// Replication, erasure coding, write-back, pinning, routing preferences and
-// egress budgets are refused as "not supported yet".
+// kind, origins (mounting existing data), per-bucket cache settings and
+// write-back buckets. Replication, erasure coding, pinning, routing
+// preferences and egress budgets are refused as "not supported yet".
 func servedFeatures() policies.Features {
 	return policies.Features{
 		StoreKinds: map[policies.StoreKind]bool{policies.KindS3: true, policies.KindGCS: true, policies.KindAzure: true, policies.KindPosix: true},
 		Origin:     true,
 		Cache:      true,
 		Prefetch:   true,
+		WriteBack:  true,
 	}
 }

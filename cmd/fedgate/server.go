@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fedgate/fedgate/cachetier"
+	"github.com/fedgate/fedgate/cachetier/staging"
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/policies"
@@ -36,6 +38,9 @@ type serverFlags struct {
 	accessKey, secretKey, nodeID, logLevel, debugListen string
 	cacheSize, region                                   string
 	fillConcurrency                                     int
+	stagingSize                                         string
+	writeBackCopies                                     int
+	stagingWait                                         time.Duration
 	shutdownTimeout                                     time.Duration
 
 	// A multi-node region (see docs/operations.md).
@@ -126,6 +131,9 @@ kept in the region's state and in DATA-DIR/root-credentials.json, and printed on
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.cacheSize, "cache-size", "", "bytes the chunk cache may use, e.g. 2TiB (default: 80% of the cache dir's filesystem)")
 	fl.IntVar(&f.fillConcurrency, "fill-concurrency", 8, "parallel ranged reads that fill one large object's chunks from its store")
+	fl.StringVar(&f.stagingSize, "staging-size", "", "bytes of --cache-dir that write-back staging may use, e.g. 1TiB (default: 10% of the cache dir's filesystem)")
+	fl.IntVar(&f.writeBackCopies, "write-back-copies", 2, "nodes that must hold a write-back write (fsynced) before it is acknowledged")
+	fl.DurationVar(&f.stagingWait, "staging-wait", 30*time.Second, "how long a write-back write waits for staging room before it gets 503 SlowDown")
 	fl.StringVar(&f.debugListen, "debug-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long SIGTERM waits for in-flight requests")
 	fl.StringVar(&f.raftAddr, "raft-addr", "", "HOST:PORT of this node's Raft transport (TCP), the address peers dial; enables a multi-node region")
@@ -185,7 +193,13 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	}
 	defer ln.Close()
 
-	rcfg := raft.Config{NodeID: f.nodeID, Dir: filepath.Join(f.dataDir, "raft"), Logger: log.With("component", "raft")}
+	var nsRef atomic.Pointer[federation.Namespace]
+	rcfg := raft.Config{NodeID: f.nodeID, Dir: filepath.Join(f.dataDir, "raft"), Logger: log.With("component", "raft"),
+		OnApply: func(cmd raft.Command) {
+			if ns := nsRef.Load(); ns != nil {
+				ns.OnApply(cmd)
+			}
+		}}
 	var cl *cluster
 	front := &frontHandler{}
 	hs := &http.Server{
@@ -204,7 +218,7 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 		}
 		cl = &cluster{id: f.nodeID, httpAddr: advertisedHTTP(ln.Addr(), f.raftAddr), join: f.join, expect: f.bootstrapExpect,
 			tcp: true, ak: f.accessKey, sk: f.secretKey, region: f.s3Region, log: log.With("component", "cluster"),
-			client: &http.Client{Timeout: 60 * time.Second}, peers: map[string]string{}}
+			client: &http.Client{Timeout: 60 * time.Second}, stream: newStreamClient(), peers: map[string]string{}}
 		rcfg.BindAddr = f.raftAddr
 		rcfg.Forward = cl.forward
 		switch {
@@ -252,7 +266,7 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 			return err
 		}
 	} else {
-		cl = &cluster{node: node, id: f.nodeID, log: log}
+		cl = &cluster{node: node, id: f.nodeID, log: log, stream: newStreamClient()}
 	}
 
 	pol, err := activePolicy(ctx, node, f.config, fileData, log)
@@ -281,11 +295,30 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 		return err
 	}
 	defer cache.Close()
-	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: defStore, Policy: pol,
-		Cache: cache, FillConcurrency: f.fillConcurrency, Logger: log.With("component", "federation")})
+	stage, err := openStaging(f)
 	if err != nil {
 		return err
 	}
+	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: defStore, Policy: pol,
+		Cache: cache, FillConcurrency: f.fillConcurrency, Logger: log.With("component", "federation"),
+		Region:    cl,
+		WriteBack: federation.WriteBackConfig{Staging: stage, Copies: f.writeBackCopies, Wait: f.stagingWait}})
+	if err != nil {
+		return err
+	}
+	nsRef.Store(ns)
+	cl.ns.Store(ns)
+	drainCtx, stopDrainer := context.WithCancel(context.WithoutCancel(ctx))
+	drainerDone := make(chan struct{})
+	go func() {
+		defer close(drainerDone)
+		ns.RunDrainer(drainCtx)
+	}()
+	haltDrainer := sync.OnceFunc(func() {
+		stopDrainer()
+		<-drainerDone
+	})
+	defer haltDrainer()
 	ns.SetReady(func(context.Context) error {
 		if f.clustered() {
 			if id, _ := node.Leader(); id == "" {
@@ -306,6 +339,9 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := cache.RegisterMetrics(reg); err != nil {
+		return err
+	}
+	if err := ns.RegisterMetrics(reg); err != nil {
 		return err
 	}
 	srv, err := gateway.New(gateway.Config{Namespace: ns, Region: f.s3Region, Domain: f.domain, Logger: log, Registry: reg, Version: version,
@@ -353,6 +389,7 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 		log.Warn("shutdown did not finish in time; closing connections", "error", err)
 		_ = hs.Close()
 	}
+	haltDrainer() // drains in flight give their claims back or finish first
 	if err := node.Close(); err != nil {
 		return fmt.Errorf("close region state: %w", err)
 	}
@@ -460,6 +497,32 @@ func openCache(f serverFlags, log *slog.Logger) (*cachetier.Cache, error) {
 		return nil, fmt.Errorf("open the chunk cache: %w", err)
 	}
 	return c, nil
+}
+
+// openStaging opens the write-back staging area in --cache-dir.
+func openStaging(f serverFlags) (*staging.Area, error) {
+	var size int64
+	if f.stagingSize != "" {
+		n, err := policies.ParseSize(f.stagingSize)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("--staging-size %q: want a size like 1TiB", f.stagingSize)
+		}
+		size = n
+	} else {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(f.cacheDir, &st); err != nil {
+			return nil, fmt.Errorf("--cache-dir %s: %w", f.cacheDir, err)
+		}
+		size = int64(st.Blocks) * st.Bsize / 10
+	}
+	if f.writeBackCopies < 1 {
+		return nil, fmt.Errorf("--write-back-copies %d: want at least 1", f.writeBackCopies)
+	}
+	a, err := staging.Open(staging.Config{Dir: filepath.Join(f.cacheDir, "staging"), Capacity: size})
+	if err != nil {
+		return nil, fmt.Errorf("open the write-back staging area: %w", err)
+	}
+	return a, nil
 }
 
 // frontHandler serves the internal API (on a multi-node node) and, once the

@@ -220,3 +220,11 @@ func signRequest(ctx context.Context, req *http.Request, payload []byte, ak, sk,
 	creds := aws.Credentials{AccessKeyID: ak, SecretAccessKey: sk}
 	return v4.NewSigner().SignHTTP(ctx, creds, req, hash, "s3", region, time.Now())
 }
+
+// signUnsigned signs req with an UNSIGNED-PAYLOAD body (a stream).
+func signUnsigned(ctx context.Context, req *http.Request, ak, sk, region string) error {
+	const unsigned = "UNSIGNED-PAYLOAD"
+	req.Header.Set("x-amz-content-sha256", unsigned)
+	creds := aws.Credentials{AccessKeyID: ak, SecretAccessKey: sk}
+	return v4.NewSigner().SignHTTP(ctx, creds, req, unsigned, "s3", region, time.Now())
+}

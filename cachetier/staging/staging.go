@@ -1,0 +1,323 @@
+// Package staging is a node's write-back staging area: whole objects (or
+// multipart parts) written to local NVMe and fsynced before a write-back
+// PUT is acknowledged, kept until the drainer has copied them to their
+// store. Unlike the chunk cache, nothing here may be dropped to make room:
+// space is reserved before a write starts, and a writer that finds the area
+// full waits (backpressure) until drains free space or its context ends.
+package staging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Errors of the staging area.
+var (
+	// ErrFull: the area had no room within the writer's wait.
+	ErrFull = errors.New("staging: no room in the write-back staging area")
+	// ErrNotFound: no staged file has the id.
+	ErrNotFound = errors.New("staging: not found")
+	// ErrInvalidID: an id that is not 16-64 lower-case hex digits.
+	ErrInvalidID = errors.New("staging: invalid id")
+	// ErrShortBody: the body ended before the announced size, or ran past it.
+	ErrShortBody = errors.New("staging: body size differs from the announced size")
+)
+
+// Config configures an Area.
+type Config struct {
+	// Dir holds the staged files (required).
+	Dir string
+	// Capacity bounds the bytes of staged files and reservations (> 0).
+	Capacity int64
+	// NoSync skips fsync (tests only: an acknowledged write must be on disk).
+	NoSync bool
+}
+
+// Area is one node's staging area. It is safe for concurrent use.
+type Area struct {
+	cfg Config
+
+	mu       sync.Mutex
+	used     int64 // bytes of staged files
+	reserved int64 // bytes promised to writers in progress
+	files    int
+	freed    chan struct{} // closed (and replaced) whenever space is freed
+}
+
+// Open opens (creating) the area in cfg.Dir, removes leftovers of writes
+// that never finished, and counts what is staged.
+func Open(cfg Config) (*Area, error) {
+	if cfg.Dir == "" || cfg.Capacity <= 0 {
+		return nil, errors.New("staging: Config needs Dir and a positive Capacity")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("staging: %w", err)
+	}
+	a := &Area{cfg: cfg, freed: make(chan struct{})}
+	err := filepath.WalkDir(cfg.Dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if strings.HasSuffix(path, ".tmp") {
+			return os.Remove(path)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		a.used += info.Size()
+		a.files++
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("staging: scan %s: %w", cfg.Dir, err)
+	}
+	return a, nil
+}
+
+// ValidID reports whether id can name a staged file.
+func ValidID(id string) bool {
+	if len(id) < 16 || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Area) path(id string) string { return filepath.Join(a.cfg.Dir, id[:2], id) }
+
+// Reservation is room promised to one writer.
+type Reservation struct {
+	a    *Area
+	n    int64
+	once sync.Once
+}
+
+// Release gives unused room back (a no-op after Write consumed it).
+func (r *Reservation) Release() {
+	r.once.Do(func() {
+		r.a.mu.Lock()
+		r.a.reserved -= r.n
+		r.a.wakeLocked()
+		r.a.mu.Unlock()
+	})
+}
+
+func (a *Area) wakeLocked() {
+	close(a.freed)
+	a.freed = make(chan struct{})
+}
+
+// Reserve waits until n bytes fit in the area, then holds them for one
+// Write. It fails with ErrFull when n exceeds the capacity, or when ctx
+// ends first (wrapping ctx's error): set the wait with ctx's deadline.
+func (a *Area) Reserve(ctx context.Context, n int64) (*Reservation, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("staging: negative size %d", n)
+	}
+	if n > a.cfg.Capacity {
+		return nil, fmt.Errorf("%w: %d bytes exceed its capacity of %d", ErrFull, n, a.cfg.Capacity)
+	}
+	for {
+		a.mu.Lock()
+		if a.used+a.reserved+n <= a.cfg.Capacity {
+			a.reserved += n
+			a.mu.Unlock()
+			return &Reservation{a: a, n: n}, nil
+		}
+		ch := a.freed
+		a.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (waited for %d bytes): %w", ErrFull, n, ctx.Err())
+		}
+	}
+}
+
+// Write stores exactly n bytes of r as id, durably (file and directory
+// fsynced) before it returns, using res (which it consumes, success or
+// not). A partial write leaves nothing behind. Writing an id that exists
+// replaces it.
+func (a *Area) Write(id string, r io.Reader, n int64, res *Reservation) (err error) {
+	defer res.Release()
+	if !ValidID(id) {
+		return fmt.Errorf("%w: %q", ErrInvalidID, id)
+	}
+	if res == nil || res.n < n {
+		return fmt.Errorf("staging: write of %d bytes without a reservation for them", n)
+	}
+	dst := a.path(id)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return fmt.Errorf("staging: %w", err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(dst), id+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("staging: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	got, err := io.Copy(f, io.LimitReader(r, n))
+	if err != nil {
+		return fmt.Errorf("staging: write %s: %w", id, err)
+	}
+	if got != n {
+		return fmt.Errorf("%w: got %d of %d bytes", ErrShortBody, got, n)
+	}
+	var one [1]byte
+	if k, _ := r.Read(one[:]); k > 0 {
+		return fmt.Errorf("%w: more than %d bytes", ErrShortBody, n)
+	}
+	if !a.cfg.NoSync {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("staging: fsync %s: %w", id, err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("staging: %w", err)
+	}
+	a.mu.Lock()
+	var old int64 = -1
+	if info, err := os.Stat(dst); err == nil {
+		old = info.Size()
+	}
+	if err := os.Rename(f.Name(), dst); err != nil {
+		a.mu.Unlock()
+		return fmt.Errorf("staging: %w", err)
+	}
+	a.reserved -= n
+	res.n -= n // consumed: Release gives back only what was not used
+	a.used += n
+	if old >= 0 {
+		a.used -= old
+	} else {
+		a.files++
+	}
+	a.mu.Unlock()
+	if !a.cfg.NoSync {
+		if d, err := os.Open(filepath.Dir(dst)); err == nil {
+			err = d.Sync()
+			d.Close()
+			if err != nil {
+				return fmt.Errorf("staging: fsync directory of %s: %w", id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Open opens the staged file id for reading, with its size.
+func (a *Area) Open(id string) (*os.File, int64, error) {
+	if !ValidID(id) {
+		return nil, 0, fmt.Errorf("%w: %q", ErrInvalidID, id)
+	}
+	f, err := os.Open(a.path(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("staging: %w", err)
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("staging: %w", err)
+	}
+	return f, info.Size(), nil
+}
+
+// Has reports whether id is staged here.
+func (a *Area) Has(id string) bool {
+	if !ValidID(id) {
+		return false
+	}
+	_, err := os.Stat(a.path(id))
+	return err == nil
+}
+
+// Remove deletes a staged file and frees its room; a missing id is not an
+// error. Readers that have it open keep reading it.
+func (a *Area) Remove(id string) error {
+	if !ValidID(id) {
+		return fmt.Errorf("%w: %q", ErrInvalidID, id)
+	}
+	p := a.path(id)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	info, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("staging: %w", err)
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("staging: %w", err)
+	}
+	a.used -= info.Size()
+	a.files--
+	a.wakeLocked()
+	return nil
+}
+
+// File describes one staged file.
+type File struct {
+	ID      string
+	Size    int64
+	ModTime time.Time
+}
+
+// List returns every staged file (for sweeping files no journal entry
+// refers to any more).
+func (a *Area) List() ([]File, error) {
+	var out []File
+	err := filepath.WalkDir(a.cfg.Dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() || !ValidID(d.Name()) {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil // removed meanwhile
+		}
+		out = append(out, File{ID: d.Name(), Size: info.Size(), ModTime: info.ModTime()})
+		return nil
+	})
+	return out, err
+}
+
+// Stats is the area's use.
+type Stats struct {
+	Files    int
+	Used     int64 // bytes of staged files
+	Reserved int64 // bytes promised to writes in progress
+	Capacity int64
+}
+
+// Stats returns the area's current use.
+func (a *Area) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return Stats{Files: a.files, Used: a.used, Reserved: a.reserved, Capacity: a.cfg.Capacity}
+}

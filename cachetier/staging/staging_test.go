@@ -1,0 +1,142 @@
+package staging
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const idA = "00112233445566778899aabbccddeeff"
+const idB = "ffeeddccbbaa99887766554433221100"
+
+func open(t *testing.T, dir string, capacity int64) *Area {
+	t.Helper()
+	a, err := Open(Config{Dir: dir, Capacity: capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func write(t *testing.T, a *Area, id string, data []byte) {
+	t.Helper()
+	res, err := a.Reserve(context.Background(), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Write(id, bytes.NewReader(data), int64(len(data)), res); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWriteReadRemove(t *testing.T) {
+	dir := t.TempDir()
+	a := open(t, dir, 100)
+	write(t, a, idA, []byte("hello"))
+	f, n, err := a.Open(idA)
+	if err != nil || n != 5 {
+		t.Fatalf("Open = %d, %v", n, err)
+	}
+	got, _ := io.ReadAll(f)
+	f.Close()
+	if string(got) != "hello" {
+		t.Fatalf("read %q", got)
+	}
+	if s := a.Stats(); s.Files != 1 || s.Used != 5 || s.Reserved != 0 {
+		t.Fatalf("Stats = %+v", s)
+	}
+	// Overwrite accounts the difference, not both.
+	write(t, a, idA, []byte("hi"))
+	if s := a.Stats(); s.Files != 1 || s.Used != 2 {
+		t.Fatalf("Stats after overwrite = %+v", s)
+	}
+	// Reopen counts what is there and removes unfinished writes.
+	os.WriteFile(filepath.Join(dir, "00", idA+".123.tmp"), []byte("partial"), 0o600)
+	b := open(t, dir, 100)
+	if s := b.Stats(); s.Files != 1 || s.Used != 2 {
+		t.Fatalf("Stats after reopen = %+v", s)
+	}
+	if files, _ := b.List(); len(files) != 1 || files[0].ID != idA || files[0].Size != 2 {
+		t.Fatalf("List = %+v", files)
+	}
+	if err := b.Remove(idA); err != nil || b.Has(idA) {
+		t.Fatalf("Remove = %v, still there %v", err, b.Has(idA))
+	}
+	if err := b.Remove(idA); err != nil {
+		t.Fatalf("second Remove = %v", err)
+	}
+	if _, _, err := b.Open(idA); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Open removed = %v", err)
+	}
+	if s := b.Stats(); s.Files != 0 || s.Used != 0 {
+		t.Fatalf("Stats after remove = %+v", s)
+	}
+}
+
+func TestBadWritesLeaveNothing(t *testing.T) {
+	a := open(t, t.TempDir(), 100)
+	for _, body := range []string{"abc", "abcdefgh"} {
+		res, _ := a.Reserve(context.Background(), 5)
+		if err := a.Write(idA, strings.NewReader(body), 5, res); !errors.Is(err, ErrShortBody) {
+			t.Fatalf("Write of %q as 5 bytes = %v", body, err)
+		}
+	}
+	if _, err := a.Reserve(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if s := a.Stats(); s.Files != 0 || s.Used != 0 || s.Reserved != 1 || a.Has(idA) {
+		t.Fatalf("failed writes left %+v", s)
+	}
+	res, _ := a.Reserve(context.Background(), 1)
+	if err := a.Write("../etc", strings.NewReader("x"), 1, res); !errors.Is(err, ErrInvalidID) {
+		t.Fatalf("Write with a bad id = %v", err)
+	}
+}
+
+// TestBackpressure: a writer waits while the area is full and proceeds
+// when a drain frees room; past its deadline it gets ErrFull.
+func TestBackpressure(t *testing.T) {
+	a := open(t, t.TempDir(), 10)
+	write(t, a, idA, make([]byte, 8))
+	if _, err := a.Reserve(context.Background(), 11); !errors.Is(err, ErrFull) {
+		t.Fatalf("Reserve above capacity = %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := a.Reserve(ctx, 5); !errors.Is(err, ErrFull) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Reserve on a full area = %v", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		res, err := a.Reserve(context.Background(), 5)
+		if err == nil {
+			err = a.Write(idB, bytes.NewReader(make([]byte, 5)), 5, res)
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("a writer did not wait for room: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := a.Remove(idA); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting writer was not woken by Remove")
+	}
+	if s := a.Stats(); s.Used != 5 || s.Reserved != 0 {
+		t.Fatalf("Stats = %+v", s)
+	}
+}

@@ -1,0 +1,385 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/raft"
+)
+
+// The drainer: every node uploads the journal entries it holds a staged
+// copy of. A node claims an entry through Raft before it uploads (so one
+// node drains a key at a time, and an older version's upload always ends
+// before a newer one's starts), then finishes the claim, which clears the
+// entry unless a newer write replaced it meanwhile. The first holder of an
+// entry drains it at once; the others (and nodes without a copy, reading
+// from a holder) wait takeoverAfter, so a dead node's entries are drained
+// by a survivor.
+
+// Drain timing.
+const (
+	drainTick      = 500 * time.Millisecond
+	takeoverAfter  = 5 * time.Second
+	drainWorkers   = 4
+	drainMinLease  = 2 * time.Minute
+	drainLeaseRate = 10 << 20 // bytes/s a lease assumes, so big objects get longer leases
+	// drainSafety is how long before its lease expires an upload is
+	// cancelled, so it can never complete after another node took over.
+	drainSafety = 30 * time.Second
+	// sweepGrace is how long a staged file nobody refers to is kept (reads
+	// that looked it up just before its entry was drained still read it).
+	sweepGrace = 2 * time.Minute
+)
+
+// drainMetrics are the write-back counters.
+type drainMetrics struct {
+	stagedBytes  prometheus.Counter
+	stagingWaits prometheus.Counter
+	drained      prometheus.Counter
+	drainedBytes prometheus.Counter
+	drainErrors  prometheus.Counter
+	superseded   prometheus.Counter
+}
+
+func newDrainMetrics() *drainMetrics {
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	return &drainMetrics{
+		stagedBytes:  c("fedgate_writeback_staged_bytes_total", "Bytes of write-back writes this node staged (its own copy)."),
+		stagingWaits: c("fedgate_writeback_staging_full_total", "Write-back writes refused because staging had no room within the wait."),
+		drained:      c("fedgate_writeback_drained_total", "Journal entries (objects and deletes) this node drained to their store."),
+		drainedBytes: c("fedgate_writeback_drained_bytes_total", "Bytes this node drained to stores."),
+		drainErrors:  c("fedgate_writeback_drain_errors_total", "Drain attempts that failed (retried later)."),
+		superseded:   c("fedgate_writeback_superseded_total", "Drains skipped because a newer write or delete replaced the entry."),
+	}
+}
+
+// RegisterMetrics registers the namespace's write-back metrics: the
+// counters above and the region's drain backlog (from Raft state, the same
+// on every node) and this node's staging use.
+func (n *Namespace) RegisterMetrics(reg prometheus.Registerer) error {
+	m := n.metrics
+	for _, c := range []prometheus.Collector{m.stagedBytes, m.stagingWaits, m.drained, m.drainedBytes, m.drainErrors, m.superseded} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	g := func(name, help string, f func() float64) error {
+		return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+	}
+	return errors.Join(
+		g("fedgate_writeback_backlog_objects", "Journal entries not yet drained, region-wide.", func() float64 {
+			return float64(n.Backlog().Entries)
+		}),
+		g("fedgate_writeback_backlog_bytes", "Bytes not yet drained, region-wide.", func() float64 {
+			return float64(n.Backlog().Bytes)
+		}),
+		g("fedgate_writeback_backlog_oldest_seconds", "Age of the oldest entry not yet drained (0: none).", func() float64 {
+			return n.Backlog().OldestAge.Seconds()
+		}),
+		g("fedgate_writeback_staging_used_bytes", "Bytes staged on this node, reservations included.", func() float64 {
+			if n.wb.Staging == nil {
+				return 0
+			}
+			s := n.wb.Staging.Stats()
+			return float64(s.Used + s.Reserved)
+		}),
+		g("fedgate_writeback_staging_capacity_bytes", "Capacity of this node's staging area.", func() float64 {
+			if n.wb.Staging == nil {
+				return 0
+			}
+			return float64(n.wb.Staging.Stats().Capacity)
+		}),
+	)
+}
+
+// Backlog is the write-back journal's size.
+type Backlog struct {
+	Entries   int
+	Bytes     int64
+	OldestAge time.Duration
+}
+
+// Backlog returns the region's drain backlog as this node's state shows it.
+func (n *Namespace) Backlog() Backlog {
+	entries, bytes, oldest := n.j.State().JournalStats()
+	b := Backlog{Entries: entries, Bytes: bytes}
+	if !oldest.IsZero() {
+		b.OldestAge = max(0, n.now().Sub(oldest))
+	}
+	return b
+}
+
+func (n *Namespace) wakeDrainer() {
+	select {
+	case n.drainWake <- struct{}{}:
+	default:
+	}
+}
+
+// RunDrainer drains the journal until ctx ends. Call it once per node.
+func (n *Namespace) RunDrainer(ctx context.Context) {
+	var (
+		mu     sync.Mutex
+		active = map[string]bool{} // bucket NUL key being drained here
+		sem    = make(chan struct{}, drainWorkers)
+		wg     sync.WaitGroup
+	)
+	defer wg.Wait()
+	t := time.NewTicker(drainTick)
+	defer t.Stop()
+	lastSweep := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-n.drainWake:
+		}
+		if time.Since(lastSweep) > sweepGrace/4 {
+			lastSweep = time.Now()
+			n.sweepStaging()
+		}
+		for _, e := range n.j.State().Journal("", "") {
+			if !n.shouldDrain(e) {
+				continue
+			}
+			k := e.Bucket + "\x00" + e.Key
+			mu.Lock()
+			busy := active[k]
+			if !busy {
+				active[k] = true
+			}
+			mu.Unlock()
+			if busy {
+				continue
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			wg.Go(func() {
+				defer func() {
+					<-sem
+					mu.Lock()
+					delete(active, k)
+					mu.Unlock()
+				}()
+				n.drainOne(ctx, e)
+			})
+		}
+	}
+}
+
+// shouldDrain decides whether this node tries e now.
+func (n *Namespace) shouldDrain(e raft.JournalEntry) bool {
+	now := n.now()
+	if e.Claim != nil && now.Before(e.Claim.Expires) {
+		return false
+	}
+	self := n.region.Self()
+	first := ""
+	if len(e.Segments) > 0 && len(e.Segments[0].Nodes) > 0 {
+		first = e.Segments[0].Nodes[0]
+	}
+	if e.Tombstone || first == self {
+		return true
+	}
+	// Not the first holder: take over once the entry (or its expired claim)
+	// has waited long enough.
+	since := e.Created
+	if e.Claim != nil {
+		since = e.Claim.Expires
+	}
+	if !slices.Contains(n.region.Members(), first) {
+		return true // its first holder left the region
+	}
+	return now.Sub(since) >= takeoverAfter
+}
+
+// drainOne claims, uploads (or deletes) and finishes one entry.
+func (n *Namespace) drainOne(ctx context.Context, e raft.JournalEntry) {
+	self := n.region.Self()
+	lease := max(drainMinLease, time.Duration(e.Size/drainLeaseRate)*time.Second+drainMinLease)
+	err := n.j.Apply(ctx, raft.ClaimDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Lease: lease})
+	switch {
+	case errors.Is(err, raft.ErrSuperseded):
+		n.metrics.superseded.Inc()
+		return
+	case errors.Is(err, raft.ErrDrainClaimed):
+		return
+	case err != nil:
+		n.metrics.drainErrors.Inc()
+		n.log.Warn("write-back: claim failed", "bucket", e.Bucket, "key", e.Key, "error", err)
+		return
+	}
+	uctx, cancel := context.WithTimeout(ctx, lease-drainSafety)
+	err = n.upload(uctx, e)
+	cancel()
+	if err != nil {
+		n.metrics.drainErrors.Inc()
+		n.log.Warn("write-back: drain failed; will retry", "bucket", e.Bucket, "key", e.Key, "version", e.Version, "error", err)
+		// Give the claim back at once (same as finishing a superseded one:
+		// the entry stays), so the retry need not wait for the lease.
+		_ = n.j.Apply(context.WithoutCancel(ctx), raft.FinishDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Failed: true})
+		return
+	}
+	if err := n.j.Apply(context.WithoutCancel(ctx), raft.FinishDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self}); err != nil {
+		n.log.Warn("write-back: drained, but the journal entry was not cleared (it will be drained again)", "bucket", e.Bucket, "key", e.Key, "error", err)
+		return
+	}
+	n.metrics.drained.Inc()
+	n.metrics.drainedBytes.Add(float64(e.Size))
+	n.forgetStoreKey(e.Store, e.StoreKey)
+	n.log.Debug("write-back: drained", "bucket", e.Bucket, "key", e.Key, "version", e.Version, "bytes", e.Size)
+}
+
+// upload writes (or deletes) e in its store.
+func (n *Namespace) upload(ctx context.Context, e raft.JournalEntry) error {
+	st, ok := n.stores[e.Store]
+	if !ok {
+		return fmt.Errorf("store %q is not configured on this node", e.Store)
+	}
+	if e.Tombstone {
+		err := st.Delete(ctx, e.StoreKey)
+		if errors.Is(err, store.ErrNotFound) {
+			err = nil
+		}
+		return err
+	}
+	meta := fromRaftMeta(e.Meta)
+	meta.Checksums = e.Checksums
+	if len(e.Segments) == 1 {
+		r := &segmentReader{ctx: ctx, ns: n, segs: e.Segments, left: e.Size}
+		defer r.Close()
+		_, err := st.Put(ctx, e.StoreKey, r, e.Size, store.PutOptions{Metadata: meta})
+		return err
+	}
+	// A completed multipart upload drains as a multipart upload, so the
+	// store's ETag is the same "<md5-of-md5s>-N" the client was given.
+	mp, ok := st.(store.Multiparter)
+	if !ok {
+		r := &segmentReader{ctx: ctx, ns: n, segs: e.Segments, left: e.Size}
+		defer r.Close()
+		_, err := st.Put(ctx, e.StoreKey, r, e.Size, store.PutOptions{Metadata: meta})
+		return err
+	}
+	uid, err := mp.CreateMultipart(ctx, e.StoreKey, store.PutOptions{Metadata: meta})
+	if err != nil {
+		return err
+	}
+	parts := make([]store.PartInfo, 0, len(e.Segments))
+	for i, s := range e.Segments {
+		r := &segmentReader{ctx: ctx, ns: n, segs: []raft.Segment{s}, left: s.Size}
+		pi, err := mp.UploadPart(ctx, e.StoreKey, uid, i+1, r, s.Size)
+		r.Close()
+		if err != nil {
+			_ = mp.AbortMultipart(context.WithoutCancel(ctx), e.StoreKey, uid)
+			return err
+		}
+		parts = append(parts, pi)
+	}
+	if _, err := mp.CompleteMultipart(ctx, e.StoreKey, uid, parts, store.PutOptions{Metadata: meta}); err != nil {
+		_ = mp.AbortMultipart(context.WithoutCancel(ctx), e.StoreKey, uid)
+		return err
+	}
+	return nil
+}
+
+// referenced returns the staged ids the journal and the write-back
+// multipart sessions still need.
+func (n *Namespace) referenced() map[string]bool {
+	st := n.j.State()
+	refs := map[string]bool{}
+	for _, e := range st.Journal("", "") {
+		for _, s := range e.Segments {
+			refs[s.ID] = true
+		}
+	}
+	for _, u := range st.Uploads("", "") {
+		if !u.WriteBack {
+			continue
+		}
+		full, _ := st.Upload(u.ID)
+		for _, p := range full.Parts {
+			if p.Staged != nil {
+				refs[p.Staged.ID] = true
+			}
+		}
+	}
+	return refs
+}
+
+// sweepStaging removes staged files nothing refers to any more, once they
+// are older than sweepGrace (a write being staged now is not referenced
+// yet; a read may still be using a just-drained copy).
+func (n *Namespace) sweepStaging() {
+	if n.wb.Staging == nil {
+		return
+	}
+	files, err := n.wb.Staging.List()
+	if err != nil {
+		n.log.Warn("write-back: listing staging failed", "error", err)
+		return
+	}
+	if len(files) == 0 {
+		return
+	}
+	refs := n.referenced()
+	now := time.Now()
+	for _, f := range files {
+		if !refs[f.ID] && now.Sub(f.ModTime) > sweepGrace {
+			if err := n.wb.Staging.Remove(f.ID); err != nil {
+				n.log.Warn("write-back: removing a drained staged file failed", "id", f.ID, "error", err)
+			}
+		}
+	}
+}
+
+// forgetStoreKey drops this node's cached views of a store key.
+func (n *Namespace) forgetStoreKey(storeName, key string) {
+	n.stats.drop(statKey{storeName, key})
+	if n.cache != nil {
+		n.cache.Invalidate(storeName, key)
+	}
+}
+
+// OnApply is the Raft apply hook (raft.Config.OnApply): it keeps this
+// node's caches consistent with writes acknowledged by other nodes and
+// wakes the drainer.
+func (n *Namespace) OnApply(cmd raft.Command) {
+	switch c := cmd.(type) {
+	case nil:
+		n.stats.dropAll()
+		n.wakeDrainer()
+	case *raft.StageObject:
+		n.forgetStoreKey(c.Entry.Store, c.Entry.StoreKey)
+		n.wakeDrainer()
+	case *raft.CompleteUpload:
+		if c.Stage != nil {
+			n.forgetStoreKey(c.Stage.Store, c.Stage.StoreKey)
+			n.wakeDrainer()
+		}
+	case *raft.FinishDrain:
+		// The store now holds what the journal held; a cached Stat from
+		// before the drain must not outlive the entry.
+		if b, err := n.Bucket(c.Bucket); err == nil {
+			b.invalidate(c.Key)
+		}
+		n.wakeDrainer()
+	case *raft.ClaimDrain:
+		n.wakeDrainer()
+	}
+}
+
+var _ io.Reader = (*segmentReader)(nil)

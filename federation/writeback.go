@@ -1,0 +1,602 @@
+package federation
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fedgate/fedgate/cachetier/staging"
+	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/raft"
+)
+
+// Write-back: a PUT to a write-back bucket is acknowledged once its bytes
+// are fsynced in the staging areas of Copies nodes and a journal entry is
+// committed through Raft; the drainer (drain.go) later writes it to the
+// bucket's store. Until then reads in the region are served from staging.
+
+// ErrStagingUnavailable: a write-back write could not be staged in time on
+// enough nodes (staging full, or too few nodes reachable). Nothing was
+// acknowledged; the client should retry (S3: 503 SlowDown).
+var ErrStagingUnavailable = errors.New("federation: write-back staging unavailable")
+
+// Region is the rest of the region as the namespace sees it; cmd/fedgate
+// implements it over the internal node-to-node API.
+type Region interface {
+	// Self is this node's id.
+	Self() string
+	// Members are the ids of the region's Raft members, this node included.
+	Members() []string
+	// StageTo copies exactly n bytes of r into node's staging area as id
+	// and returns once that node has fsynced them.
+	StageTo(ctx context.Context, node, id string, r io.Reader, n int64) error
+	// ReadStaged streams [off, off+n) of the file id staged on node.
+	ReadStaged(ctx context.Context, node, id string, off, n int64) (io.ReadCloser, error)
+	// ReadBarrier returns once this node has applied every Raft entry
+	// committed anywhere in the region before the call.
+	ReadBarrier(ctx context.Context) error
+}
+
+// soloRegion is a one-node region: no peers, nothing to wait for.
+type soloRegion struct{ id string }
+
+func (s soloRegion) Self() string                      { return s.id }
+func (s soloRegion) Members() []string                 { return []string{s.id} }
+func (s soloRegion) ReadBarrier(context.Context) error { return nil }
+func (s soloRegion) StageTo(context.Context, string, string, io.Reader, int64) error {
+	return errors.New("federation: a one-node region has no peers")
+}
+func (s soloRegion) ReadStaged(context.Context, string, string, int64, int64) (io.ReadCloser, error) {
+	return nil, errors.New("federation: a one-node region has no peers")
+}
+
+// WriteBackConfig configures write-back on a namespace.
+type WriteBackConfig struct {
+	// Staging is this node's staging area (nil: write-back buckets are
+	// refused).
+	Staging *staging.Area
+	// Copies is how many nodes must hold a write's bytes before it is
+	// acknowledged (default 2; a region with fewer members uses all).
+	Copies int
+	// Wait bounds how long a write waits for room in the staging areas
+	// (backpressure) before it fails with ErrStagingUnavailable (default 30s).
+	Wait time.Duration
+}
+
+// stagedPrefix starts the Validator of an object served from staging:
+// "staged:<journal version>".
+const stagedPrefix = "staged:"
+
+func stagedValidator(version uint64) store.Validator {
+	return store.Validator(stagedPrefix + strconv.FormatUint(version, 10))
+}
+
+func newStageID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// copies is how many nodes a write-back write goes to now.
+func (n *Namespace) copies() int {
+	return max(1, min(n.wb.Copies, len(n.region.Members())))
+}
+
+// peersFor orders the other members for a staged file: a stable order per
+// id (rendezvous), so copies spread evenly over the region.
+func (n *Namespace) peersFor(id string) []string {
+	self := n.region.Self()
+	var peers []string
+	for _, m := range n.region.Members() {
+		if m != self {
+			peers = append(peers, m)
+		}
+	}
+	score := func(m string) uint64 {
+		h := fnv.New64a()
+		h.Write([]byte(id))
+		h.Write([]byte{0})
+		h.Write([]byte(m))
+		return h.Sum64()
+	}
+	slices.SortFunc(peers, func(a, b string) int {
+		sa, sb := score(a), score(b)
+		switch {
+		case sa > sb:
+			return -1
+		case sa < sb:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	return peers
+}
+
+// stage writes exactly size bytes of body to this node's staging area and
+// to copies-1 peers at once, and returns the segment and the bytes' MD5.
+// Nothing is left behind here on failure (a peer's orphan is swept by it).
+func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (raft.Segment, string, error) {
+	if n.wb.Staging == nil {
+		return raft.Segment{}, "", fmt.Errorf("%w: this node has no staging area", ErrStagingUnavailable)
+	}
+	id := newStageID()
+	wctx, cancel := context.WithTimeout(ctx, n.wb.Wait)
+	res, err := n.wb.Staging.Reserve(wctx, size)
+	cancel()
+	if err != nil {
+		n.metrics.stagingWaits.Inc()
+		return raft.Segment{}, "", fmt.Errorf("%w: %v", ErrStagingUnavailable, err)
+	}
+	want := n.copies()
+	peers := n.peersFor(id)
+
+	// Tee the body into the local file and the first want-1 peers.
+	type sink struct {
+		node string
+		pw   *io.PipeWriter
+		done chan error
+		dead bool
+	}
+	sctx, cancelSinks := context.WithCancel(ctx)
+	defer cancelSinks()
+	lr, lw := io.Pipe()
+	local := &sink{node: n.region.Self(), pw: lw, done: make(chan error, 1)}
+	go func() {
+		err := n.wb.Staging.Write(id, lr, size, res)
+		lr.CloseWithError(err)
+		local.done <- err
+	}()
+	var remote []*sink
+	for _, p := range peers[:min(len(peers), want-1)] {
+		pr, pw := io.Pipe()
+		s := &sink{node: p, pw: pw, done: make(chan error, 1)}
+		go func() {
+			err := n.region.StageTo(sctx, p, id, pr, size)
+			pr.CloseWithError(errors.Join(err, errors.New("peer gone")))
+			s.done <- err
+		}()
+		remote = append(remote, s)
+	}
+	h := md5.New()
+	buf := make([]byte, 256<<10)
+	var total int64
+	var readErr error
+	for {
+		k, err := body.Read(buf)
+		if k > 0 {
+			total += int64(k)
+			h.Write(buf[:k])
+			if _, werr := local.pw.Write(buf[:k]); werr != nil {
+				readErr = fmt.Errorf("stage locally: %w", werr)
+				break
+			}
+			for _, s := range remote {
+				if !s.dead {
+					if _, werr := s.pw.Write(buf[:k]); werr != nil {
+						s.dead = true
+					}
+				}
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			readErr = err
+			break
+		}
+	}
+	if readErr == nil && total != size {
+		readErr = fmt.Errorf("%w: body of %d bytes, announced %d", io.ErrUnexpectedEOF, total, size)
+	}
+	fail := func(err error) (raft.Segment, string, error) {
+		cancelSinks()
+		local.pw.CloseWithError(err)
+		for _, s := range remote {
+			s.pw.CloseWithError(err)
+			<-s.done
+		}
+		<-local.done
+		_ = n.wb.Staging.Remove(id)
+		return raft.Segment{}, "", err
+	}
+	if readErr != nil {
+		return fail(readErr)
+	}
+	local.pw.Close()
+	for _, s := range remote {
+		s.pw.Close()
+	}
+	if err := <-local.done; err != nil {
+		return fail(fmt.Errorf("stage locally: %w", err))
+	}
+	nodes := []string{local.node}
+	var peerErrs []error
+	for _, s := range remote {
+		if err := <-s.done; err != nil {
+			peerErrs = append(peerErrs, fmt.Errorf("%s: %w", s.node, err))
+			continue
+		}
+		nodes = append(nodes, s.node)
+	}
+	// A peer that failed is replaced by the next one, copying the local file.
+	for _, p := range peers[min(len(peers), want-1):] {
+		if len(nodes) >= want {
+			break
+		}
+		f, _, err := n.wb.Staging.Open(id)
+		if err != nil {
+			return fail(err)
+		}
+		err = n.region.StageTo(ctx, p, id, f, size)
+		f.Close()
+		if err != nil {
+			peerErrs = append(peerErrs, fmt.Errorf("%s: %w", p, err))
+			continue
+		}
+		nodes = append(nodes, p)
+	}
+	if len(nodes) < want {
+		n.log.Warn("write-back: not enough nodes took a copy", "want", want, "got", len(nodes), "errors", errors.Join(peerErrs...))
+		return fail(fmt.Errorf("%w: %d of %d copies staged (%v)", ErrStagingUnavailable, len(nodes), want, errors.Join(peerErrs...)))
+	}
+	n.metrics.stagedBytes.Add(float64(size))
+	return raft.Segment{ID: id, Size: size, Nodes: nodes}, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// unstage removes a segment's local copy after its write was not
+// acknowledged (peers sweep theirs as unreferenced).
+func (n *Namespace) unstage(seg raft.Segment) {
+	if n.wb.Staging != nil {
+		_ = n.wb.Staging.Remove(seg.ID)
+	}
+}
+
+// putStaged is Put for a write-back bucket.
+func (b *Bucket) putStaged(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
+	n := b.ns
+	if err := b.checkWriteConditions(ctx, key, opts); err != nil {
+		return store.ObjectInfo{}, err
+	}
+	seg, etag, err := n.stage(ctx, body, size)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	meta := opts.Metadata
+	if opts.LateChecksums != nil {
+		meta.Checksums = store.MergeMaps(meta.Checksums, opts.LateChecksums())
+	}
+	e := raft.JournalEntry{Bucket: b.Name, Key: key, Store: b.store.Name(), StoreKey: b.prefix + key,
+		Size: size, ETag: etag, Meta: toRaftMeta(meta, ""), Checksums: meta.Checksums,
+		Segments: []raft.Segment{seg}, Created: n.now().UTC()}
+	version, err := n.j.ApplyIndex(ctx, raft.StageObject{Entry: e})
+	if err != nil {
+		n.unstage(seg)
+		return store.ObjectInfo{}, err
+	}
+	b.invalidate(key)
+	n.wakeDrainer()
+	e.Version = version
+	return entryInfo(e), nil
+}
+
+// checkWriteConditions evaluates If-None-Match: * and If-Match for a
+// write-back write against what the region sees now. Unlike a store's
+// conditional write it is a check, not an atomic step with the write.
+func (b *Bucket) checkWriteConditions(ctx context.Context, key string, opts store.PutOptions) error {
+	if !opts.IfNoneMatch && opts.IfMatch == "" {
+		return nil
+	}
+	cur, err := b.Stat(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if opts.IfMatch != "" {
+			return store.ErrPreconditionFailed
+		}
+		return nil
+	case err != nil:
+		return err
+	case opts.IfNoneMatch, opts.IfMatch != "" && opts.IfMatch != cur.Validator:
+		return store.ErrPreconditionFailed
+	}
+	return nil
+}
+
+// deleteStaged is Delete for a write-back bucket: a tombstone in the
+// journal, which hides the key at once and deletes it from the store when
+// drained.
+func (b *Bucket) deleteStaged(ctx context.Context, key string) error {
+	e := raft.JournalEntry{Bucket: b.Name, Key: key, Tombstone: true, Store: b.store.Name(),
+		StoreKey: b.prefix + key, Created: b.ns.now().UTC()}
+	if err := b.ns.j.Apply(ctx, raft.StageObject{Entry: e}); err != nil {
+		return err
+	}
+	b.invalidate(key)
+	b.ns.wakeDrainer()
+	return nil
+}
+
+func entryInfo(e raft.JournalEntry) store.ObjectInfo {
+	meta := fromRaftMeta(e.Meta)
+	meta.Checksums = e.Checksums
+	return store.ObjectInfo{Key: e.Key, Size: e.Size, ModTime: e.Created, ETag: e.ETag,
+		Validator: stagedValidator(e.Version), Metadata: meta}
+}
+
+// journaled returns the key's pending write-back entry, after making sure
+// this node has applied every write acknowledged before the call.
+func (b *Bucket) journaled(ctx context.Context, key string) (raft.JournalEntry, bool, error) {
+	if err := b.ns.region.ReadBarrier(ctx); err != nil {
+		return raft.JournalEntry{}, false, err
+	}
+	e, ok := b.ns.j.State().JournalEntry(b.Name, key)
+	if ok && !e.Tombstone {
+		b.ns.recent.put(e)
+	}
+	return e, ok, nil
+}
+
+// recentStaged remembers the segments of staged versions recently looked
+// up, so a GET whose entry is drained between its lookup and its read
+// still reads the (not yet swept) staged copies.
+type recentStaged struct {
+	mu sync.Mutex
+	m  map[string][]raft.Segment // bucket NUL key NUL version
+}
+
+const recentStagedMax = 10_000
+
+func recentKey(bucket, key string, v store.Validator) string {
+	return bucket + "\x00" + key + "\x00" + string(v)
+}
+
+func (r *recentStaged) put(e raft.JournalEntry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil || len(r.m) >= recentStagedMax {
+		r.m = map[string][]raft.Segment{}
+	}
+	r.m[recentKey(e.Bucket, e.Key, stagedValidator(e.Version))] = e.Segments
+}
+
+func (r *recentStaged) get(bucket, key string, v store.Validator) ([]raft.Segment, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.m[recentKey(bucket, key, v)]
+	return s, ok
+}
+
+// openStaged streams [off, off+n) of a staged object version.
+func (b *Bucket) openStaged(ctx context.Context, info store.ObjectInfo, off, n int64) (io.ReadCloser, error) {
+	segs, ok := b.ns.recent.get(b.Name, info.Key, info.Validator)
+	if !ok {
+		e, found := b.ns.j.State().JournalEntry(b.Name, info.Key)
+		if !found || stagedValidator(e.Version) != info.Validator {
+			return nil, fmt.Errorf("%w: the staged version was replaced", store.ErrPreconditionFailed)
+		}
+		segs = e.Segments
+	}
+	if off < 0 || n < 0 || off+n > info.Size {
+		return nil, fmt.Errorf("federation: range [%d, %d) outside a %d-byte object", off, off+n, info.Size)
+	}
+	r := &segmentReader{ctx: ctx, ns: b.ns, segs: segs, off: off, left: n}
+	return r, nil
+}
+
+// segmentReader reads a range across staged segments, opening each one
+// lazily from this node's staging area or from another holder.
+type segmentReader struct {
+	ctx  context.Context
+	ns   *Namespace
+	segs []raft.Segment
+	off  int64 // offset in the object of the next byte
+	left int64
+	cur  io.ReadCloser
+	end  int64 // object offset where cur ends
+}
+
+func (r *segmentReader) Read(p []byte) (int, error) {
+	if r.left <= 0 {
+		return 0, io.EOF
+	}
+	if r.cur == nil {
+		if err := r.open(); err != nil {
+			return 0, err
+		}
+	}
+	k, err := r.cur.Read(p[:min(int64(len(p)), r.left, r.end-r.off)])
+	r.off += int64(k)
+	r.left -= int64(k)
+	if r.off == r.end || errors.Is(err, io.EOF) {
+		r.cur.Close()
+		r.cur = nil
+		if r.off != r.end && k == 0 {
+			return 0, io.ErrUnexpectedEOF
+		}
+		err = nil
+	}
+	if err != nil {
+		return k, err
+	}
+	if r.left == 0 {
+		return k, io.EOF
+	}
+	return k, nil
+}
+
+// open opens the segment holding r.off at that offset.
+func (r *segmentReader) open() error {
+	var start int64
+	for _, s := range r.segs {
+		if r.off < start+s.Size {
+			rel := r.off - start
+			n := min(s.Size-rel, r.left)
+			rc, err := r.ns.openSegment(r.ctx, s, rel, n)
+			if err != nil {
+				return err
+			}
+			r.cur, r.end = rc, r.off+n
+			return nil
+		}
+		start += s.Size
+	}
+	return io.ErrUnexpectedEOF
+}
+
+func (r *segmentReader) Close() error {
+	if r.cur != nil {
+		return r.cur.Close()
+	}
+	return nil
+}
+
+// openSegment opens [off, off+n) of a staged segment: the local copy when
+// this node holds one, else the first holder that answers.
+func (n *Namespace) openSegment(ctx context.Context, s raft.Segment, off, length int64) (io.ReadCloser, error) {
+	if n.wb.Staging != nil {
+		if f, size, err := n.wb.Staging.Open(s.ID); err == nil {
+			if size != s.Size {
+				f.Close()
+				return nil, fmt.Errorf("federation: staged file %s holds %d bytes, want %d", s.ID, size, s.Size)
+			}
+			return struct {
+				io.Reader
+				io.Closer
+			}{io.NewSectionReader(f, off, length), f}, nil
+		}
+	}
+	var errs []error
+	for _, node := range s.Nodes {
+		if node == n.region.Self() {
+			continue
+		}
+		rc, err := n.region.ReadStaged(ctx, node, s.ID, off, length)
+		if err == nil {
+			return rc, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", node, err))
+	}
+	return nil, fmt.Errorf("federation: no holder of staged segment %s answered: %w", s.ID, errors.Join(errs...))
+}
+
+// OpenStaged serves the internal API: [off, off+n) of a file staged here.
+func (n *Namespace) OpenStaged(id string, off, length int64) (io.ReadCloser, int64, error) {
+	if n.wb.Staging == nil {
+		return nil, 0, staging.ErrNotFound
+	}
+	f, size, err := n.wb.Staging.Open(id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if length < 0 {
+		length = size - off
+	}
+	if off < 0 || off+length > size {
+		f.Close()
+		return nil, 0, fmt.Errorf("federation: range [%d, %d) outside staged file of %d bytes", off, off+length, size)
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.NewSectionReader(f, off, length), f}, size, nil
+}
+
+// StageHere serves the internal API: a peer's copy of a write-back write,
+// fsynced before it returns.
+func (n *Namespace) StageHere(ctx context.Context, id string, body io.Reader, size int64) error {
+	if n.wb.Staging == nil {
+		return fmt.Errorf("%w: this node has no staging area", ErrStagingUnavailable)
+	}
+	wctx, cancel := context.WithTimeout(ctx, n.wb.Wait)
+	res, err := n.wb.Staging.Reserve(wctx, size)
+	cancel()
+	if err != nil {
+		n.metrics.stagingWaits.Inc()
+		return fmt.Errorf("%w: %v", ErrStagingUnavailable, err)
+	}
+	return n.wb.Staging.Write(id, body, size, res)
+}
+
+// createStagedUpload starts a write-back multipart upload: a session in
+// Raft only; parts are staged like objects.
+func (n *Namespace) createStagedUpload(ctx context.Context, u User, b *Bucket, key string, meta store.Metadata, checksumAlg string) (Upload, error) {
+	var idb [24]byte
+	_, _ = rand.Read(idb[:])
+	up := Upload{ID: hex.EncodeToString(idb[:]), Bucket: b.Name, Key: key, Store: b.store.Name(),
+		Initiator: u.Name, Created: n.now().UTC(), Meta: toRaftMeta(meta, checksumAlg), WriteBack: true}
+	if err := n.j.Apply(ctx, raft.CreateUpload{Upload: up}); err != nil {
+		return Upload{}, err
+	}
+	return up, nil
+}
+
+// uploadStagedPart stages one part on Copies nodes and records it.
+func (n *Namespace) uploadStagedPart(ctx context.Context, up Upload, number int, body io.Reader, size int64, checksums func() map[string]string) (store.PartInfo, error) {
+	seg, etag, err := n.stage(ctx, body, size)
+	if err != nil {
+		return store.PartInfo{}, err
+	}
+	pi := store.PartInfo{Number: number, Size: size, ETag: etag, ModTime: n.now().UTC()}
+	if checksums != nil {
+		pi.Checksums = checksums()
+	}
+	err = n.j.Apply(ctx, raft.PutPart{UploadID: up.ID, Part: raft.Part{
+		Number: number, Size: size, ETag: etag, Checksums: pi.Checksums, Modified: pi.ModTime, Staged: &seg}})
+	if err != nil {
+		n.unstage(seg)
+		if errors.Is(err, raft.ErrNoSuchUpload) {
+			return store.PartInfo{}, ErrNoSuchUpload
+		}
+		return store.PartInfo{}, err
+	}
+	return pi, nil
+}
+
+// completeStaged journals a write-back multipart upload's object: its
+// segments are the staged parts, so completion copies no bytes.
+func (n *Namespace) completeStaged(ctx context.Context, b *Bucket, up Upload, refs []PartRef, ifNoneMatch bool) (store.ObjectInfo, error) {
+	if err := b.checkWriteConditions(ctx, up.Key, store.PutOptions{IfNoneMatch: ifNoneMatch}); err != nil {
+		return store.ObjectInfo{}, err
+	}
+	sum := md5.New()
+	var segs []raft.Segment
+	var size int64
+	for _, ref := range refs {
+		p := up.Parts[ref.Number]
+		if p.Staged == nil {
+			return store.ObjectInfo{}, fmt.Errorf("%w: part %d has no staged copy", store.ErrInvalidPart, ref.Number)
+		}
+		raw, err := hex.DecodeString(p.ETag)
+		if err != nil {
+			return store.ObjectInfo{}, fmt.Errorf("%w: part %d has ETag %q", store.ErrInvalidPart, ref.Number, p.ETag)
+		}
+		sum.Write(raw)
+		segs = append(segs, *p.Staged)
+		size += p.Size
+	}
+	etag := fmt.Sprintf("%s-%d", hex.EncodeToString(sum.Sum(nil)), len(refs))
+	e := raft.JournalEntry{Bucket: b.Name, Key: up.Key, Store: b.store.Name(), StoreKey: b.prefix + up.Key,
+		Size: size, ETag: etag, Meta: up.Meta, Segments: segs, Created: n.now().UTC()}
+	e.Meta.ChecksumAlgorithm = ""
+	idx, err := n.j.ApplyIndex(ctx, raft.CompleteUpload{UploadID: up.ID, Stage: &e})
+	if errors.Is(err, raft.ErrNoSuchUpload) {
+		return store.ObjectInfo{}, ErrNoSuchUpload
+	}
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	b.invalidate(up.Key)
+	n.wakeDrainer()
+	e.Version = idx
+	return entryInfo(e), nil
+}

@@ -1,0 +1,107 @@
+package raft
+
+import (
+	"testing"
+	"time"
+)
+
+// TestJournalDrainOrder: a drain claim on an old version holds the key
+// until it is finished, so an old upload can never land after a newer
+// one; finishing a superseded drain leaves the newer entry; a tombstone is
+// an entry like any other.
+func TestJournalDrainOrder(t *testing.T) {
+	n := openNode(t, testConfig(t, t.TempDir()))
+	s := n.State()
+	seg := func(id string) []Segment { return []Segment{{ID: id, Size: 3, Nodes: []string{"n1", "n2"}}} }
+	stage := func(e JournalEntry) uint64 {
+		t.Helper()
+		idx, err := n.ApplyIndex(t.Context(), StageObject{Entry: e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return idx
+	}
+	v1 := stage(JournalEntry{Bucket: "b", Key: "k", Store: "s", StoreKey: "b/k", Size: 3, Segments: seg("one")})
+	if e, ok := s.JournalEntry("b", "k"); !ok || e.Version != v1 || e.Created.IsZero() {
+		t.Fatalf("entry after stage = %+v, %v (want version %d)", e, ok, v1)
+	}
+	wantErr(t, n, ClaimDrain{Bucket: "b", Key: "k", Version: v1 + 100, Node: "n1", Lease: time.Minute}, ErrSuperseded)
+	apply(t, n, ClaimDrain{Bucket: "b", Key: "k", Version: v1, Node: "n1", Lease: time.Minute})
+	wantErr(t, n, ClaimDrain{Bucket: "b", Key: "k", Version: v1, Node: "n2", Lease: time.Minute}, ErrDrainClaimed)
+
+	v2 := stage(JournalEntry{Bucket: "b", Key: "k", Store: "s", StoreKey: "b/k", Size: 3, Segments: seg("two")})
+	e, _ := s.JournalEntry("b", "k")
+	if e.Version != v2 || e.Claim == nil || e.Claim.Version != v1 {
+		t.Fatalf("a newer write dropped the claim on the old one: %+v", e)
+	}
+	// v2 cannot drain while v1's upload may still be running, on any node.
+	wantErr(t, n, ClaimDrain{Bucket: "b", Key: "k", Version: v2, Node: "n2", Lease: time.Minute}, ErrDrainClaimed)
+	wantErr(t, n, ClaimDrain{Bucket: "b", Key: "k", Version: v2, Node: "n1", Lease: time.Minute}, ErrDrainClaimed)
+	// Someone else's finish is a no-op; n1's finish of v1 keeps v2.
+	apply(t, n, FinishDrain{Bucket: "b", Key: "k", Version: v1, Node: "n2"})
+	apply(t, n, FinishDrain{Bucket: "b", Key: "k", Version: v1, Node: "n1"})
+	if e, ok := s.JournalEntry("b", "k"); !ok || e.Version != v2 || e.Claim != nil {
+		t.Fatalf("after the old drain finished: %+v, %v", e, ok)
+	}
+	wantErr(t, n, ClaimDrain{Bucket: "b", Key: "k", Version: v1, Node: "n1", Lease: time.Minute}, ErrSuperseded)
+	apply(t, n, ClaimDrain{Bucket: "b", Key: "k", Version: v2, Node: "n2", Lease: time.Minute})
+	apply(t, n, FinishDrain{Bucket: "b", Key: "k", Version: v2, Node: "n2"})
+	if _, ok := s.JournalEntry("b", "k"); ok {
+		t.Fatal("a drained entry stayed in the journal")
+	}
+
+	// A failed drain gives the claim back and keeps the entry.
+	v4 := stage(JournalEntry{Bucket: "b", Key: "k", Store: "s", StoreKey: "b/k", Size: 3, Segments: seg("four")})
+	apply(t, n, ClaimDrain{Bucket: "b", Key: "k", Version: v4, Node: "n1", Lease: time.Minute})
+	apply(t, n, FinishDrain{Bucket: "b", Key: "k", Version: v4, Node: "n1", Failed: true})
+	if e, ok := s.JournalEntry("b", "k"); !ok || e.Version != v4 || e.Claim != nil {
+		t.Fatalf("after a failed drain: %+v, %v", e, ok)
+	}
+	apply(t, n, ClaimDrain{Bucket: "b", Key: "k", Version: v4, Node: "n2", Lease: time.Minute})
+	apply(t, n, FinishDrain{Bucket: "b", Key: "k", Version: v4, Node: "n2"})
+
+	// An expired claim can be taken over.
+	v3 := stage(JournalEntry{Bucket: "b", Key: "gone", Tombstone: true, Store: "s", StoreKey: "b/gone"})
+	apply(t, n, ClaimDrain{Bucket: "b", Key: "gone", Version: v3, Node: "n1", Lease: time.Millisecond})
+	time.Sleep(5 * time.Millisecond)
+	apply(t, n, ClaimDrain{Bucket: "b", Key: "gone", Version: v3, Node: "n3", Lease: time.Minute})
+	if e, _ := s.JournalEntry("b", "gone"); !e.Tombstone || e.Claim.Node != "n3" {
+		t.Fatalf("tombstone after takeover = %+v", e)
+	}
+	if n, bytes, oldest := s.JournalStats(); n != 1 || bytes != 0 || oldest.IsZero() {
+		t.Fatalf("JournalStats = %d, %d, %v", n, bytes, oldest)
+	}
+
+	// Malformed entries change nothing.
+	wantErr(t, n, StageObject{Entry: JournalEntry{Bucket: "b", Key: "x", Size: 4, Segments: seg("bad")}}, ErrInvalid)
+	wantErr(t, n, StageObject{Entry: JournalEntry{Bucket: "b", Key: "x", Tombstone: true, Segments: seg("bad")}}, ErrInvalid)
+	wantErr(t, n, StageObject{Entry: JournalEntry{Bucket: "b", Key: "", Size: 3, Segments: seg("bad")}}, ErrInvalid)
+	if got := s.Journal("b", ""); len(got) != 1 || got[0].Key != "gone" {
+		t.Fatalf("Journal(b) = %+v", got)
+	}
+}
+
+func TestPinsAndJobs(t *testing.T) {
+	n := openNode(t, testConfig(t, t.TempDir()))
+	s := n.State()
+	apply(t, n, SetPin{Pin: Pin{Bucket: "b", Prefix: "z/"}}, SetPin{Pin: Pin{Bucket: "b", Prefix: "a/"}})
+	if p := s.Pins(); len(p) != 2 || p[0].Prefix != "a/" || p[1].Prefix != "z/" {
+		t.Fatalf("Pins = %+v", p)
+	}
+	apply(t, n, SetPin{Pin: Pin{Bucket: "b", Prefix: "z/"}, Delete: true})
+	if p := s.Pins(); len(p) != 1 {
+		t.Fatalf("Pins after unpin = %+v", p)
+	}
+	wantErr(t, n, JobProgressUpdate{ID: "nope", Node: "n1"}, ErrNoSuchJob)
+	apply(t, n, PutJob{Job: PreloadJob{ID: "j1", Bucket: "b", Prefix: "a/"}},
+		JobProgressUpdate{ID: "j1", Node: "n1", Progress: JobProgress{After: "a/5", Objects: 5, Bytes: 50}, TotalObjects: 10, TotalBytes: 100},
+		JobProgressUpdate{ID: "j1", Node: "n2", Progress: JobProgress{Objects: 5, Bytes: 50, Done: true}})
+	j, ok := s.Job("j1")
+	if !ok || j.TotalObjects != 10 || j.Nodes["n1"].After != "a/5" || !j.Nodes["n2"].Done {
+		t.Fatalf("Job = %+v", j)
+	}
+	apply(t, n, DeleteJob{ID: "j1"})
+	if len(s.Jobs()) != 0 {
+		t.Fatal("deleted job still listed")
+	}
+}
