@@ -11,6 +11,12 @@
 // group (a bucket, with the quota its policy gives) by LRU eviction. The
 // index is kept in a bbolt file beside the chunks and survives restarts.
 //
+// In a region of several nodes each chunk has one owner, named by the
+// region's hash ring (Ring, installed with SetMembers), and only its owner
+// caches it: a node reads a chunk another node owns from that node
+// (Config.Peers), falling back to the origin when the peer fails or is
+// slow. Pinned chunks (SetPins) are never evicted.
+//
 // The cache only ever holds copies of bytes that live in a store: it may
 // drop any chunk at any time, so it must never be the home of write-back
 // data (that is staging's job).
@@ -45,6 +51,10 @@ var (
 	// ErrNoValidator: the ObjectID has no Validator, so the cache could not
 	// tell a changed object from an unchanged one.
 	ErrNoValidator = errors.New("cachetier: object has no validator")
+	// ErrNoRoom: Warm fetched a chunk but could not keep it (pinned chunks
+	// and fills in progress fill the capacity or the group's quota, or the
+	// chunk is larger than either).
+	ErrNoRoom = errors.New("cachetier: no room to keep the chunk")
 )
 
 // Defaults for Config and ReadOptions.
@@ -52,6 +62,7 @@ const (
 	DefaultChunkSize   = 8 << 20
 	DefaultReadAhead   = 4
 	DefaultConcurrency = 8
+	DefaultPeerTimeout = 2 * time.Second
 	minChunkSize       = 4 << 10
 )
 
@@ -70,11 +81,20 @@ type Config struct {
 	// (zeros), so use it only where a crash empties Dir anyway (tmpfs) or in
 	// tests.
 	NoSync bool
-	// Router decides where a missing chunk is read from; nil reads every
-	// chunk from its origin. It is the seam for the region's hash ring.
-	Router Router
-	Logger *slog.Logger
-	Now    func() time.Time // clock for last-access times (default time.Now)
+	// Self is this node's id in the region's hash ring. "" is a node on its
+	// own: every chunk is cached here and Peers is not used.
+	Self string
+	// Peers reads chunks from the nodes that own them (required with Self).
+	// Until SetMembers installs a ring that has Self as a member, every
+	// chunk is cached here.
+	Peers PeerClient
+	// PeerTimeout bounds the wait for a peer's first byte of a chunk, and
+	// any later wait for its next bytes, before the read falls back to the
+	// origin (default 2s). A peer that timed out is skipped for five times
+	// as long.
+	PeerTimeout time.Duration
+	Logger      *slog.Logger
+	Now         func() time.Time // clock for last-access times (default time.Now)
 }
 
 // ObjectID identifies one version of one object.
@@ -98,12 +118,16 @@ type ChunkKey struct {
 // reader wants the chunk any more or the Cache closes.
 type Fetcher func(ctx context.Context, off, n int64) (io.ReadCloser, error)
 
-// Router is where the region's hash ring plugs in: for a chunk this node
-// does not have, it returns the Fetcher that fills it: origin when this node
-// owns the chunk (or its owner is down), or one that reads the chunk from
-// the owning peer.
-type Router interface {
-	Source(k ChunkKey, origin Fetcher) Fetcher
+// PeerClient reads [off, off+n) of chunk k from node's cache over the
+// region's internal API; the owner serves it with Cache.ReadChunk. Serving
+// any part of a chunk makes its owner fill the whole chunk, which is how
+// Warm and read-ahead warm a chunk on its owner: they ask for its last byte.
+//
+// The stream must end (with an error) soon after ctx ends: that is how a
+// slow peer is given up on. A stream that fails, or ends before n bytes,
+// costs nothing but time: the cache reads the rest from the origin.
+type PeerClient interface {
+	ReadChunk(ctx context.Context, node string, k ChunkKey, off, n int64) (io.ReadCloser, error)
 }
 
 // ReadOptions tune one read. The zero value is usable.
@@ -120,8 +144,15 @@ type ReadOptions struct {
 	// consecutive ranged GETs), the ReadAhead chunks after its range are
 	// fetched too, for the next request.
 	ReadAhead int
-	// Concurrency bounds a reader's chunk fetches in flight (default 8).
+	// Concurrency bounds a reader's chunk fetches in flight (default 8),
+	// peer reads included.
 	Concurrency int
+	// Local caches every chunk of the read on this node, whatever the ring
+	// says, and never reads from a peer: for serving a peer's
+	// PeerClient.ReadChunk (membership views can differ for a moment, and
+	// a chunk must never be forwarded twice) and for preloads of this
+	// node's own.
+	Local bool
 }
 
 func (o ReadOptions) withDefaults() ReadOptions {
@@ -150,7 +181,7 @@ type ChunkRef struct {
 // Stats is a snapshot of the cache's counters.
 type Stats struct {
 	Hits        int64 // chunk lookups served by a cached chunk
-	Misses      int64 // chunk lookups that needed a fetch (own or shared)
+	Misses      int64 // chunk lookups that needed a fetch (own or shared); reads from peers count in PeerReads
 	Fetches     int64 // origin fetches started
 	FetchErrors int64
 	// BytesFromOrigin counts bytes fetched; BytesFromCache bytes served from
@@ -158,14 +189,24 @@ type Stats struct {
 	BytesFromOrigin, BytesFromCache int64
 	Evictions                       int64
 	Used, Capacity                  int64 // bytes; Used includes fills in progress
-	Chunks                          int
-	Filling                         int64 // fills in progress (abandoned ones included)
-	Groups                          map[string]GroupStats
+	// PinnedBytes counts the bytes of pinned chunks (part of Used).
+	PinnedBytes int64
+	Chunks      int
+	Filling     int64 // fills in progress (abandoned ones included)
+	// PeerReads counts reads of chunk parts asked of the owning peer;
+	// PeerReadBytes the bytes peers delivered; PeerFallbacks the reads of
+	// peer-owned chunks that went to the origin instead (the peer failed,
+	// gave no first byte within PeerTimeout, broke off, or timed out a
+	// moment ago). Bytes read from the origin after a fallback count in
+	// BytesFromOrigin.
+	PeerReads, PeerReadBytes, PeerFallbacks int64
+	Groups                                  map[string]GroupStats
 }
 
 // GroupStats is one group's part of Stats.
 type GroupStats struct {
 	Used, Quota int64
+	Pinned      int64 // bytes of the group's pinned chunks (part of Used)
 	Chunks      int
 }
 
@@ -173,6 +214,7 @@ type counters struct {
 	hits, misses, fetches, fetchErrors atomic.Int64
 	originBytes, cacheBytes, evictions atomic.Int64
 	filling                            atomic.Int64
+	peerReads, peerBytes, peerFallback atomic.Int64
 }
 
 // Cache is a read-through chunk cache. Its methods are safe for concurrent use.
@@ -185,8 +227,12 @@ type Cache struct {
 
 	ctx    context.Context // ends at Close; parent of every fill
 	cancel context.CancelFunc
-	fills  sync.WaitGroup
+	fills  sync.WaitGroup // fills and warms of peer chunks in progress
 	st     counters
+
+	ring     atomic.Pointer[Ring] // nil until SetMembers
+	peerMu   sync.Mutex
+	peerDown map[string]time.Time // peers that timed out, skipped until then
 
 	persistWake chan struct{}
 	persistStop chan struct{}
@@ -198,6 +244,8 @@ type Cache struct {
 	inflight map[chunkID]*fill
 	pending  []op             // index writes not yet persisted, in order
 	seqEnd   map[objKey]int64 // where each object's last reader ended
+	pins     PinFunc
+	warming  map[chunkID]struct{} // peer-owned chunks being warmed on their owner
 }
 
 // Open opens (creating if needed) the cache in cfg.Dir: it loads the index,
@@ -219,6 +267,12 @@ func Open(cfg Config) (*Cache, error) {
 	if cfg.Capacity <= 0 {
 		return nil, errors.New("cachetier: Config.Capacity must be > 0")
 	}
+	if cfg.Self != "" && cfg.Peers == nil {
+		return nil, errors.New("cachetier: Config.Peers is required with Config.Self")
+	}
+	if cfg.PeerTimeout <= 0 {
+		cfg.PeerTimeout = DefaultPeerTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -235,6 +289,8 @@ func Open(cfg Config) (*Cache, error) {
 		persistDone: make(chan struct{}),
 		inflight:    make(map[chunkID]*fill),
 		seqEnd:      make(map[objKey]int64),
+		warming:     make(map[chunkID]struct{}),
+		peerDown:    make(map[string]time.Time),
 		idx:         newIndex(),
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
@@ -343,13 +399,17 @@ func (c *Cache) Stats() Stats {
 		Evictions:       c.st.evictions.Load(),
 		Filling:         c.st.filling.Load(),
 		Capacity:        c.cfg.Capacity,
+		PeerReads:       c.st.peerReads.Load(),
+		PeerReadBytes:   c.st.peerBytes.Load(),
+		PeerFallbacks:   c.st.peerFallback.Load(),
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s.Used, s.Chunks = c.idx.used, c.idx.lru.Len()
+	s.Used, s.Chunks, s.PinnedBytes = c.idx.used, c.chunkCount(), c.idx.pinnedBytes
 	s.Groups = make(map[string]GroupStats, len(c.idx.groups))
 	for name, g := range c.idx.groups {
-		s.Groups[name] = GroupStats{Used: g.used, Quota: g.quota, Chunks: g.lru.Len()}
+		s.Groups[name] = GroupStats{Used: g.used, Quota: g.quota, Pinned: g.pinnedBytes,
+			Chunks: g.lru.Len() + g.pinned.Len()}
 	}
 	return s
 }

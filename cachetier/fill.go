@@ -90,22 +90,32 @@ func (cf *chunkFile) unref() {
 	}
 }
 
-// handle is one reader's hold on one chunk: a cached chunk's file (hit), or
-// a fill in progress, read as its bytes arrive.
+// handle is one reader's hold on one chunk: a cached chunk's file (hit), a
+// fill in progress, read as its bytes arrive, or a stream of part of a
+// chunk a peer owns.
 type handle struct {
 	c      *Cache
 	idx    int64
 	length int64
 	file   *chunkFile
 	fl     *fill // the fill this handle holds interest in; nil for a hit
+	peer   *peerStream
 	hit    bool
 	// settled: fl finished without error, so the file holds the whole chunk.
 	settled bool
 }
 
-func (h *handle) pending() bool { return h.fl != nil && !h.fl.done.Load() }
+func (h *handle) pending() bool {
+	if h.peer != nil {
+		return h.peer.pending()
+	}
+	return h.fl != nil && !h.fl.done.Load()
+}
 
 func (h *handle) release() {
+	if h.peer != nil {
+		h.peer.close()
+	}
 	if h.fl != nil {
 		h.c.dropInterest(h.fl)
 	}
@@ -115,8 +125,13 @@ func (h *handle) release() {
 }
 
 // readAt reads from the chunk at off, waiting for a fill to deliver the
-// bytes. It returns the fill's error once the bytes before it are read.
+// bytes. It returns the fill's error once the bytes before it are read. A
+// peer's stream is read in order only: off must be where the last read
+// ended.
 func (h *handle) readAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if h.peer != nil {
+		return h.peer.read(ctx, p, off)
+	}
 	if int64(len(p)) > h.length-off {
 		p = p[:h.length-off]
 	}
@@ -151,12 +166,16 @@ func (h *handle) readAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return n, fmt.Errorf("cachetier: read chunk: %w", err)
 }
 
-// acquire returns a handle on chunk idx of id: a hit, or a fill it joined or
-// started. It returns ErrClosed, ctx's error, or an error creating the
-// fill's file; fetch errors come later, through the handle.
-func (c *Cache) acquire(ctx context.Context, id ObjectID, idx int64, fetch Fetcher, opts *ReadOptions) (*handle, error) {
+// acquire returns a handle on chunk idx of id: a hit, a fill it joined or
+// started, or, for a chunk a peer owns (unless opts.Local), a stream of
+// [lo, hi) of the chunk from the peer. A chunk cached here or being filled
+// here is read here whoever owns it now. It returns ErrClosed, ctx's error,
+// or an error creating the fill's file; fetch errors come later, through
+// the handle.
+func (c *Cache) acquire(ctx context.Context, id ObjectID, idx int64, fetch Fetcher, opts *ReadOptions, lo, hi int64) (*handle, error) {
 	ck := idOf(id, idx)
 	length := c.chunkLen(id.Size, idx)
+	node := c.peerOwner(ChunkKey{id, idx}, opts.Local)
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -166,7 +185,11 @@ func (c *Cache) acquire(ctx context.Context, id ObjectID, idx int64, fetch Fetch
 		g := c.groupLocked(opts.Group, opts.GroupQuota)
 		if e := c.lookupLocked(ck); e != nil {
 			if e.length == length {
-				c.touchLocked(e)
+				if node == "" {
+					c.touchLocked(e)
+				} else {
+					c.demoteLocked(e) // the ring moved it: serve it while it lasts
+				}
 				path := c.chunkPath(e.name)
 				c.mu.Unlock()
 				f, err := os.Open(path)
@@ -183,6 +206,11 @@ func (c *Cache) acquire(ctx context.Context, id ObjectID, idx int64, fetch Fetch
 			c.removeLocked(e, true) // recorded for another size: not this version
 		}
 		fl := c.inflight[ck]
+		if fl == nil && node != "" {
+			c.mu.Unlock()
+			s := c.openPeer(ctx, node, ChunkKey{id, idx}, fetch, lo, hi)
+			return &handle{c: c, idx: idx, length: length, peer: s}, nil
+		}
 		if fl != nil {
 			fl.interest++
 			fl.file.ref() // while the fill holds its own reference
@@ -219,9 +247,6 @@ func (c *Cache) startFillLocked(ck chunkID, id ObjectID, length int64, g *group,
 	fl.file.refs.Store(2) // the fill's and the starter's
 	fl.reserved = c.reserveLocked(length, g)
 	fl.ctx, fl.cancel = context.WithCancel(c.ctx)
-	if c.cfg.Router != nil {
-		fetch = c.cfg.Router.Source(ChunkKey{id, ck.idx}, fetch)
-	}
 	c.inflight[ck] = fl
 	c.fills.Add(1)
 	c.st.filling.Add(1)

@@ -32,6 +32,7 @@ type origin struct {
 	active    int // fetches whose body is not closed yet
 	maxActive int
 	bytes     int64
+	ranges    [][2]int64    // every fetch's (off, n), in order
 	changed   chan struct{} // closed at every change of the counters
 	openErr   error         // returned by the next fetches
 	failAfter int64         // > 0: the next fetch fails with errBoom after this many bytes
@@ -103,6 +104,7 @@ func (o *origin) fetch(ctx context.Context, off, n int64) (io.ReadCloser, error)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.calls++
+	o.ranges = append(o.ranges, [2]int64{off, n})
 	if o.openErr != nil {
 		o.notifyLocked()
 		return nil, o.openErr

@@ -14,6 +14,11 @@ import (
 // The in-memory index: every cached chunk, reachable by key (for lookups
 // and Invalidate) and by recency (one LRU list for the whole cache and one
 // per group). It is guarded by Cache.mu and mirrored to bbolt (persist.go).
+//
+// Pinned chunks (pin.go) sit in lists of their own, the whole cache's and
+// their group's, in recency order too: eviction walks only the unpinned
+// lists, so it never sees a pinned chunk and never has to skip one. Their
+// bytes still count in used, for the capacity and the group's quota.
 
 type storeKey struct{ store, key string }
 
@@ -42,20 +47,25 @@ type entry struct {
 	group      *group
 	lastAccess int64 // unix nanoseconds, persisted for LRU order across restarts
 	dirty      bool  // lastAccess changed since last persisted
+	pinned     bool  // in the pinned lists, not the LRU ones
 	lru, glru  *list.Element
 }
 
 type group struct {
 	name        string
 	quota, used int64 // used includes this group's fills in progress
-	lru         list.List
+	pinnedBytes int64
+	lru         list.List // unpinned chunks; front: most recently used
+	pinned      list.List
 }
 
 type index struct {
-	keys   map[storeKey]map[store.Validator]*object
-	groups map[string]*group
-	lru    list.List // front: most recently used
-	used   int64     // bytes of chunks plus fills in progress (reserved)
+	keys        map[storeKey]map[store.Validator]*object
+	groups      map[string]*group
+	lru         list.List // unpinned chunks; front: most recently used
+	pinned      list.List // pinned chunks; front: most recently used
+	used        int64     // bytes of chunks plus fills in progress (reserved)
+	pinnedBytes int64
 }
 
 func newIndex() index {
@@ -108,12 +118,33 @@ func (c *Cache) groupLocked(name string, quota int64) *group {
 	return g
 }
 
+// listsOf returns the whole cache's and the group's list that e is in.
+func (c *Cache) listsOf(e *entry) (all, grp *list.List) {
+	if e.pinned {
+		return &c.idx.pinned, &e.group.pinned
+	}
+	return &c.idx.lru, &e.group.lru
+}
+
 func (c *Cache) touchLocked(e *entry) {
-	c.idx.lru.MoveToFront(e.lru)
-	e.group.lru.MoveToFront(e.glru)
+	all, grp := c.listsOf(e)
+	all.MoveToFront(e.lru)
+	grp.MoveToFront(e.glru)
 	e.lastAccess = c.cfg.Now().UnixNano()
 	e.dirty = true
 }
+
+// demoteLocked makes e the next chunk to evict: a chunk this node no longer
+// owns (the ring changed) is served while it lasts, then makes room first.
+func (c *Cache) demoteLocked(e *entry) {
+	if !e.pinned {
+		c.idx.lru.MoveToBack(e.lru)
+		e.group.lru.MoveToBack(e.glru)
+	}
+}
+
+// chunkCount returns how many chunks the index holds.
+func (c *Cache) chunkCount() int { return c.idx.lru.Len() + c.idx.pinned.Len() }
 
 // addLocked records a chunk whose file is in place and counts its bytes;
 // it evicts nothing (fills reserve their room before they start).
@@ -134,10 +165,16 @@ func (c *Cache) addLocked(ck chunkID, objSize, length int64, name [32]byte, g *g
 	}
 	e := &entry{obj: obj, idx: ck.idx, length: length, name: name, group: g, lastAccess: lastAccess}
 	obj.chunks[ck.idx] = e
-	e.lru = c.idx.lru.PushFront(e)
-	e.glru = g.lru.PushFront(e)
+	e.pinned = c.pinnedLocked(e)
+	all, grp := c.listsOf(e)
+	e.lru = all.PushFront(e)
+	e.glru = grp.PushFront(e)
 	c.idx.used += length
 	g.used += length
+	if e.pinned {
+		c.idx.pinnedBytes += length
+		g.pinnedBytes += length
+	}
 	return e
 }
 
@@ -157,10 +194,15 @@ func (c *Cache) removeLocked(e *entry, unlink bool) {
 			delete(c.idx.keys, sk)
 		}
 	}
-	c.idx.lru.Remove(e.lru)
-	e.group.lru.Remove(e.glru)
+	all, grp := c.listsOf(e)
+	all.Remove(e.lru)
+	grp.Remove(e.glru)
 	c.idx.used -= e.length
 	e.group.used -= e.length
+	if e.pinned {
+		c.idx.pinnedBytes -= e.length
+		e.group.pinnedBytes -= e.length
+	}
 	if unlink {
 		if err := os.Remove(c.chunkPath(e.name)); err != nil && !os.IsNotExist(err) {
 			c.log.Warn("remove chunk file", "err", err)
@@ -177,8 +219,9 @@ func (c *Cache) evictLocked(e *entry) {
 // reserveLocked makes room for n more bytes in g and in the whole cache by
 // evicting least recently used chunks (the group's own first), and counts
 // them as used. It returns false, evicting no more, when the fills in
-// progress leave no room or n exceeds a limit: the fill then runs uncached.
-// Chunks being fetched are never evicted: they are not in the LRU lists.
+// progress and the pinned chunks leave no room or n exceeds a limit: the
+// fill then runs uncached. Chunks being fetched and pinned chunks are never
+// evicted: they are not in the LRU lists.
 func (c *Cache) reserveLocked(n int64, g *group) bool {
 	if n > c.cfg.Capacity || (g.quota > 0 && n > g.quota) {
 		return false

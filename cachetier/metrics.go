@@ -18,7 +18,7 @@ var (
 	descMisses      = desc("misses_total", "Chunk lookups that needed a fetch (their own or a shared one).")
 	descFetches     = desc("fetches_total", "Chunk fetches started.")
 	descFetchErrors = desc("fetch_errors_total", "Chunk fetches that failed.")
-	descOrigin      = desc("origin_bytes_total", "Bytes fetched from origins (or peers).")
+	descOrigin      = desc("origin_bytes_total", "Bytes fetched from origins.")
 	descServed      = desc("served_bytes_total", "Bytes served from cached chunks.")
 	descEvictions   = desc("evictions_total", "Chunks evicted to make room.")
 	descUsed        = desc("used_bytes", "Bytes of cached chunks and fills in progress.")
@@ -27,6 +27,10 @@ var (
 	descFilling     = desc("fills_in_progress", "Chunk fetches in progress.")
 	descGroupUsed   = desc("group_used_bytes", "Bytes of a group's cached chunks and fills.", "group")
 	descGroupQuota  = desc("group_quota_bytes", "A group's quota in bytes (0: none).", "group")
+	descPinned      = desc("pinned_bytes", "Bytes of pinned chunks (never evicted).")
+	descPeerReads   = desc("peer_reads_total", "Reads of chunks from the peers that own them.")
+	descPeerBytes   = desc("peer_read_bytes_total", "Bytes read from peers.")
+	descPeerFalls   = desc("peer_fallbacks_total", "Reads of peer-owned chunks that fell back to the origin (the peer failed or was slow).")
 )
 
 type collector struct{ c *Cache }
@@ -34,7 +38,7 @@ type collector struct{ c *Cache }
 func (*collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHits, descMisses, descFetches, descFetchErrors,
 		descOrigin, descServed, descEvictions, descUsed, descCapacity, descChunks, descFilling,
-		descGroupUsed, descGroupQuota} {
+		descGroupUsed, descGroupQuota, descPinned, descPeerReads, descPeerBytes, descPeerFalls} {
 		ch <- d
 	}
 }
@@ -58,6 +62,10 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descCapacity, s.Capacity)
 	gauge(descChunks, int64(s.Chunks))
 	gauge(descFilling, s.Filling)
+	gauge(descPinned, s.PinnedBytes)
+	counter(descPeerReads, s.PeerReads)
+	counter(descPeerBytes, s.PeerReadBytes)
+	counter(descPeerFalls, s.PeerFallbacks)
 	for name, g := range s.Groups {
 		gauge(descGroupUsed, g.Used, name)
 		gauge(descGroupQuota, g.Quota, name)

@@ -3,6 +3,7 @@ package cachetier
 import (
 	"bytes"
 	"cmp"
+	"container/list"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -137,10 +138,12 @@ func (c *Cache) flush(all bool) {
 	ops := c.pending
 	c.pending = nil
 	if all {
-		for el := c.idx.lru.Front(); el != nil; el = el.Next() {
-			if e := el.Value.(*entry); e.dirty {
-				ops = append(ops, op{key: e.name, val: encodeRecord(e)})
-				e.dirty = false
+		for _, l := range []*list.List{&c.idx.lru, &c.idx.pinned} {
+			for el := l.Front(); el != nil; el = el.Next() {
+				if e := el.Value.(*entry); e.dirty {
+					ops = append(ops, op{key: e.name, val: encodeRecord(e)})
+					e.dirty = false
+				}
 			}
 		}
 	}
@@ -247,7 +250,9 @@ func (c *Cache) load() error {
 		}
 	}
 	c.pending = nil // addLocked queued nothing, removals of stale entries are done
-	for c.idx.used > c.cfg.Capacity {
+	// No pins are installed yet (SetPins comes after Open): every chunk is
+	// in the LRU list.
+	for c.idx.used > c.cfg.Capacity && c.idx.lru.Len() > 0 {
 		c.evictLocked(c.idx.lru.Back().Value.(*entry))
 	}
 	if len(c.pending) > 0 {

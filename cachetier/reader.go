@@ -19,15 +19,27 @@ import (
 // are cancelled). Fetched bytes go to files, never to memory: a reader holds
 // no buffer of its own.
 //
-// NewReader waits until the origin has answered for the first chunk, so an
-// origin error such as store.ErrPreconditionFailed (the object changed) or
-// store.ErrNotFound is returned here, wrapped, before the caller has sent
-// anything. It also returns ErrNoValidator, ErrInvalidRange, ErrClosed and
+// A missing chunk that a peer owns (see SetMembers; not with opts.Local) is
+// streamed from the peer, the part of it the reader needs, and not kept
+// here; read-ahead opens the next chunks' streams early, which has their
+// owners fill them in parallel. When the peer fails or is slow (see
+// Config.PeerTimeout) the rest of the chunk is read from fetch.
+//
+// NewReader waits until the origin (or, for a peer-owned chunk, the peer)
+// has answered for the first chunk, so an origin error such as
+// store.ErrPreconditionFailed (the object changed) or store.ErrNotFound is
+// returned here, wrapped, before the caller has sent anything. It also returns ErrNoValidator, ErrInvalidRange, ErrClosed and
 // ctx's error. Later fetch errors, and a fetch that delivers short
 // (io.ErrUnexpectedEOF), are returned by Read after the bytes that arrived:
 // a reader never ends early with io.EOF. The reader is not safe for
 // concurrent use; Read after Close returns ErrClosed.
 func (c *Cache) NewReader(ctx context.Context, id ObjectID, fetch Fetcher, off, n int64, opts ReadOptions) (io.ReadCloser, error) {
+	return c.newReader(ctx, id, fetch, off, n, opts, true)
+}
+
+// newReader is NewReader; track says whether the read counts for the
+// object's sequential pattern (a client's read does, a peer's does not).
+func (c *Cache) newReader(ctx context.Context, id ObjectID, fetch Fetcher, off, n int64, opts ReadOptions, track bool) (io.ReadCloser, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
@@ -45,8 +57,20 @@ func (c *Cache) NewReader(ctx context.Context, id ObjectID, fetch Fetcher, off, 
 	if err := r.fillWindow(); err != nil {
 		return nil, err
 	}
-	if c.sequential(id, off, off+n) && r.opts.ReadAhead > 0 {
+	if track && c.sequential(id, off, off+n) && r.opts.ReadAhead > 0 {
 		c.prefetch(id, fetch, r.last+1, min(r.last+int64(r.opts.ReadAhead), c.NumChunks(id.Size)-1), &r.opts)
+	}
+	if s := r.win[0].peer; s != nil {
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			r.Close()
+			return nil, ctx.Err()
+		}
+		if s.err != nil {
+			r.Close()
+			return nil, s.err
+		}
 	}
 	if fl := r.win[0].fl; fl != nil {
 		select {
@@ -79,9 +103,16 @@ func (c *Cache) sequential(id ObjectID, off, end int64) bool {
 }
 
 // prefetch fills chunks [from, to] of id for readers to come: each fill is
-// held until it finishes, however long the reader that asked lives.
+// held until it finishes, however long the reader that asked lives. A
+// chunk a peer owns is warmed on the peer instead.
 func (c *Cache) prefetch(id ObjectID, fetch Fetcher, from, to int64, opts *ReadOptions) {
+	local := *opts
+	local.Local = true
 	for idx := from; idx <= to; idx++ {
+		if node := c.peerOwner(ChunkKey{id, idx}, opts.Local); node != "" {
+			c.warmPeerAsync(node, ChunkKey{id, idx})
+			continue
+		}
 		ck := idOf(id, idx)
 		c.mu.Lock()
 		have := c.inflight[ck] != nil || c.lookupLocked(ck) != nil
@@ -89,7 +120,7 @@ func (c *Cache) prefetch(id ObjectID, fetch Fetcher, from, to int64, opts *ReadO
 		if have {
 			continue
 		}
-		h, err := c.acquire(c.ctx, id, idx, fetch, opts)
+		h, err := c.acquire(c.ctx, id, idx, fetch, &local, 0, c.chunkLen(id.Size, idx))
 		if err != nil {
 			return
 		}
@@ -134,7 +165,10 @@ func (r *reader) fillWindow() error {
 		if len(r.win) > 0 && (len(r.win) > r.opts.ReadAhead || fetching >= r.opts.Concurrency) {
 			break
 		}
-		h, err := r.c.acquire(r.ctx, r.id, r.next, r.fetch, &r.opts)
+		cs := r.c.cfg.ChunkSize
+		base := r.next * cs
+		lo, hi := max(0, r.pos-base), min(r.c.chunkLen(r.id.Size, r.next), r.end-base)
+		h, err := r.c.acquire(r.ctx, r.id, r.next, r.fetch, &r.opts, lo, hi)
 		if err != nil {
 			if len(r.win) == 0 {
 				return err
@@ -199,10 +233,13 @@ func (r *reader) Close() error {
 }
 
 // Chunk returns chunk idx of id as a region of a file, fetching the whole
-// chunk first on a miss (shared with any other reader of it). The caller
-// must call Release. It returns ErrNoValidator, ErrInvalidRange (idx outside
-// the object; a zero-length object has no chunks), ErrClosed, ctx's error,
-// or the fetch error, wrapped.
+// chunk first on a miss (shared with any other reader of it). A missing
+// chunk a peer owns (not with opts.Local) is read from the peer (or, when
+// it fails, the origin) into a private unlinked file in Dir/tmp that is not
+// part of the cache (nor of its capacity). The caller must call Release. It
+// returns ErrNoValidator, ErrInvalidRange (idx outside the object; a
+// zero-length object has no chunks), ErrClosed, ctx's error, or the fetch
+// error, wrapped.
 func (c *Cache) Chunk(ctx context.Context, id ObjectID, idx int64, fetch Fetcher, opts ReadOptions) (ChunkRef, error) {
 	if err := checkID(id); err != nil {
 		return ChunkRef{}, err
@@ -211,7 +248,7 @@ func (c *Cache) Chunk(ctx context.Context, id ObjectID, idx int64, fetch Fetcher
 		return ChunkRef{}, fmt.Errorf("%w: chunk %d of a %d-byte object", ErrInvalidRange, idx, id.Size)
 	}
 	opts = opts.withDefaults()
-	h, err := c.acquire(ctx, id, idx, fetch, &opts)
+	h, err := c.acquire(ctx, id, idx, fetch, &opts, 0, c.chunkLen(id.Size, idx))
 	if err != nil {
 		return ChunkRef{}, err
 	}
@@ -220,19 +257,11 @@ func (c *Cache) Chunk(ctx context.Context, id ObjectID, idx int64, fetch Fetcher
 		return makeRef(h.file.f, h.length, h.file.unref), nil
 	}
 	defer h.release()
-	for {
-		_, done, err, changed := h.fl.state()
-		if done && err != nil {
-			return ChunkRef{}, err
-		}
-		if done {
-			break
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ChunkRef{}, ctx.Err()
-		}
+	if h.peer != nil {
+		return c.peerChunkRef(ctx, h)
+	}
+	if err := waitFill(ctx, h.fl); err != nil {
+		return ChunkRef{}, err
 	}
 	f, err := c.reopen(h)
 	if err != nil {

@@ -26,14 +26,17 @@ import (
 
 // Drain timing.
 const (
-	drainTick      = 500 * time.Millisecond
-	takeoverAfter  = 5 * time.Second
-	drainWorkers   = 4
-	drainMinLease  = 2 * time.Minute
-	drainLeaseRate = 10 << 20 // bytes/s a lease assumes, so big objects get longer leases
-	// drainSafety is how long before its lease expires an upload is
-	// cancelled, so it can never complete after another node took over.
-	drainSafety = 30 * time.Second
+	drainTick     = 500 * time.Millisecond
+	takeoverAfter = 5 * time.Second
+	drainWorkers  = 4
+	// A drain claim is a lease of drainLease, renewed every drainRenew
+	// while the upload runs. An upload whose lease could not be renewed is
+	// cancelled drainSafety before the lease ends (by this node's clock),
+	// so it never completes after another node may have taken over. Node
+	// clocks must agree to well within drainSafety (NTP).
+	drainLease  = 20 * time.Second
+	drainRenew  = 5 * time.Second
+	drainSafety = 5 * time.Second
 	// sweepGrace is how long a staged file nobody refers to is kept (reads
 	// that looked it up just before its entry was drained still read it).
 	sweepGrace = 2 * time.Minute
@@ -210,8 +213,9 @@ func (n *Namespace) shouldDrain(e raft.JournalEntry) bool {
 // drainOne claims, uploads (or deletes) and finishes one entry.
 func (n *Namespace) drainOne(ctx context.Context, e raft.JournalEntry) {
 	self := n.region.Self()
-	lease := max(drainMinLease, time.Duration(e.Size/drainLeaseRate)*time.Second+drainMinLease)
-	err := n.j.Apply(ctx, raft.ClaimDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Lease: lease})
+	claim := raft.ClaimDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Lease: drainLease}
+	start := time.Now()
+	err := n.j.Apply(ctx, claim)
 	switch {
 	case errors.Is(err, raft.ErrSuperseded):
 		n.metrics.superseded.Inc()
@@ -223,9 +227,34 @@ func (n *Namespace) drainOne(ctx context.Context, e raft.JournalEntry) {
 		n.log.Warn("write-back: claim failed", "bucket", e.Bucket, "key", e.Key, "error", err)
 		return
 	}
-	uctx, cancel := context.WithTimeout(ctx, lease-drainSafety)
+	uctx, cancel := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		deadline := start.Add(drainLease - drainSafety)
+		tick := time.NewTicker(drainRenew)
+		defer tick.Stop()
+		for {
+			select {
+			case <-uctx.Done():
+				return
+			case <-time.After(time.Until(deadline)):
+				n.log.Warn("write-back: drain lease not renewed in time; upload cancelled", "bucket", e.Bucket, "key", e.Key)
+				cancel()
+				return
+			case <-tick.C:
+				at := time.Now()
+				rctx, rcancel := context.WithTimeout(uctx, time.Until(deadline))
+				if n.j.Apply(rctx, claim) == nil {
+					deadline = at.Add(drainLease - drainSafety)
+				}
+				rcancel()
+			}
+		}
+	}()
 	err = n.upload(uctx, e)
 	cancel()
+	<-renewed
 	if err != nil {
 		n.metrics.drainErrors.Inc()
 		n.log.Warn("write-back: drain failed; will retry", "bucket", e.Bucket, "key", e.Key, "version", e.Version, "error", err)

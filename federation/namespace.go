@@ -134,7 +134,7 @@ func New(cfg Config) (*Namespace, error) {
 	n := &Namespace{j: cfg.Journal, stores: cfg.Stores, def: def, log: cfg.Logger, now: cfg.Now,
 		global: map[string]*Bucket{}, created: cfg.Now(), cache: cfg.Cache, fill: cfg.FillConcurrency,
 		region: cfg.Region, wb: cfg.WriteBack, metrics: newDrainMetrics(), drainWake: make(chan struct{}, 1)}
-	n.users = &Users{j: cfg.Journal, now: cfg.Now}
+	n.users = &Users{j: cfg.Journal, now: cfg.Now, catchUp: n.catchUp}
 	if cfg.Policy != nil {
 		if err := n.addPolicyBuckets(cfg.Policy); err != nil {
 			return nil, err
@@ -167,6 +167,16 @@ func (n *Namespace) addPolicyBuckets(p *policies.Policy) error {
 			store: st, prefix: prefix, ns: n, cache: rules, writeBack: pb.Write == policies.WriteBack}
 	}
 	return nil
+}
+
+// catchUp waits (briefly) until this node has applied every write the
+// region committed before the call; a lookup that missed retries after it
+// returns true, so a bucket or user created through another node a moment
+// ago is found here too.
+func (n *Namespace) catchUp() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return n.region.ReadBarrier(ctx) == nil
 }
 
 // Users gives the namespace's credential and grant operations.
@@ -216,6 +226,9 @@ func (n *Namespace) Bucket(name string) (*Bucket, error) {
 		return b, nil
 	}
 	rec, ok := n.j.State().Bucket(name)
+	if !ok && n.catchUp() {
+		rec, ok = n.j.State().Bucket(name)
+	}
 	if !ok {
 		return nil, ErrNoSuchBucket
 	}

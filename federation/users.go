@@ -26,11 +26,24 @@ type User struct {
 type Users struct {
 	j   Journal
 	now func() time.Time
+	// catchUp waits until this node has applied what the region committed
+	// (Region.ReadBarrier), so a user added through another node a moment
+	// ago is known here too.
+	catchUp func() bool
+}
+
+// byKey looks an access key up, catching up with the region on a miss.
+func (u *Users) byKey(accessKey string) (raft.User, bool) {
+	rec, ok := u.j.State().UserByAccessKey(accessKey)
+	if !ok && u.catchUp != nil && u.catchUp() {
+		rec, ok = u.j.State().UserByAccessKey(accessKey)
+	}
+	return rec, ok
 }
 
 // SecretFor returns the secret key for an access key (the SigV4 lookup).
 func (u *Users) SecretFor(accessKey string) (string, bool) {
-	rec, ok := u.j.State().UserByAccessKey(accessKey)
+	rec, ok := u.byKey(accessKey)
 	if !ok {
 		return "", false
 	}
@@ -39,7 +52,7 @@ func (u *Users) SecretFor(accessKey string) (string, bool) {
 
 // ByAccessKey returns the user owning an access key.
 func (u *Users) ByAccessKey(accessKey string) (User, bool) {
-	rec, ok := u.j.State().UserByAccessKey(accessKey)
+	rec, ok := u.byKey(accessKey)
 	if !ok {
 		return User{}, false
 	}

@@ -23,6 +23,9 @@ type Cluster interface {
 	AddMember(ctx context.Context, address string) (AdminMember, error)
 	// RemoveMember has the leader remove the member with this id.
 	RemoveMember(ctx context.Context, id string) error
+	// Snapshot takes a Raft snapshot on this node now (and compacts its
+	// log), returning the index it covers.
+	Snapshot(ctx context.Context) (uint64, error)
 }
 
 // AdminCluster is the answer of GET /_fedgate/admin/cluster (and what
@@ -30,6 +33,24 @@ type Cluster interface {
 type AdminCluster struct {
 	Leader  string        `json:"leader"`
 	Members []AdminMember `json:"members"`
+	// DrainBacklog is the region's write-back journal: objects (and
+	// deletes) acknowledged but not yet in their stores.
+	DrainBacklog AdminBacklog `json:"drain_backlog"`
+}
+
+// AdminBacklog is the size of the write-back journal.
+type AdminBacklog struct {
+	Objects       int     `json:"objects"`
+	Bytes         int64   `json:"bytes"`
+	OldestSeconds float64 `json:"oldest_seconds"`
+}
+
+// NodeUsage is one node's cache and staging use.
+type NodeUsage struct {
+	CacheUsed       int64 `json:"cache_used_bytes"`
+	CacheCapacity   int64 `json:"cache_capacity_bytes"`
+	StagingUsed     int64 `json:"staging_used_bytes"`
+	StagingCapacity int64 `json:"staging_capacity_bytes"`
 }
 
 // AdminMember is one member of the region's Raft configuration.
@@ -46,6 +67,7 @@ type AdminMember struct {
 	Commit   uint64 `json:"commit_index"`
 	Problem  string `json:"problem,omitempty"`     // why it is not healthy
 	Reported string `json:"reported_by,omitempty"` // the node that answered for it
+	NodeUsage
 }
 
 // AdminAddMember is the body of POST /_fedgate/admin/cluster/members.
@@ -82,6 +104,18 @@ func (s *Server) clusterRoutes(r chi.Router) {
 			return
 		}
 		writeJSON(w, http.StatusOK, m)
+	})
+	r.Post("/cluster/snapshot", func(w http.ResponseWriter, req *http.Request) {
+		if s.cfg.Cluster == nil {
+			clusterFail(w, errors.New("this server has no cluster support"))
+			return
+		}
+		idx, err := s.cfg.Cluster.Snapshot(req.Context())
+		if err != nil {
+			clusterFail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]uint64{"index": idx})
 	})
 	r.Delete("/cluster/members/{id}", func(w http.ResponseWriter, req *http.Request) {
 		if s.cfg.Cluster == nil {

@@ -40,6 +40,7 @@ type nodeInfo struct {
 	Applied    uint64 `json:"applied_index"`
 	Commit     uint64 `json:"commit_index"`
 	Members    int    `json:"members"` // servers in its configuration (0: not in a cluster yet)
+	gateway.NodeUsage
 }
 
 // joinRequest is the body of POST /_fedgate/internal/join.
@@ -81,8 +82,9 @@ type cluster struct {
 	mu    sync.Mutex
 	peers map[string]string // node id -> HTTP address, learnt from peers
 
-	stream  *http.Client                         // bulk transfers (staged copies, chunks)
-	ns      atomic.Pointer[federation.Namespace] // set once the namespace is open
+	usage   atomic.Pointer[func() gateway.NodeUsage] // this node's cache and staging use (nil: none yet)
+	stream  *http.Client                             // bulk transfers (staged copies, chunks)
+	ns      atomic.Pointer[federation.Namespace]     // set once the namespace is open
 	members memberCache
 }
 
@@ -356,6 +358,9 @@ func (c *cluster) info() nodeInfo {
 	if in.LeaderID != "" {
 		in.LeaderHTTP = c.knownHTTP(in.LeaderID)
 	}
+	if f := c.usage.Load(); f != nil {
+		in.NodeUsage = (*f)()
+	}
 	return in
 }
 
@@ -502,6 +507,7 @@ func (c *cluster) ClusterStatus(ctx context.Context) (gateway.AdminCluster, erro
 			}
 			o := &out.Members[i]
 			o.State, o.Term, o.Applied, o.Commit, o.Reported = in.State, in.Term, in.Applied, in.Commit, in.ID
+			o.NodeUsage = in.NodeUsage
 			o.Healthy = in.LeaderID != "" && in.ID == m.ID
 			if !o.Healthy {
 				o.Problem = "it knows no leader"
@@ -509,7 +515,18 @@ func (c *cluster) ClusterStatus(ctx context.Context) (gateway.AdminCluster, erro
 		})
 	}
 	wg.Wait()
+	if ns := c.ns.Load(); ns != nil {
+		b := ns.Backlog()
+		out.DrainBacklog = gateway.AdminBacklog{Objects: b.Entries, Bytes: b.Bytes, OldestSeconds: b.OldestAge.Seconds()}
+	}
 	return out, nil
+}
+
+func (c *cluster) Snapshot(ctx context.Context) (uint64, error) {
+	if err := c.node.Snapshot(ctx); err != nil {
+		return 0, err
+	}
+	return c.node.State().AppliedIndex(), nil
 }
 
 func (c *cluster) AddMember(ctx context.Context, address string) (gateway.AdminMember, error) {

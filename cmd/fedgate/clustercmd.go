@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -42,8 +43,11 @@ Like 'fedgate user', these commands use the admin API with the root credentials.
 				leader = "(none)"
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Leader: %s\n", leader)
+			b := st.DrainBacklog
+			fmt.Fprintf(cmd.OutOrStdout(), "Drain backlog: %d objects, %s, oldest %s\n", b.Objects, humanBytes(b.Bytes),
+				(time.Duration(b.OldestSeconds) * time.Second).String())
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tHTTP ADDRESS\tVOTER\tSTATE\tTERM\tAPPLIED\tHEALTHY")
+			fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tHTTP ADDRESS\tVOTER\tSTATE\tTERM\tAPPLIED\tCACHE\tSTAGING\tHEALTHY")
 			for _, m := range st.Members {
 				health := "yes"
 				if !m.Healthy {
@@ -53,7 +57,8 @@ Like 'fedgate user', these commands use the admin API with the root credentials.
 				if state == "" {
 					state = "?"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%d\t%d\t%s\n", m.ID, m.Address, m.HTTP, m.Voter, state, m.Term, m.Applied, health)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%d\t%d\t%s/%s\t%s/%s\t%s\n", m.ID, m.Address, m.HTTP, m.Voter, state, m.Term, m.Applied,
+					humanBytes(m.CacheUsed), humanBytes(m.CacheCapacity), humanBytes(m.StagingUsed), humanBytes(m.StagingCapacity), health)
 			}
 			return tw.Flush()
 		},
@@ -86,6 +91,35 @@ Like 'fedgate user', these commands use the admin API with the root credentials.
 			return nil
 		},
 	}
-	cmd.AddCommand(status, add, remove)
+	snapshot := &cobra.Command{
+		Use:   "snapshot",
+		Short: "Take a Raft snapshot on the node at --endpoint now and compact its log (before a backup)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var out struct {
+				Index uint64 `json:"index"`
+			}
+			if err := c.do(cmd.Context(), http.MethodPost, "/cluster/snapshot", nil, &out); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Snapshot taken at index %d (in the node's --data-dir, raft/snapshots).\n", out.Index)
+			return nil
+		},
+	}
+	cmd.AddCommand(status, add, remove, snapshot)
 	return cmd
+}
+
+// humanBytes prints n in binary units (1.5GiB).
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%dB", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -41,6 +41,7 @@ type serverFlags struct {
 	stagingSize                                         string
 	writeBackCopies                                     int
 	stagingWait                                         time.Duration
+	raftSnapshotThreshold, raftTrailingLogs             uint64
 	shutdownTimeout                                     time.Duration
 
 	// A multi-node region (see docs/operations.md).
@@ -133,6 +134,8 @@ kept in the region's state and in DATA-DIR/root-credentials.json, and printed on
 	fl.IntVar(&f.fillConcurrency, "fill-concurrency", 8, "parallel ranged reads that fill one large object's chunks from its store")
 	fl.StringVar(&f.stagingSize, "staging-size", "", "bytes of --cache-dir that write-back staging may use, e.g. 1TiB (default: 10% of the cache dir's filesystem)")
 	fl.IntVar(&f.writeBackCopies, "write-back-copies", 2, "nodes that must hold a write-back write (fsynced) before it is acknowledged")
+	fl.Uint64Var(&f.raftSnapshotThreshold, "raft-snapshot-threshold", 8192, "Raft log entries between automatic snapshots")
+	fl.Uint64Var(&f.raftTrailingLogs, "raft-trailing-logs", 10240, "Raft log entries a snapshot keeps, so a briefly absent node catches up from the log, not a snapshot")
 	fl.DurationVar(&f.stagingWait, "staging-wait", 30*time.Second, "how long a write-back write waits for staging room before it gets 503 SlowDown")
 	fl.StringVar(&f.debugListen, "debug-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long SIGTERM waits for in-flight requests")
@@ -195,6 +198,7 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 
 	var nsRef atomic.Pointer[federation.Namespace]
 	rcfg := raft.Config{NodeID: f.nodeID, Dir: filepath.Join(f.dataDir, "raft"), Logger: log.With("component", "raft"),
+		SnapshotThreshold: f.raftSnapshotThreshold, TrailingLogs: f.raftTrailingLogs,
 		OnApply: func(cmd raft.Command) {
 			if ns := nsRef.Load(); ns != nil {
 				ns.OnApply(cmd)
@@ -308,6 +312,11 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	}
 	nsRef.Store(ns)
 	cl.ns.Store(ns)
+	usage := func() gateway.NodeUsage {
+		cs, ss := cache.Stats(), stage.Stats()
+		return gateway.NodeUsage{CacheUsed: cs.Used, CacheCapacity: cs.Capacity, StagingUsed: ss.Used + ss.Reserved, StagingCapacity: ss.Capacity}
+	}
+	cl.usage.Store(&usage)
 	drainCtx, stopDrainer := context.WithCancel(context.WithoutCancel(ctx))
 	drainerDone := make(chan struct{})
 	go func() {
