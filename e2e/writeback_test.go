@@ -64,7 +64,12 @@ defaults: {store: nas}
 func startRegion(t *testing.T, n int, extra ...string) *region {
 	t.Helper()
 	nas := t.TempDir()
-	policy := writeBackPolicy(t, nas)
+	return startRegionWith(t, n, writeBackPolicy(t, nas), nas, extra...)
+}
+
+// startRegionWith is startRegion with a policy file of the caller's.
+func startRegionWith(t *testing.T, n int, policy, nas string, extra ...string) *region {
+	t.Helper()
 	addrs := freeAddrs(t, 2*n)
 	httpAddrs, raftAddrs := addrs[:n], addrs[n:]
 	r := &region{t: t, byID: map[string]*server{}, nas: nas}

@@ -408,6 +408,8 @@ func (n *Namespace) OnApply(cmd raft.Command) {
 		n.wakeDrainer()
 	case *raft.ClaimDrain:
 		n.wakeDrainer()
+	case *raft.SetPin:
+		n.repin(c)
 	}
 }
 

@@ -80,6 +80,16 @@ type Config struct {
 type ChunkCache interface {
 	NewReader(ctx context.Context, id cachetier.ObjectID, fetch cachetier.Fetcher, off, n int64, opts cachetier.ReadOptions) (io.ReadCloser, error)
 	Invalidate(store, key string) int
+	// ReadChunk serves [off, off+n) of a chunk this node owns to a peer.
+	ReadChunk(ctx context.Context, k cachetier.ChunkKey, fetch cachetier.Fetcher, off, n int64, opts cachetier.ReadOptions) (io.ReadCloser, error)
+	// Warm fills one chunk (preload) if this node owns it.
+	Warm(ctx context.Context, id cachetier.ObjectID, idx int64, fetch cachetier.Fetcher, opts cachetier.ReadOptions) error
+	// Owner names the node owning a chunk (local: this node).
+	Owner(k cachetier.ChunkKey) (node string, local bool)
+	NumChunks(size int64) int64
+	ChunkSize() int64
+	SetPins(f cachetier.PinFunc)
+	Repin()
 }
 
 // Namespace is one region's view of every bucket.

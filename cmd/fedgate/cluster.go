@@ -416,6 +416,7 @@ func (c *cluster) internalHandler() http.Handler {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	c.stageRoutes(mux)
+	c.chunkRoute(mux)
 	mux.HandleFunc("POST "+internalPrefix+"apply", func(w http.ResponseWriter, r *http.Request) {
 		data, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 		if err != nil {

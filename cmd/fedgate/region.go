@@ -1,18 +1,24 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/cachetier/staging"
 	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/raft"
 )
 
@@ -234,4 +240,97 @@ func (c *cluster) stageRoutes(mux *http.ServeMux) {
 		w.WriteHeader(http.StatusOK)
 		_, _ = io.Copy(w, rc)
 	})
+}
+
+// ReadChunk implements cachetier.PeerClient: [off, off+n) of chunk k from
+// node's cache.
+func (c *cluster) ReadChunk(ctx context.Context, node string, k cachetier.ChunkKey, off, n int64) (io.ReadCloser, error) {
+	q := url.Values{}
+	q.Set("store", k.Store)
+	q.Set("key", k.Key)
+	q.Set("validator", string(k.Validator))
+	q.Set("size", strconv.FormatInt(k.Size, 10))
+	q.Set("index", strconv.FormatInt(k.Index, 10))
+	q.Set("off", strconv.FormatInt(off, 10))
+	q.Set("n", strconv.FormatInt(n, 10))
+	resp, err := c.streamCall(ctx, node, http.MethodGet, "chunk?"+q.Encode(), nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	if n >= 0 && resp.ContentLength != n {
+		resp.Body.Close()
+		return nil, fmt.Errorf("node %s sent %d bytes of a chunk range, want %d", node, resp.ContentLength, n)
+	}
+	return resp.Body, nil
+}
+
+// chunkRoute serves a peer's ReadChunk from this node's cache.
+func (c *cluster) chunkRoute(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+internalPrefix+"chunk", func(w http.ResponseWriter, r *http.Request) {
+		ns := c.ns.Load()
+		if ns == nil {
+			c.fail(w, fmt.Errorf("%w: this node is still starting", raft.ErrClosed))
+			return
+		}
+		q := r.URL.Query()
+		var nums [4]int64
+		for i, name := range []string{"size", "index", "off", "n"} {
+			v, err := strconv.ParseInt(q.Get(name), 10, 64)
+			if err != nil {
+				http.Error(w, name+" must be an integer", http.StatusBadRequest)
+				return
+			}
+			nums[i] = v
+		}
+		k := cachetier.ChunkKey{ObjectID: cachetier.ObjectID{Store: q.Get("store"), Key: q.Get("key"),
+			Validator: store.Validator(q.Get("validator")), Size: nums[0]}, Index: nums[1]}
+		off, n := nums[2], nums[3]
+		rc, err := ns.ServeChunk(r.Context(), k, off, n)
+		if err != nil {
+			status := http.StatusBadGateway
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				status = http.StatusNotFound
+			case errors.Is(err, store.ErrPreconditionFailed):
+				status = http.StatusPreconditionFailed
+			case errors.Is(err, cachetier.ErrInvalidRange):
+				status = http.StatusRequestedRangeNotSatisfiable
+			}
+			http.Error(w, err.Error(), status)
+			return
+		}
+		defer rc.Close()
+		// Wait for the first byte before the status line, so an origin
+		// failure on the owner is an error status, not a short body.
+		br := bufio.NewReaderSize(rc, 64<<10)
+		if _, err := br.Peek(1); err != nil && !errors.Is(err, io.EOF) {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.Copy(w, br)
+	})
+}
+
+// syncMembers keeps the cache's ring in step with the Raft membership.
+func (c *cluster) syncMembers(ctx context.Context, cache *cachetier.Cache) {
+	var last string
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		ids := slices.Clone(c.Members())
+		slices.Sort(ids)
+		if key := strings.Join(ids, ","); key != last {
+			cache.SetMembers(ids)
+			c.log.Info("cache ring members", "members", ids)
+			last = key
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -294,7 +294,11 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cache, err := openCache(f, log)
+	var peers cachetier.PeerClient
+	if f.clustered() {
+		peers = cl
+	}
+	cache, err := openCache(f, log, peers)
 	if err != nil {
 		return err
 	}
@@ -312,6 +316,7 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	}
 	nsRef.Store(ns)
 	cl.ns.Store(ns)
+	ns.StartPins()
 	usage := func() gateway.NodeUsage {
 		cs, ss := cache.Stats(), stage.Stats()
 		return gateway.NodeUsage{CacheUsed: cs.Used, CacheCapacity: cs.Capacity, StagingUsed: ss.Used + ss.Reserved, StagingCapacity: ss.Capacity}
@@ -323,6 +328,9 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 		defer close(drainerDone)
 		ns.RunDrainer(drainCtx)
 	}()
+	if f.clustered() {
+		go cl.syncMembers(drainCtx, cache)
+	}
 	haltDrainer := sync.OnceFunc(func() {
 		stopDrainer()
 		<-drainerDone
@@ -486,7 +494,7 @@ func activePolicy(ctx context.Context, node *raft.Node, file string, data []byte
 }
 
 // openCache opens the region's chunk cache under --cache-dir.
-func openCache(f serverFlags, log *slog.Logger) (*cachetier.Cache, error) {
+func openCache(f serverFlags, log *slog.Logger, peers cachetier.PeerClient) (*cachetier.Cache, error) {
 	size := int64(0)
 	if f.cacheSize != "" {
 		n, err := policies.ParseSize(f.cacheSize)
@@ -501,7 +509,11 @@ func openCache(f serverFlags, log *slog.Logger) (*cachetier.Cache, error) {
 		}
 		size = int64(st.Blocks) * st.Bsize / 10 * 8
 	}
-	c, err := cachetier.Open(cachetier.Config{Dir: filepath.Join(f.cacheDir, "chunks"), Capacity: size, Logger: log.With("component", "cache")})
+	cfg := cachetier.Config{Dir: filepath.Join(f.cacheDir, "chunks"), Capacity: size, Logger: log.With("component", "cache")}
+	if peers != nil {
+		cfg.Self, cfg.Peers = f.nodeID, peers
+	}
+	c, err := cachetier.Open(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open the chunk cache: %w", err)
 	}

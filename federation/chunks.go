@@ -1,0 +1,110 @@
+package federation
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/fedgate/fedgate/cachetier"
+	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/raft"
+)
+
+// The region's cache across nodes: a chunk is cached only by the node the
+// ring names; other nodes read it from that owner over the internal API
+// (ServeChunk on the owner's side), falling back to the store.
+
+// bucketOf returns the bucket whose objects live under key in store st
+// (the longest matching prefix), or nil.
+func (n *Namespace) bucketOf(storeName, key string) *Bucket {
+	var best *Bucket
+	consider := func(b *Bucket) {
+		if b.store.Name() == storeName && strings.HasPrefix(key, b.prefix) && (best == nil || len(b.prefix) > len(best.prefix)) {
+			best = b
+		}
+	}
+	for _, b := range n.global {
+		consider(b)
+	}
+	for _, rec := range n.j.State().Buckets() {
+		if rec.Store == storeName && strings.HasPrefix(key, rec.Prefix) {
+			if b, err := n.fromRecord(rec); err == nil {
+				consider(b)
+			}
+		}
+	}
+	return best
+}
+
+// fetcher reads ranges of one object version from its store, with the
+// read retry budget.
+func (n *Namespace) fetcher(st store.Store, key string, v store.Validator) cachetier.Fetcher {
+	return func(ctx context.Context, off, length int64) (io.ReadCloser, error) {
+		return openResuming(ctx, st, key, v, off, length)
+	}
+}
+
+// readOptions are the cache options of reads of bucket b (nil: none known).
+func (n *Namespace) readOptions(b *Bucket) cachetier.ReadOptions {
+	if b == nil {
+		return cachetier.ReadOptions{Concurrency: n.fill}
+	}
+	return cachetier.ReadOptions{Group: b.Name, GroupQuota: b.cache.Quota, ReadAhead: b.cache.ReadAhead, Concurrency: n.fill}
+}
+
+// ServeChunk serves the internal API: [off, off+length) of chunk k, from
+// this node's cache (filled from the store on a miss). It never asks
+// another node, even when this node's view of the ring differs.
+func (n *Namespace) ServeChunk(ctx context.Context, k cachetier.ChunkKey, off, length int64) (io.ReadCloser, error) {
+	if n.cache == nil {
+		return nil, fmt.Errorf("federation: this node has no cache")
+	}
+	st, ok := n.stores[k.Store]
+	if !ok {
+		return nil, fmt.Errorf("federation: store %q is not configured on this node", k.Store)
+	}
+	opts := n.readOptions(n.bucketOf(k.Store, k.Key))
+	opts.Local = true
+	return n.cache.ReadChunk(ctx, k, n.fetcher(st, k.Key, k.Validator), off, length, opts)
+}
+
+// pinned is the cache's pin predicate: the Raft pins, by bucket and
+// key prefix (relative to the bucket).
+func (n *Namespace) pinned(group, storeName, key string) bool {
+	pins := n.j.State().Pins()
+	if len(pins) == 0 {
+		return false
+	}
+	var b *Bucket
+	for _, p := range pins {
+		if p.Bucket != group {
+			continue
+		}
+		if b == nil {
+			var err error
+			if b, err = n.Bucket(group); err != nil {
+				return false
+			}
+		}
+		if b.store.Name() == storeName && strings.HasPrefix(key, b.prefix+p.Prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// StartPins installs the pin predicate in the cache (call once at start).
+func (n *Namespace) StartPins() {
+	if n.cache != nil {
+		n.cache.SetPins(n.pinned)
+	}
+}
+
+// repin re-evaluates pins after they changed (off the FSM goroutine: it
+// walks every chunk).
+func (n *Namespace) repin(cmd raft.Command) {
+	if _, ok := cmd.(*raft.SetPin); ok && n.cache != nil {
+		go n.cache.Repin()
+	}
+}
