@@ -68,8 +68,8 @@ func settled(st gateway.AdminCluster, want int) bool {
 func TestCluster(t *testing.T) {
 	nas := t.TempDir()
 	policy := writePolicy(t, nas)
-	addrs := freeAddrs(t, 6)
-	httpAddrs, raftAddrs := addrs[:3], addrs[3:]
+	addrs := freeAddrs(t, 9)
+	httpAddrs, raftAddrs, internalAddrs := addrs[:3], addrs[3:6], addrs[6:]
 	nodes := make([]*server, 3)
 	byID := map[string]*server{}
 	for i := range 3 {
@@ -81,7 +81,7 @@ func TestCluster(t *testing.T) {
 		}
 		id := fmt.Sprintf("n%d", i+1)
 		p := testserver.Spawn(t, binary, t.TempDir(), "--node-id", id, "--listen", httpAddrs[i],
-			"--raft-addr", raftAddrs[i], "--bootstrap-expect", "3", "--join", strings.Join(join, ","),
+			"--raft-addr", raftAddrs[i], "--internal-addr", internalAddrs[i], "--bootstrap-expect", "3", "--join", strings.Join(join, ","),
 			"--config", policy)
 		nodes[i] = &server{Process: p, t: t}
 		byID[id] = nodes[i]

@@ -33,6 +33,8 @@ type region struct {
 	nodes []*server
 	byID  map[string]*server
 	nas   string
+	// internal holds each node's --internal-addr.
+	internal []string
 }
 
 // writeBackPolicy declares a shared NAS store, a write-back bucket "ckpt"
@@ -70,9 +72,9 @@ func startRegion(t *testing.T, n int, extra ...string) *region {
 // startRegionWith is startRegion with a policy file of the caller's.
 func startRegionWith(t *testing.T, n int, policy, nas string, extra ...string) *region {
 	t.Helper()
-	addrs := freeAddrs(t, 2*n)
-	httpAddrs, raftAddrs := addrs[:n], addrs[n:]
-	r := &region{t: t, byID: map[string]*server{}, nas: nas}
+	addrs := freeAddrs(t, 3*n)
+	httpAddrs, raftAddrs, internalAddrs := addrs[:n], addrs[n:2*n], addrs[2*n:]
+	r := &region{t: t, byID: map[string]*server{}, nas: nas, internal: internalAddrs}
 	for i := range n {
 		var join []string
 		for j := range n {
@@ -81,7 +83,7 @@ func startRegionWith(t *testing.T, n int, policy, nas string, extra ...string) *
 			}
 		}
 		id := fmt.Sprintf("n%d", i+1)
-		args := append([]string{"--node-id", id, "--listen", httpAddrs[i], "--raft-addr", raftAddrs[i],
+		args := append([]string{"--node-id", id, "--listen", httpAddrs[i], "--raft-addr", raftAddrs[i], "--internal-addr", internalAddrs[i],
 			"--bootstrap-expect", fmt.Sprint(n), "--join", strings.Join(join, ","), "--config", policy}, extra...)
 		p := testserver.Spawn(t, binary, t.TempDir(), args...)
 		s := &server{Process: p, t: t}

@@ -308,3 +308,39 @@ func TestForwardRetriesWhenTheLeaderMoved(t *testing.T) {
 		t.Fatalf("Apply with a failing Forward = %v after %d calls", err, calls.Load())
 	}
 }
+
+// TestClusterPartitionLeader: the leader of 3 is cut off; the other two
+// elect a new one and take writes (write-back journal entries included);
+// the old leader's writes fail; after the heal every node holds the same
+// state.
+func TestClusterPartitionLeader(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.LeaderWait = 300 * time.Millisecond })
+	old := c.leader()
+	applyVia(t, old, sample(1)...)
+	c.partition(old.ID())
+	waitFor(t, "a new leader among the majority", func() bool {
+		for _, n := range c.followers(old) {
+			if n.IsLeader() {
+				return true
+			}
+		}
+		return false
+	})
+	fs := c.followers(old)
+	applyVia(t, fs[0], sample(2)...)
+	applyVia(t, fs[1], StageObject{Entry: JournalEntry{Bucket: "data2", Key: "during", Tombstone: true, Store: "posix"}})
+	waitFor(t, "the old leader to step down", func() bool { return !old.IsLeader() })
+	if err := old.Apply(context.Background(), SetSetting{Key: "lost", Value: "x"}); err == nil {
+		t.Fatal("a write on the cut-off old leader succeeded")
+	}
+	c.heal()
+	want := c.converge()
+	if _, ok := want.Settings["lost"]; ok {
+		t.Fatal("a write refused on the cut-off leader appeared after the heal")
+	}
+	if len(want.Journal) != 5 { // sample(1) and sample(2) journal 2 keys each, plus "during"
+		t.Fatalf("journal after heal has %d entries, want 5: %+v", len(want.Journal), want.Journal)
+	}
+	applyVia(t, old, sample(3)...)
+	c.converge()
+}

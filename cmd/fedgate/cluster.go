@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,6 +41,8 @@ type nodeInfo struct {
 	Applied    uint64 `json:"applied_index"`
 	Commit     uint64 `json:"commit_index"`
 	Members    int    `json:"members"` // servers in its configuration (0: not in a cluster yet)
+	// InternalURL is where its internal API listens (https with peer TLS).
+	InternalURL string `json:"internal_url,omitempty"`
 	gateway.NodeUsage
 }
 
@@ -79,8 +82,11 @@ type cluster struct {
 	log      *slog.Logger
 	client   *http.Client
 
-	mu    sync.Mutex
-	peers map[string]string // node id -> HTTP address, learnt from peers
+	mu       sync.Mutex
+	peers    map[string]string // node id -> HTTP address, learnt from peers
+	internal map[string]string // HTTP (S3) address -> internal API URL
+
+	internalURL string // this node's internal API URL
 
 	usage   atomic.Pointer[func() gateway.NodeUsage] // this node's cache and staging use (nil: none yet)
 	stream  *http.Client                             // bulk transfers (staged copies, chunks)
@@ -102,6 +108,12 @@ func normalizeHTTP(addr string) string {
 // and decodes a 2xx JSON answer into out. A non-2xx answer carrying an
 // internalError is returned as *peerError.
 func (c *cluster) call(ctx context.Context, base, method, path string, body []byte, out any) error {
+	if path != "info" {
+		var err error
+		if base, err = c.internalOf(ctx, base); err != nil {
+			return err
+		}
+	}
 	req, err := http.NewRequestWithContext(ctx, method, base+internalPrefix+path, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -190,6 +202,8 @@ func (c *cluster) askPeers(ctx context.Context, f func(peer string, in nodeInfo)
 			continue
 		}
 		c.remember(in.ID, normalizeHTTP(in.HTTPAddr))
+		c.learnInternal(normalizeHTTP(in.HTTPAddr), in.InternalURL)
+		c.learnInternal(p, in.InternalURL)
 		f(p, in)
 	}
 }
@@ -354,7 +368,8 @@ func (c *cluster) register(ctx context.Context) error {
 func (c *cluster) info() nodeInfo {
 	st := c.node.Status()
 	in := nodeInfo{ID: c.id, RaftAddr: c.node.Addr(), HTTPAddr: c.httpAddr, State: st.State,
-		LeaderID: st.LeaderID, Term: st.Term, Applied: st.AppliedIndex, Commit: st.CommitIndex, Members: st.Members}
+		LeaderID: st.LeaderID, Term: st.Term, Applied: st.AppliedIndex, Commit: st.CommitIndex, Members: st.Members,
+		InternalURL: c.internalURL}
 	if in.LeaderID != "" {
 		in.LeaderHTTP = c.knownHTTP(in.LeaderID)
 	}
@@ -591,4 +606,77 @@ func advertisedHTTP(ln net.Addr, raftAddr string) string {
 		}
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// --- the internal API's own port ---
+
+// setTLS makes the internal API clients use the peers' mutual TLS.
+func (c *cluster) setTLS(cfg *tls.Config) {
+	if cfg == nil {
+		return
+	}
+	for _, cl := range []*http.Client{c.client, c.stream} {
+		t, ok := cl.Transport.(*http.Transport)
+		if !ok || t == nil {
+			t = http.DefaultTransport.(*http.Transport).Clone()
+			cl.Transport = t
+		}
+		t.TLSClientConfig = cfg.Clone()
+	}
+}
+
+// internalOf returns the internal API URL of the node serving S3 at base,
+// asking that node (its info, on the S3 port) the first time.
+func (c *cluster) internalOf(ctx context.Context, base string) (string, error) {
+	if base == c.httpAddr && c.internalURL != "" {
+		return c.internalURL, nil
+	}
+	c.mu.Lock()
+	u := c.internal[base]
+	c.mu.Unlock()
+	if u != "" {
+		return u, nil
+	}
+	var in nodeInfo
+	if err := c.call(ctx, base, http.MethodGet, "info", nil, &in); err != nil {
+		return "", fmt.Errorf("ask %s where its internal API is: %w", base, err)
+	}
+	if in.InternalURL == "" {
+		return "", fmt.Errorf("%s did not say where its internal API is", base)
+	}
+	c.learnInternal(base, in.InternalURL)
+	return in.InternalURL, nil
+}
+
+func (c *cluster) learnInternal(base, url string) {
+	if base == "" || url == "" {
+		return
+	}
+	c.mu.Lock()
+	if c.internal == nil {
+		c.internal = map[string]string{}
+	}
+	c.internal[base] = url
+	c.mu.Unlock()
+}
+
+// discoveryHandler serves, on the S3 port, what a node started with
+// --join S3-ADDRESS needs before it knows a peer's internal port: info.
+func (c *cluster) discoveryHandler() http.Handler {
+	verifier := &sigv4.Verifier{Region: c.region, Service: "s3", Lookup: func(ak string) (string, bool) {
+		return c.sk, ak == c.ak
+	}}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != internalPrefix+"info" {
+			writeInternal(w, http.StatusNotFound, internalError{WireError: raft.WireError{Code: "not_found",
+				Message: "the internal API listens on each node's --internal-addr; the S3 port answers only " + internalPrefix + "info"}})
+			return
+		}
+		if res, err := verifier.Verify(r); err != nil || res.Anonymous {
+			writeInternal(w, http.StatusForbidden, internalError{WireError: raft.WireError{Code: "access_denied",
+				Message: "the internal API needs a request signed with the root credentials given to this node"}})
+			return
+		}
+		writeInternal(w, http.StatusOK, c.info())
+	})
 }

@@ -82,6 +82,10 @@ func (c *cluster) streamCall(ctx context.Context, node, method, path string, bod
 	if base == "" {
 		return nil, fmt.Errorf("the HTTP address of node %s is not known", node)
 	}
+	base, err := c.internalOf(ctx, base)
+	if err != nil {
+		return nil, err
+	}
 	req, err := http.NewRequestWithContext(ctx, method, base+internalPrefix+path, body)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +43,7 @@ type serverFlags struct {
 	writeBackCopies                                     int
 	stagingWait                                         time.Duration
 	raftSnapshotThreshold, raftTrailingLogs             uint64
+	internalAddr                                        string
 	shutdownTimeout                                     time.Duration
 
 	// A multi-node region (see docs/operations.md).
@@ -143,6 +145,7 @@ kept in the region's state and in DATA-DIR/root-credentials.json, and printed on
 	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "form a new region once this many nodes (this one included) have met through --join")
 	fl.StringSliceVar(&f.join, "join", nil, "other nodes' --listen addresses (ADDR,ADDR,..., with or without http://) to bootstrap with or to join")
 	fl.BoolVar(&f.bootstrap, "bootstrap", false, "start a new multi-node region with this node alone; others --join it")
+	fl.StringVar(&f.internalAddr, "internal-addr", "", "HOST:PORT of the node-to-node API (forwarded writes, staged copies, chunk reads); default: the --raft-addr host, its port + 1")
 	fl.StringVar(&f.peerCert, "peer-cert-file", "", "PEM certificate of this node for the Raft transport's mutual TLS")
 	fl.StringVar(&f.peerKey, "peer-key-file", "", "PEM key of --peer-cert-file")
 	fl.StringVar(&f.peerCA, "peer-ca-file", "", "PEM CA that signed every node's peer certificate")
@@ -238,8 +241,21 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 				return err
 			}
 		}
-		// Serve the internal API (and 503 for the rest) while the region forms.
-		front.internal = cl.internalHandler()
+		// Serve the internal API on its own port (mutual TLS with --peer-*),
+		// and the discovery answer (info) plus 503 for the rest on the S3
+		// port, while the region forms.
+		iln, err := listenInternal(f, rcfg.TLS)
+		if err != nil {
+			return err
+		}
+		defer iln.Close()
+		cl.internalURL = advertisedInternal(iln.Addr(), f.raftAddr, rcfg.TLS != nil)
+		cl.setTLS(rcfg.TLS)
+		ihs := &http.Server{Handler: cl.internalHandler(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() { errc <- ihs.Serve(iln) }()
+		defer ihs.Close()
+		front.internal = cl.discoveryHandler()
 		front.domain = strings.ToLower(strings.TrimSuffix(f.domain, "."))
 		go func() { errc <- hs.Serve(ln) }()
 	}
@@ -518,6 +534,40 @@ func openCache(f serverFlags, log *slog.Logger, peers cachetier.PeerClient) (*ca
 		return nil, fmt.Errorf("open the chunk cache: %w", err)
 	}
 	return c, nil
+}
+
+// listenInternal opens the internal API's listener: --internal-addr, or
+// the --raft-addr host with the next port; TLS when the peers use it.
+func listenInternal(f serverFlags, tlsCfg *tls.Config) (net.Listener, error) {
+	addr := f.internalAddr
+	if addr == "" {
+		host, port, err := net.SplitHostPort(f.raftAddr)
+		if err != nil {
+			return nil, fmt.Errorf("--raft-addr %q: %w", f.raftAddr, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil || p == 0 || p >= 65535 {
+			return nil, fmt.Errorf("--raft-addr %q: give --internal-addr too (the default is its port + 1)", f.raftAddr)
+		}
+		addr = net.JoinHostPort(host, strconv.Itoa(p+1))
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for the internal API on %s (--internal-addr): %w", addr, err)
+	}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+	return ln, nil
+}
+
+// advertisedInternal is the URL peers reach the internal API at.
+func advertisedInternal(ln net.Addr, raftAddr string, useTLS bool) string {
+	u := advertisedHTTP(ln, raftAddr)
+	if useTLS {
+		u = "https://" + strings.TrimPrefix(u, "http://")
+	}
+	return u
 }
 
 // openStaging opens the write-back staging area in --cache-dir.
