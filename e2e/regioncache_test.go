@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // sumMetric adds a metric over the live nodes of r.
@@ -35,6 +38,7 @@ func TestClusterSharedCache(t *testing.T) {
 	policy := "stores:\n  - name: origin\n" + storeYAML +
 		"  - name: nas\n    kind: posix\n    location: onprem:lab\n    path: " + nas + "\n" +
 		"buckets:\n  - name: mounted\n    origin: origin/datasets/\n    cache: {ttl: 0s}\n" +
+		"  - name: hot\n    origin: origin/hot/\n    cache: {ttl: 1h}\n" +
 		"defaults: {store: nas}\n"
 	pf := filepath.Join(t.TempDir(), "policy.yaml")
 	mustOK(t, os.WriteFile(pf, []byte(policy), 0o644))
@@ -56,6 +60,29 @@ func TestClusterSharedCache(t *testing.T) {
 	}
 	if f := r.sumMetric("fedgate_cache_peer_fallbacks_total"); f != 0 {
 		t.Fatalf("%v peer reads fell back to the origin with every node up", f)
+	}
+
+	// A bucket whose metadata is trusted for an hour: a write through node 1
+	// is still seen at once by nodes 2 and 3, which had cached the old
+	// version's metadata and chunks.
+	old := randBytes(t, 9<<20)
+	put(t, r.nodes[0].root(), "hot", "weights.bin", old)
+	for _, s := range r.nodes {
+		if got, _ := getBytes(t, s.root(), "hot", "weights.bin"); !bytes.Equal(got, old) {
+			t.Fatalf("first read of hot/weights.bin through %s differs", s.Endpoint)
+		}
+	}
+	fresh := randBytes(t, 9<<20)
+	put(t, r.nodes[0].root(), "hot", "weights.bin", fresh)
+	for _, s := range r.nodes[1:] {
+		if got, _ := getBytes(t, s.root(), "hot", "weights.bin"); !bytes.Equal(got, fresh) {
+			t.Fatalf("%s served the old version of an object overwritten through another node (ttl 1h)", s.Endpoint)
+		}
+	}
+	_, err := r.nodes[2].root().DeleteObject(ctx(t), &s3.DeleteObjectInput{Bucket: aws.String("hot"), Key: aws.String("weights.bin")})
+	mustOK(t, err)
+	if _, err := r.nodes[1].root().HeadObject(ctx(t), &s3.HeadObjectInput{Bucket: aws.String("hot"), Key: aws.String("weights.bin")}); !isNotFound(err) {
+		t.Fatalf("HEAD through node 2 after a DELETE through node 3 (ttl 1h): %v", err)
 	}
 
 	// Kill the node caching the most: its chunks now come from the origin.

@@ -410,6 +410,8 @@ func (n *Namespace) OnApply(cmd raft.Command) {
 		n.wakeDrainer()
 	case *raft.SetPin:
 		n.repin(c)
+	case *raft.Touch:
+		n.forgetStoreKey(c.Store, c.Key)
 	}
 }
 

@@ -127,6 +127,9 @@ func (n *Namespace) CompleteUpload(ctx context.Context, b *Bucket, up Upload, re
 		return store.ObjectInfo{}, err
 	}
 	info.Key = up.Key
+	if err := b.touch(ctx, up.Key); err != nil {
+		return store.ObjectInfo{}, err
+	}
 	// The object is committed; forgetting the session may not be cancelled
 	// half-way by a client that hangs up.
 	if err := n.j.Apply(context.WithoutCancel(ctx), raft.CompleteUpload{UploadID: up.ID}); err != nil && !errors.Is(err, raft.ErrNoSuchUpload) {

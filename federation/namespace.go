@@ -360,7 +360,21 @@ func (b *Bucket) Put(ctx context.Context, key string, body io.Reader, size int64
 	defer b.invalidate(key)
 	info, err := b.store.Put(ctx, b.prefix+key, body, size, opts)
 	info.Key = key
+	if err == nil {
+		err = b.touch(ctx, key)
+	}
 	return info, err
+}
+
+// touch tells every node of a multi-node region that key changed, before
+// the write is acknowledged, when the bucket lets nodes cache metadata
+// (TTL above 0): their caches drop it as they apply the Touch, and their
+// reads wait for that (see Stat).
+func (b *Bucket) touch(ctx context.Context, key string) error {
+	if b.cache.TTL <= 0 || len(b.ns.region.Members()) < 2 {
+		return nil
+	}
+	return b.ns.j.Apply(context.WithoutCancel(ctx), raft.Touch{Store: b.store.Name(), Key: b.prefix + key})
 }
 
 // Delete removes an object; deleting a missing key is not an error.
@@ -369,7 +383,10 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 		return b.deleteStaged(ctx, key)
 	}
 	defer b.invalidate(key)
-	return b.store.Delete(ctx, b.prefix+key)
+	if err := b.store.Delete(ctx, b.prefix+key); err != nil {
+		return err
+	}
+	return b.touch(ctx, key)
 }
 
 // List lists the bucket's objects; keys and prefixes are relative to the bucket.

@@ -224,6 +224,14 @@ func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error)
 		}
 	}
 	k := statKey{b.store.Name(), b.prefix + key}
+	if b.cache.TTL > 0 && len(b.ns.region.Members()) > 1 {
+		// A write through another node was acknowledged after its Touch
+		// committed; applying everything committed so far drops what this
+		// node cached about the key.
+		if err := b.ns.region.ReadBarrier(ctx); err != nil {
+			return store.ObjectInfo{}, err
+		}
+	}
 	if b.cache.TTL > 0 {
 		if info, ok := b.ns.stats.get(k, b.ns.now()); ok {
 			return info, nil

@@ -203,6 +203,19 @@ type JobProgressUpdate struct {
 // DeleteJob removes a job. It fails with ErrNoSuchJob.
 type DeleteJob struct{ ID string }
 
+// Touch records that a key changed in its store through fedgate (a
+// write-through write). It changes no state: every node's apply hook drops
+// what it cached about the key, so a read anywhere after the write's
+// acknowledgement sees it even in a bucket whose metadata TTL is above 0.
+type Touch struct {
+	Store, Key string
+}
+
+// Type implements Command.
+func (Touch) Type() CommandType { return TypeTouch }
+
+func (c *Touch) apply(*batch) error { return nil }
+
 // ErrNoSuchJob: no preload job has the id.
 var ErrNoSuchJob = errors.New("raft: no such preload job")
 
