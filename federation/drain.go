@@ -133,7 +133,8 @@ func (n *Namespace) wakeDrainer() {
 func (n *Namespace) RunDrainer(ctx context.Context) {
 	var (
 		mu     sync.Mutex
-		active = map[string]bool{} // bucket NUL key being drained here
+		active = map[string]bool{}    // bucket NUL key being drained here
+		retry  = map[string]backoff{} // failed drains wait before the next try
 		sem    = make(chan struct{}, drainWorkers)
 		wg     sync.WaitGroup
 	)
@@ -158,7 +159,7 @@ func (n *Namespace) RunDrainer(ctx context.Context) {
 			}
 			k := e.Bucket + "\x00" + e.Key
 			mu.Lock()
-			busy := active[k]
+			busy := active[k] || time.Now().Before(retry[k].next)
 			if !busy {
 				active[k] = true
 			}
@@ -172,16 +173,35 @@ func (n *Namespace) RunDrainer(ctx context.Context) {
 				return
 			}
 			wg.Go(func() {
+				ok := false
 				defer func() {
 					<-sem
 					mu.Lock()
 					delete(active, k)
+					if ok {
+						delete(retry, k)
+					} else {
+						retry[k] = retry[k].after()
+					}
 					mu.Unlock()
 				}()
-				n.drainOne(ctx, e)
+				ok = n.drainOne(ctx, e)
 			})
 		}
 	}
+}
+
+// backoff spaces out the retries of a drain that keeps failing: 1 s,
+// 2 s, 4 s ... up to 30 s.
+type backoff struct {
+	delay time.Duration
+	next  time.Time
+}
+
+func (b backoff) after() backoff {
+	b.delay = min(max(time.Second, 2*b.delay), 30*time.Second)
+	b.next = time.Now().Add(b.delay)
+	return b
 }
 
 // shouldDrain decides whether this node tries e now.
@@ -210,8 +230,9 @@ func (n *Namespace) shouldDrain(e raft.JournalEntry) bool {
 	return now.Sub(since) >= takeoverAfter
 }
 
-// drainOne claims, uploads (or deletes) and finishes one entry.
-func (n *Namespace) drainOne(ctx context.Context, e raft.JournalEntry) {
+// drainOne claims, uploads (or deletes) and finishes one entry; false
+// when it should be retried later.
+func (n *Namespace) drainOne(ctx context.Context, e raft.JournalEntry) bool {
 	self := n.region.Self()
 	claim := raft.ClaimDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Lease: drainLease}
 	start := time.Now()
@@ -219,13 +240,13 @@ func (n *Namespace) drainOne(ctx context.Context, e raft.JournalEntry) {
 	switch {
 	case errors.Is(err, raft.ErrSuperseded):
 		n.metrics.superseded.Inc()
-		return
+		return true
 	case errors.Is(err, raft.ErrDrainClaimed):
-		return
+		return true
 	case err != nil:
 		n.metrics.drainErrors.Inc()
 		n.log.Warn("write-back: claim failed", "bucket", e.Bucket, "key", e.Key, "error", err)
-		return
+		return false
 	}
 	uctx, cancel := context.WithCancel(ctx)
 	renewed := make(chan struct{})
@@ -261,16 +282,21 @@ func (n *Namespace) drainOne(ctx context.Context, e raft.JournalEntry) {
 		// Give the claim back at once (same as finishing a superseded one:
 		// the entry stays), so the retry need not wait for the lease.
 		_ = n.j.Apply(context.WithoutCancel(ctx), raft.FinishDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Failed: true})
-		return
+		return false
 	}
-	if err := n.j.Apply(context.WithoutCancel(ctx), raft.FinishDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self}); err != nil {
+	var drained []string
+	for _, s := range e.Segments {
+		drained = append(drained, s.ID)
+	}
+	if err := n.j.Apply(context.WithoutCancel(ctx), raft.FinishDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Drained: drained}); err != nil {
 		n.log.Warn("write-back: drained, but the journal entry was not cleared (it will be drained again)", "bucket", e.Bucket, "key", e.Key, "error", err)
-		return
+		return false
 	}
 	n.metrics.drained.Inc()
 	n.metrics.drainedBytes.Add(float64(e.Size))
 	n.forgetStoreKey(e.Store, e.StoreKey)
 	n.log.Debug("write-back: drained", "bucket", e.Bucket, "key", e.Key, "version", e.Version, "bytes", e.Size)
+	return true
 }
 
 // upload writes (or deletes) e in its store.
@@ -404,6 +430,15 @@ func (n *Namespace) OnApply(cmd raft.Command) {
 		// before the drain must not outlive the entry.
 		if b, err := n.Bucket(c.Bucket); err == nil {
 			b.invalidate(c.Key)
+		}
+		if !c.Failed && len(c.Drained) > 0 && n.wb.Staging != nil {
+			// Free the staging room now (a read that had the file open
+			// keeps reading it; one about to open it retries).
+			go func() {
+				for _, id := range c.Drained {
+					_ = n.wb.Staging.Remove(id)
+				}
+			}()
 		}
 		n.wakeDrainer()
 	case *raft.ClaimDrain:

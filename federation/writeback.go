@@ -486,7 +486,9 @@ func (n *Namespace) openSegment(ctx context.Context, s raft.Segment, off, length
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", node, err))
 	}
-	return nil, fmt.Errorf("federation: no holder of staged segment %s answered: %w", s.ID, errors.Join(errs...))
+	// Typically the entry was drained and its copies removed between the
+	// lookup and this read: the client retries and finds the stored object.
+	return nil, fmt.Errorf("%w: no holder of staged segment %s has it any more: %w", store.ErrPreconditionFailed, s.ID, errors.Join(errs...))
 }
 
 // OpenStaged serves the internal API: [off, off+n) of a file staged here.

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/fedgate/fedgate/federation"
@@ -137,7 +138,25 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	body := errorResponse{Code: se.Code, Message: se.Message, Resource: r.URL.Path, RequestID: reqID, HostID: reqID}
+	if se.Status == http.StatusServiceUnavailable {
+		discardBody(r)
+	}
 	w.WriteHeader(se.Status)
 	_, _ = w.Write([]byte(xml.Header))
 	_ = xml.NewEncoder(w).Encode(body)
+}
+
+// maxDiscard bounds how much of an unread request body a 503 answer reads
+// and drops first.
+const maxDiscard = 256 << 20
+
+// discardBody reads what is left of a request body (up to maxDiscard)
+// before a 503 answer: a client still sending its body (it stopped waiting
+// for 100-continue) then reads SlowDown and retries, instead of meeting a
+// connection reset. A larger body is cut off with the connection.
+func discardBody(r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, r.Body, maxDiscard)
 }

@@ -179,6 +179,9 @@ type FinishDrain struct {
 	Version     uint64
 	Node        string
 	Failed      bool `json:",omitempty"`
+	// Drained lists the staged segment ids the drain copied to the store:
+	// every node holding one removes it when it applies this command.
+	Drained []string `json:",omitempty"`
 }
 
 // SetPin adds (or, with Delete, removes) a cache pin.
