@@ -44,7 +44,7 @@ bench:
 
 ## soak: large objects and long runs kept out of `make test`
 soak:
-	FEDGATE_SOAK=1 $(GO) test -timeout 120m -count=1 -run 'Soak' ./e2e/
+	FEDGATE_SOAK=1 $(GO) test -timeout 120m -count=1 -run 'Soak|TestClusterWriteBackSurvivesKill' ./e2e/
 
 clean:
 	rm -rf bin
