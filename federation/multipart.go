@@ -62,6 +62,11 @@ func (n *Namespace) CreateUpload(ctx context.Context, u User, b *Bucket, key str
 
 // Upload returns the upload id of bucket b for key, or ErrNoSuchUpload.
 func (n *Namespace) Upload(b *Bucket, id, key string) (Upload, error) {
+	// Parts may have been recorded through other nodes a moment ago: see
+	// every one acknowledged so far.
+	if len(n.region.Members()) > 1 {
+		n.catchUp()
+	}
 	up, ok := n.j.State().Upload(id)
 	if !ok || up.Bucket != b.Name || up.Key != key {
 		return Upload{}, ErrNoSuchUpload
@@ -72,6 +77,9 @@ func (n *Namespace) Upload(b *Bucket, id, key string) (Upload, error) {
 // Uploads lists a bucket's uploads in progress whose key has prefix, by key
 // then initiation time.
 func (n *Namespace) Uploads(b *Bucket, prefix string) []Upload {
+	if len(n.region.Members()) > 1 {
+		n.catchUp()
+	}
 	return n.j.State().Uploads(b.Name, prefix)
 }
 
