@@ -344,6 +344,7 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 		defer close(drainerDone)
 		ns.RunDrainer(drainCtx)
 	}()
+	go ns.RunPreloader(drainCtx)
 	if f.clustered() {
 		go cl.syncMembers(drainCtx, cache)
 	}
