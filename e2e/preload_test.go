@@ -312,3 +312,23 @@ func (p *slowProxy) wait(k int) {
 	p.mu.Unlock()
 	time.Sleep(time.Until(due))
 }
+
+// TestPolicyPinnedBucket: a bucket whose policy says cache.pin: true keeps
+// every chunk it reads pinned (fedgate_cache_pinned_bytes), without any
+// `fedgate cache pin`.
+func TestPolicyPinnedBucket(t *testing.T) {
+	o := newPreloadOrigin(t)
+	data := randBytes(t, 12<<20+7)
+	o.put(t, "datasets/w.bin", data)
+	pf := o.policy(t, o.minio.Endpoint)
+	raw, err := os.ReadFile(pf)
+	mustOK(t, err)
+	mustOK(t, os.WriteFile(pf, bytes.Replace(raw, []byte("cache: {ttl: 0s, quota: 1GiB}"), []byte("cache: {ttl: 0s, quota: 1GiB, pin: true}"), 1), 0o644))
+	s := startServer(t, "--config", pf, "--cache-size", "1GiB")
+	if got, _ := getBytes(t, s.root(), "mounted", "w.bin"); !bytes.Equal(got, data) {
+		t.Fatal("read differs")
+	}
+	waitFor(t, 10*time.Second, "the bucket's chunks to be pinned", func() bool {
+		return s.metric("fedgate_cache_pinned_bytes") == float64(len(data))
+	})
+}

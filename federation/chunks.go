@@ -72,6 +72,9 @@ func (n *Namespace) ServeChunk(ctx context.Context, k cachetier.ChunkKey, off, l
 // pinned is the cache's pin predicate: the Raft pins, by bucket and
 // key prefix (relative to the bucket).
 func (n *Namespace) pinned(group, storeName, key string) bool {
+	if b, ok := n.global[group]; ok && b.cache.Pin && b.store.Name() == storeName && strings.HasPrefix(key, b.prefix) {
+		return true
+	}
 	pins := n.j.State().Pins()
 	if len(pins) == 0 {
 		return false

@@ -169,7 +169,7 @@ func (n *Namespace) addPolicyBuckets(p *policies.Policy) error {
 		if !ok {
 			return fmt.Errorf("federation: bucket %q: store %q is not configured", pb.Name, storeName)
 		}
-		rules := CacheRules{Chunked: needsCache(st), TTL: pb.Cache.TTL, Quota: pb.Cache.Quota}
+		rules := CacheRules{Chunked: needsCache(st), TTL: pb.Cache.TTL, Quota: pb.Cache.Quota, Pin: pb.Cache.Pin}
 		if pb.Cache.Prefetch == policies.PrefetchSequential {
 			rules.ReadAhead = n.fill
 		}

@@ -24,6 +24,9 @@ type CacheRules struct {
 	TTL time.Duration
 	// Quota bounds the bucket's share of the cache (0: no bucket limit).
 	Quota int64
+	// Pin: the policy pins the whole bucket (cache.pin); its chunks are never
+	// evicted.
+	Pin bool
 	// ReadAhead is how many chunks a sequential reader prefetches (0: none);
 	// with prefetch "sequential" it is the fill concurrency, so one reader
 	// keeps that many ranged reads of the store in flight.

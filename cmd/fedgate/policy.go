@@ -47,5 +47,6 @@ func servedFeatures() policies.Features {
 		Cache:      true,
 		Prefetch:   true,
 		WriteBack:  true,
+		Pin:        true,
 	}
 }
