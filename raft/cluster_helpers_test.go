@@ -54,7 +54,9 @@ func newCluster(t *testing.T, size int, tweak func(*Config)) *cluster {
 }
 
 func (c *cluster) config(id string) Config {
-	cfg := Config{NodeID: id, Dir: c.dirs[id], Logger: testLogger(c.t), ElectionTimeout: 50 * time.Millisecond,
+	// 200ms: short enough for quick tests, long enough that a loaded 2-core
+	// CI machine does not depose the leader mid-test.
+	cfg := Config{NodeID: id, Dir: c.dirs[id], Logger: testLogger(c.t), ElectionTimeout: 200 * time.Millisecond,
 		BootstrapExpect: len(c.ids), LeaderWait: 2 * time.Second, Forward: c.forwarder(id)}
 	if c.tweak != nil {
 		c.tweak(&cfg)
