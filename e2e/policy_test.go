@@ -132,3 +132,58 @@ func TestRegionFlag(t *testing.T) {
 		t.Fatalf("banner does not name the region:\n%s", s.Stdout())
 	}
 }
+
+// TestPolicyApplyHot: `fedgate policy diff` shows a change against the
+// region's active policy and `fedgate policy apply` puts it in force on
+// every node without a restart; a bad file or one that would strand a
+// bucket changes nothing.
+func TestPolicyApplyHot(t *testing.T) {
+	r := startRegion(t, 3)
+	n1, n3 := r.nodes[0], r.nodes[2]
+	_, err := n1.root().CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("s3made")})
+	mustOK(t, err)
+	base, err := os.ReadFile(writeBackPolicy(t, r.nas))
+	mustOK(t, err)
+	dir := t.TempDir()
+	next := filepath.Join(dir, "next.yaml")
+	mustOK(t, os.WriteFile(next, append(base, []byte("  - name: fresh-data\n    placement: {single: nas}\n    cache: {ttl: 1h}\n")...), 0o644))
+	// The appended bucket must land in the buckets list: move defaults last.
+	data, _ := os.ReadFile(next)
+	data = []byte(strings.Replace(string(data), "defaults: {store: nas}\n", "", 1) + "defaults: {store: nas}\n")
+	mustOK(t, os.WriteFile(next, data, 0o644))
+
+	out, err := n1.fedgate("policy", "diff", next)
+	if err != nil || !strings.Contains(out, "+ bucket fresh-data") || !strings.Contains(out, "version 1") {
+		t.Fatalf("policy diff: %v\n%s", err, out)
+	}
+	out, err = n1.fedgate("policy", "apply", next)
+	if err != nil || !strings.Contains(out, "+ bucket fresh-data") || !strings.Contains(out, "version 2") {
+		t.Fatalf("policy apply: %v\n%s", err, out)
+	}
+	// In force on another node at once.
+	put(t, n3.root(), "fresh-data", "k", []byte("v"))
+	if got, _ := getBytes(t, r.nodes[1].root(), "fresh-data", "k"); string(got) != "v" {
+		t.Fatalf("read through node 2: %q", got)
+	}
+	if out, _ := n3.fedgate("policy", "diff", next); !strings.Contains(out, "No changes") {
+		t.Fatalf("diff after apply: %s", out)
+	}
+
+	// A file with an error: file:line:column, exit 1, nothing applied.
+	bad := filepath.Join(dir, "bad.yaml")
+	mustOK(t, os.WriteFile(bad, []byte(strings.Replace(string(data), "cache: {ttl: 1h}", "cache: {ttl: soon}", 1)), 0o644))
+	out, err = n1.fedgate("policy", "apply", bad)
+	if err == nil || !strings.Contains(out, bad+":") || !strings.Contains(out, "ttl") {
+		t.Fatalf("apply of a bad file: %v\n%s", err, out)
+	}
+	// A policy without the store an S3-created bucket lives on is refused.
+	moved := filepath.Join(dir, "moved.yaml")
+	mustOK(t, os.WriteFile(moved, []byte(strings.ReplaceAll(string(data), "nas", "nas2")), 0o644))
+	out, err = n1.fedgate("policy", "apply", moved)
+	if err == nil || !strings.Contains(out, `"s3made"`) {
+		t.Fatalf("apply stranding a bucket: %v\n%s", err, out)
+	}
+	if out, _ := n1.fedgate("policy", "diff", next); !strings.Contains(out, "No changes") || !strings.Contains(out, "version 2") {
+		t.Fatalf("a refused apply changed the active policy:\n%s", out)
+	}
+}

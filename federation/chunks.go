@@ -24,7 +24,7 @@ func (n *Namespace) bucketOf(storeName, key string) *Bucket {
 			best = b
 		}
 	}
-	for _, b := range n.global {
+	for _, b := range n.v().global {
 		consider(b)
 	}
 	for _, rec := range n.j.State().Buckets() {
@@ -60,7 +60,7 @@ func (n *Namespace) ServeChunk(ctx context.Context, k cachetier.ChunkKey, off, l
 	if n.cache == nil {
 		return nil, fmt.Errorf("federation: this node has no cache")
 	}
-	st, ok := n.stores[k.Store]
+	st, ok := n.v().stores[k.Store]
 	if !ok {
 		return nil, fmt.Errorf("federation: store %q is not configured on this node", k.Store)
 	}
@@ -72,7 +72,7 @@ func (n *Namespace) ServeChunk(ctx context.Context, k cachetier.ChunkKey, off, l
 // pinned is the cache's pin predicate: the Raft pins, by bucket and
 // key prefix (relative to the bucket).
 func (n *Namespace) pinned(group, storeName, key string) bool {
-	if b, ok := n.global[group]; ok && b.cache.Pin && b.store.Name() == storeName && strings.HasPrefix(key, b.prefix) {
+	if b, ok := n.v().global[group]; ok && b.cache.Pin && b.store.Name() == storeName && strings.HasPrefix(key, b.prefix) {
 		return true
 	}
 	pins := n.j.State().Pins()

@@ -301,7 +301,7 @@ func (n *Namespace) drainOne(ctx context.Context, e raft.JournalEntry) bool {
 
 // upload writes (or deletes) e in its store.
 func (n *Namespace) upload(ctx context.Context, e raft.JournalEntry) error {
-	st, ok := n.stores[e.Store]
+	st, ok := n.v().stores[e.Store]
 	if !ok {
 		return fmt.Errorf("store %q is not configured on this node", e.Store)
 	}

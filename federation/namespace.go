@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fedgate/fedgate/cachetier"
@@ -60,8 +61,10 @@ type Config struct {
 	// Stores by name; DefaultStore is where S3-created buckets live.
 	Stores       map[string]store.Store
 	DefaultStore string
-	// Policy is the active policy (nil on embedded defaults).
-	Policy *policies.Policy
+	// Policy is the active policy (nil on embedded defaults) and
+	// PolicyVersion its Raft version.
+	Policy        *policies.Policy
+	PolicyVersion uint64
 	// Cache is the region's chunk cache (nil: reads go to the stores).
 	Cache ChunkCache
 	// FillConcurrency is how many ranged reads fill one large object's
@@ -98,9 +101,7 @@ type Namespace struct {
 	cache   ChunkCache
 	fill    int
 	stats   statCache
-	stores  map[string]store.Store
-	def     store.Store
-	global  map[string]*Bucket // buckets declared in the policy file
+	view    atomic.Pointer[nsView] // the policy in force; swapped whole by ApplyPolicy
 	log     *slog.Logger
 	now     func() time.Time
 	users   *Users
@@ -114,14 +115,23 @@ type Namespace struct {
 	drainWake chan struct{}
 }
 
+// nsView is what the active policy makes of the namespace: its stores,
+// the default store and the buckets it declares. ApplyPolicy replaces it
+// in one atomic step, so a request sees one policy from start to end.
+type nsView struct {
+	stores  map[string]store.Store
+	def     store.Store
+	global  map[string]*Bucket // buckets declared in the policy file
+	policy  *policies.Policy
+	version uint64 // the Raft policy version (0: embedded defaults or --config seed)
+}
+
+func (n *Namespace) v() *nsView { return n.view.Load() }
+
 // New validates cfg and builds the namespace.
 func New(cfg Config) (*Namespace, error) {
 	if cfg.Journal == nil {
 		return nil, errors.New("federation: Config.Journal is required")
-	}
-	def, ok := cfg.Stores[cfg.DefaultStore]
-	if !ok {
-		return nil, fmt.Errorf("federation: default store %q is not among the configured stores", cfg.DefaultStore)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -141,20 +151,29 @@ func New(cfg Config) (*Namespace, error) {
 	if cfg.WriteBack.Wait <= 0 {
 		cfg.WriteBack.Wait = 30 * time.Second
 	}
-	n := &Namespace{j: cfg.Journal, stores: cfg.Stores, def: def, log: cfg.Logger, now: cfg.Now,
-		global: map[string]*Bucket{}, created: cfg.Now(), cache: cfg.Cache, fill: cfg.FillConcurrency,
+	n := &Namespace{j: cfg.Journal, log: cfg.Logger, now: cfg.Now,
+		created: cfg.Now(), cache: cfg.Cache, fill: cfg.FillConcurrency,
 		region: cfg.Region, wb: cfg.WriteBack, metrics: newDrainMetrics(), drainWake: make(chan struct{}, 1)}
 	n.users = &Users{j: cfg.Journal, now: cfg.Now, catchUp: n.catchUp}
-	if cfg.Policy != nil {
-		if err := n.addPolicyBuckets(cfg.Policy); err != nil {
-			return nil, err
-		}
+	view, err := n.buildView(cfg.Policy, cfg.Stores, cfg.DefaultStore)
+	if err != nil {
+		return nil, err
 	}
+	view.version = cfg.PolicyVersion
+	n.view.Store(view)
 	return n, nil
 }
 
-// addPolicyBuckets registers the buckets declared in the policy file.
-func (n *Namespace) addPolicyBuckets(p *policies.Policy) error {
+// buildView makes the namespace's view of a policy and its opened stores.
+func (n *Namespace) buildView(p *policies.Policy, stores map[string]store.Store, defName string) (*nsView, error) {
+	def, ok := stores[defName]
+	if !ok {
+		return nil, fmt.Errorf("federation: default store %q is not among the configured stores", defName)
+	}
+	v := &nsView{stores: stores, def: def, global: map[string]*Bucket{}, policy: p}
+	if p == nil {
+		return v, nil
+	}
 	for _, pb := range p.Buckets {
 		storeName, prefix := "", pb.Name+"/"
 		switch {
@@ -163,20 +182,20 @@ func (n *Namespace) addPolicyBuckets(p *policies.Policy) error {
 		case pb.Placement.Kind == policies.PlacementSingle && len(pb.Placement.Stores) == 1:
 			storeName = pb.Placement.Stores[0]
 		default:
-			storeName = n.def.Name()
+			storeName = def.Name()
 		}
-		st, ok := n.stores[storeName]
+		st, ok := stores[storeName]
 		if !ok {
-			return fmt.Errorf("federation: bucket %q: store %q is not configured", pb.Name, storeName)
+			return nil, fmt.Errorf("federation: bucket %q: store %q is not configured", pb.Name, storeName)
 		}
 		rules := CacheRules{Chunked: needsCache(st), TTL: pb.Cache.TTL, Quota: pb.Cache.Quota, Pin: pb.Cache.Pin}
 		if pb.Cache.Prefetch == policies.PrefetchSequential {
 			rules.ReadAhead = n.fill
 		}
-		n.global[pb.Name] = &Bucket{Name: pb.Name, Owner: RootUser, Global: true, Created: n.created,
+		v.global[pb.Name] = &Bucket{Name: pb.Name, Owner: RootUser, Global: true, Created: n.created,
 			store: st, prefix: prefix, ns: n, cache: rules, writeBack: pb.Write == policies.WriteBack}
 	}
-	return nil
+	return v, nil
 }
 
 // catchUp waits (briefly) until this node has applied every write the
@@ -187,6 +206,21 @@ func (n *Namespace) catchUp() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return n.region.ReadBarrier(ctx) == nil
+}
+
+// awaitPolicy waits (up to 5 s) until the newest policy this node has
+// applied from Raft is in force here (installing one opens its stores, so
+// it lags the Raft apply a little); it reports whether one was awaited.
+func (n *Namespace) awaitPolicy() bool {
+	p, ok := n.j.State().Policy()
+	if !ok || p.Version <= n.v().version {
+		return false
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n.v().version < p.Version && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
 }
 
 // Users gives the namespace's credential and grant operations.
@@ -232,11 +266,16 @@ func (b *Bucket) Cache() CacheRules { return b.cache }
 
 // Bucket returns the named bucket, or ErrNoSuchBucket.
 func (n *Namespace) Bucket(name string) (*Bucket, error) {
-	if b, ok := n.global[name]; ok {
+	if b, ok := n.v().global[name]; ok {
 		return b, nil
 	}
 	rec, ok := n.j.State().Bucket(name)
 	if !ok && n.catchUp() {
+		if n.awaitPolicy() {
+			if b, ok := n.v().global[name]; ok {
+				return b, nil
+			}
+		}
 		rec, ok = n.j.State().Bucket(name)
 	}
 	if !ok {
@@ -246,7 +285,7 @@ func (n *Namespace) Bucket(name string) (*Bucket, error) {
 }
 
 func (n *Namespace) fromRecord(rec raft.Bucket) (*Bucket, error) {
-	st, ok := n.stores[rec.Store]
+	st, ok := n.v().stores[rec.Store]
 	if !ok {
 		return nil, fmt.Errorf("federation: bucket %q lives on store %q, which is not configured on this node", rec.Name, rec.Store)
 	}
@@ -257,13 +296,14 @@ func (n *Namespace) fromRecord(rec raft.Bucket) (*Bucket, error) {
 // ListBuckets returns the buckets u may read, sorted by name.
 func (n *Namespace) ListBuckets(u User) []*Bucket {
 	var out []*Bucket
-	for _, b := range n.global {
+	view := n.v()
+	for _, b := range view.global {
 		if n.Authorize(u, b, false) == nil {
 			out = append(out, b)
 		}
 	}
 	for _, rec := range n.j.State().Buckets() {
-		if _, dup := n.global[rec.Name]; dup {
+		if _, dup := view.global[rec.Name]; dup {
 			continue
 		}
 		b, err := n.fromRecord(rec)
@@ -296,7 +336,7 @@ func (n *Namespace) CreateBucket(ctx context.Context, u User, name string) error
 	if err := policies.ValidBucketName(name); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidBucketName, err)
 	}
-	if _, ok := n.global[name]; ok {
+	if _, ok := n.v().global[name]; ok {
 		return &BucketExistsError{Bucket: name, OwnedByCaller: u.Root}
 	}
 	// Each incarnation of a name gets its own prefix, so nothing a deleted
@@ -304,7 +344,7 @@ func (n *Namespace) CreateBucket(ctx context.Context, u User, name string) error
 	// a new bucket of the same name.
 	var inc [6]byte
 	_, _ = rand.Read(inc[:])
-	rec := raft.Bucket{Name: name, Owner: u.Name, Store: n.def.Name(), Prefix: name + "/" + hex.EncodeToString(inc[:]) + "/", Created: n.now().UTC()}
+	rec := raft.Bucket{Name: name, Owner: u.Name, Store: n.v().def.Name(), Prefix: name + "/" + hex.EncodeToString(inc[:]) + "/", Created: n.now().UTC()}
 	err := n.j.Apply(ctx, raft.CreateBucket{Bucket: rec})
 	var exists *raft.BucketExistsError
 	if errors.As(err, &exists) {

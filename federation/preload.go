@@ -197,7 +197,7 @@ func (n *Namespace) status(j raft.PreloadJob) PreloadStatus {
 
 // lookupBucket is Bucket without waiting for the region (nil: not found).
 func (n *Namespace) lookupBucket(name string) *Bucket {
-	if b, ok := n.global[name]; ok {
+	if b, ok := n.v().global[name]; ok {
 		return b
 	}
 	rec, ok := n.j.State().Bucket(name)

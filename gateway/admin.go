@@ -52,6 +52,7 @@ func (s *Server) adminRoutes(r chi.Router) {
 	r.Delete("/users/{name}/grants/{bucket}", s.adminRevoke)
 	s.clusterRoutes(r)
 	s.cacheRoutes(r)
+	s.policyRoutes(r)
 	r.Get("/version", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"version": s.cfg.Version})
 	})

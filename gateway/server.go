@@ -45,6 +45,9 @@ type Config struct {
 	// Cluster serves the admin API's /cluster routes (nil: they answer
 	// an error).
 	Cluster Cluster
+	// Policy serves the admin API's /policy routes (nil: they answer an
+	// error).
+	Policy PolicyAdmin
 }
 
 // Server serves the S3 API and the /_fedgate/ operations endpoints.

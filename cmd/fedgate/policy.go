@@ -1,17 +1,22 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/policies"
 )
 
 func newPolicyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
-		Short: "Check placement-policy files (see docs/policies.md)",
+		Short: "Check, diff and apply placement-policy files (see docs/policies.md)",
 	}
 	var all bool
 	validate := &cobra.Command{
@@ -32,13 +37,115 @@ func newPolicyCmd() *cobra.Command {
 		},
 	}
 	validate.Flags().BoolVar(&all, "all-features", false, "accept features this build does not serve yet (check a file meant for a newer fedgate)")
-	cmd.AddCommand(validate)
+	cmd.AddCommand(validate, newPolicyDiffCmd(), newPolicyApplyCmd())
+	return cmd
+}
+
+// loadForRegion validates FILE as this build serves it and returns its
+// text and the parsed policy.
+func loadForRegion(file string) ([]byte, *policies.Policy, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := policies.Parse(file, data, servedFeatures())
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, p, nil
+}
+
+// activeOf fetches and parses the region's active policy (nil: none).
+func activeOf(ctx context.Context, c *adminClient) (gateway.AdminPolicy, *policies.Policy, error) {
+	var a gateway.AdminPolicy
+	if err := c.do(ctx, http.MethodGet, "/policy", nil, &a); err != nil {
+		return a, nil, err
+	}
+	if a.Version == 0 {
+		return a, nil, nil
+	}
+	p, err := policies.Parse(fmt.Sprintf("active policy (version %d)", a.Version), []byte(a.YAML), policies.AllFeatures())
+	return a, p, err
+}
+
+func printChanges(w io.Writer, changes []string) {
+	if len(changes) == 0 {
+		fmt.Fprintln(w, "No changes.")
+		return
+	}
+	for _, c := range changes {
+		fmt.Fprintln(w, c)
+	}
+}
+
+func newPolicyDiffCmd() *cobra.Command {
+	var c adminClient
+	cmd := &cobra.Command{
+		Use:   "diff FILE",
+		Short: "Show what applying FILE would change against the region's active policy",
+		Long: `Validate FILE, fetch the active policy from the server at --endpoint and print what
+would change, one line each: + added, - removed, ~ changed (with old -> new values).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, next, err := loadForRegion(args[0])
+			if err != nil {
+				return err
+			}
+			a, active, err := activeOf(cmd.Context(), &c)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Against the active policy (version %d):\n", a.Version)
+			printChanges(cmd.OutOrStdout(), policies.Diff(active, next))
+			return nil
+		},
+	}
+	c.bind(cmd)
+	return cmd
+}
+
+func newPolicyApplyCmd() *cobra.Command {
+	var c adminClient
+	cmd := &cobra.Command{
+		Use:   "apply FILE",
+		Short: "Make FILE the region's active policy on every node, without a restart",
+		Long: `Validate FILE, show what changes against the active policy, and apply it through
+Raft to every node of the region at --endpoint. The server refuses (and changes nothing) when
+the file is invalid, when a store cannot be opened, when a bucket it removes or moves still has
+write-back data to drain or multipart uploads in progress, or when the active policy changed
+since the diff was taken.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, next, err := loadForRegion(args[0])
+			if err != nil {
+				return err
+			}
+			a, active, err := activeOf(cmd.Context(), &c)
+			if err != nil {
+				return err
+			}
+			changes := policies.Diff(active, next)
+			if len(changes) == 0 && a.Version > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "No changes against the active policy (version %d); nothing applied.\n", a.Version)
+				return nil
+			}
+			var out gateway.AdminPolicy
+			req := gateway.AdminPolicyApply{YAML: string(data), File: args[0], BaseVersion: a.Version}
+			if err := c.do(cmd.Context(), http.MethodPut, "/policy", req, &out); err != nil {
+				return err
+			}
+			printChanges(cmd.OutOrStdout(), out.Changes)
+			fmt.Fprintf(cmd.OutOrStdout(), "Applied: the region's policy is now version %d.\n", out.Version)
+			return nil
+		},
+	}
+	c.bind(cmd)
 	return cmd
 }
 
 // servedFeatures is what this build serves of the policy file: every store
 // kind, origins (mounting existing data), per-bucket cache settings and
-// write-back buckets. Replication, erasure coding, pinning, routing
+// write-back buckets and pins. Replication, erasure coding, routing
 // preferences and egress budgets are refused as "not supported yet".
 func servedFeatures() policies.Features {
 	return policies.Features{

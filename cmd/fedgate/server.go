@@ -200,11 +200,17 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	defer ln.Close()
 
 	var nsRef atomic.Pointer[federation.Namespace]
+	var pmRef atomic.Pointer[policyManager]
 	rcfg := raft.Config{NodeID: f.nodeID, Dir: filepath.Join(f.dataDir, "raft"), Logger: log.With("component", "raft"),
 		SnapshotThreshold: f.raftSnapshotThreshold, TrailingLogs: f.raftTrailingLogs,
 		OnApply: func(cmd raft.Command) {
 			if ns := nsRef.Load(); ns != nil {
 				ns.OnApply(cmd)
+			}
+			if _, ok := cmd.(*raft.SetPolicy); ok || cmd == nil {
+				if pm := pmRef.Load(); pm != nil {
+					pm.notify()
+				}
 			}
 		}}
 	var cl *cluster
@@ -323,7 +329,13 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: defStore, Policy: pol,
+	activeVersion := uint64(0)
+	if pol != nil {
+		if a, ok := node.State().Policy(); ok {
+			activeVersion = a.Version
+		}
+	}
+	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: defStore, Policy: pol, PolicyVersion: activeVersion,
 		Cache: cache, FillConcurrency: f.fillConcurrency, Logger: log.With("component", "federation"),
 		Region:    cl,
 		WriteBack: federation.WriteBackConfig{Staging: stage, Copies: f.writeBackCopies, Wait: f.stagingWait}})
@@ -332,6 +344,8 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	}
 	nsRef.Store(ns)
 	cl.ns.Store(ns)
+	pm := newPolicyManager(node, ns, f.dataDir, f.clustered(), pol, stores, activeVersion, log.With("component", "policy"))
+	pmRef.Store(pm)
 	ns.StartPins()
 	usage := func() gateway.NodeUsage {
 		cs, ss := cache.Stats(), stage.Stats()
@@ -345,6 +359,8 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 		ns.RunDrainer(drainCtx)
 	}()
 	go ns.RunPreloader(drainCtx)
+	go pm.run(drainCtx)
+	pm.notify() // a newer policy may have been applied while this node was starting
 	if f.clustered() {
 		go cl.syncMembers(drainCtx, cache)
 	}
@@ -378,8 +394,11 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	if err := ns.RegisterMetrics(reg); err != nil {
 		return err
 	}
+	if err := pm.register(reg); err != nil {
+		return err
+	}
 	srv, err := gateway.New(gateway.Config{Namespace: ns, Region: f.s3Region, Domain: f.domain, Logger: log, Registry: reg, Version: version,
-		Cluster: cl})
+		Cluster: cl, Policy: pm})
 	if err != nil {
 		return err
 	}

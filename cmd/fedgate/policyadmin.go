@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/federation/store/posix"
+	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/raft"
+)
+
+// policyManager keeps the policy in force on this node in step with the
+// region's active policy (Raft), and serves `fedgate policy diff|apply`
+// through the admin API. Stores whose configuration did not change are
+// kept open across policy versions.
+type policyManager struct {
+	node      *raft.Node
+	ns        *federation.Namespace
+	dataDir   string
+	clustered bool
+	log       *slog.Logger
+	wake      chan struct{}
+
+	mu        sync.Mutex // serializes applies and installs
+	installed uint64     // the version in force here (0: embedded defaults or none)
+	open      map[string]openedStore
+	failed    prometheus.Gauge
+	version   prometheus.Gauge
+}
+
+// openedStore is a store this node opened and the configuration it was
+// opened with.
+type openedStore struct {
+	cfg policies.Store
+	st  store.Store
+}
+
+func newPolicyManager(node *raft.Node, ns *federation.Namespace, dataDir string, clustered bool, p *policies.Policy,
+	stores map[string]store.Store, version uint64, log *slog.Logger) *policyManager {
+	pm := &policyManager{node: node, ns: ns, dataDir: dataDir, clustered: clustered, log: log,
+		wake: make(chan struct{}, 1), installed: version, open: map[string]openedStore{},
+		failed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fedgate_policy_install_failed",
+			Help: "1 while this node could not put the region's newest policy in force (see the log), else 0."}),
+		version: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fedgate_policy_version",
+			Help: "Version of the region policy in force on this node (0: embedded defaults)."}),
+	}
+	if p != nil {
+		for _, ps := range p.Stores {
+			if st, ok := stores[ps.Name]; ok {
+				pm.open[ps.Name] = openedStore{cfg: ps, st: st}
+			}
+		}
+	}
+	pm.version.Set(float64(version))
+	return pm
+}
+
+func (pm *policyManager) register(reg prometheus.Registerer) error {
+	return errors.Join(reg.Register(pm.failed), reg.Register(pm.version))
+}
+
+// notify is called from the Raft apply hook (it must not block).
+func (pm *policyManager) notify() {
+	select {
+	case pm.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run installs newer active policies as they are applied, retrying every
+// 10 s while one cannot be put in force here.
+func (pm *policyManager) run(ctx context.Context) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-pm.wake:
+		case <-t.C:
+		}
+		if err := pm.catchUp(ctx); err != nil {
+			pm.failed.Set(1)
+			pm.log.Error("the region's newest policy cannot be put in force on this node; the previous one stays in force", "error", err)
+		} else {
+			pm.failed.Set(0)
+		}
+	}
+}
+
+// catchUp puts the active policy in force if it is newer than this node's.
+func (pm *policyManager) catchUp(ctx context.Context) error {
+	active, ok := pm.node.State().Policy()
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	if !ok || active.Version <= pm.installed {
+		return nil
+	}
+	name := "active policy (version " + strconv.FormatUint(active.Version, 10) + ")"
+	p, err := policies.Parse(name, active.YAML, servedFeatures())
+	if err != nil {
+		return err
+	}
+	stores, def, err := pm.openStores(ctx, p)
+	if err != nil {
+		return err
+	}
+	return pm.install(p, stores, def, active.Version)
+}
+
+// openStores opens the stores of p, reusing those already open with the
+// same configuration. The embedded store stays available while buckets
+// created on it exist.
+func (pm *policyManager) openStores(ctx context.Context, p *policies.Policy) (map[string]store.Store, string, error) {
+	if len(p.Stores) == 0 {
+		return openStores(ctx, pm.dataDir, nil)
+	}
+	stores := map[string]store.Store{}
+	for _, ps := range p.Stores {
+		if o, ok := pm.open[ps.Name]; ok && reflect.DeepEqual(o.cfg, ps) {
+			stores[ps.Name] = o.st
+			continue
+		}
+		st, err := openStore(ctx, ps)
+		if err != nil {
+			return nil, "", fmt.Errorf("store %q (%s) cannot be opened on this node: %w", ps.Name, ps.Kind, err)
+		}
+		stores[ps.Name] = st
+	}
+	if _, declared := stores["local"]; !declared {
+		for _, b := range pm.node.State().Buckets() {
+			if b.Store == "local" {
+				st, err := posix.New("local", store.Location{Cloud: "onprem", Region: "local"}, filepath.Join(pm.dataDir, "store"))
+				if err != nil {
+					return nil, "", err
+				}
+				stores["local"] = st
+				break
+			}
+		}
+	}
+	def, ok := p.DefaultStore()
+	if !ok {
+		def = p.Stores[0]
+	}
+	return stores, def.Name, nil
+}
+
+func (pm *policyManager) install(p *policies.Policy, stores map[string]store.Store, def string, version uint64) error {
+	if err := pm.ns.ApplyPolicy(p, stores, def, version); err != nil {
+		return err
+	}
+	open := map[string]openedStore{}
+	for _, ps := range p.Stores {
+		open[ps.Name] = openedStore{cfg: ps, st: stores[ps.Name]}
+	}
+	pm.open, pm.installed = open, version
+	pm.version.Set(float64(version))
+	pm.log.Info("policy in force", "version", version, "stores", len(stores), "buckets", len(p.Buckets))
+	return nil
+}
+
+// ActivePolicy implements gateway.PolicyAdmin.
+func (pm *policyManager) ActivePolicy(context.Context) (gateway.AdminPolicy, error) {
+	active, ok := pm.node.State().Policy()
+	if !ok {
+		return gateway.AdminPolicy{}, nil
+	}
+	return gateway.AdminPolicy{Version: active.Version, YAML: string(active.YAML)}, nil
+}
+
+// ApplyPolicy implements gateway.PolicyAdmin: validate, open the new
+// stores here, refuse changes that would strand data, then commit the file
+// through Raft; every node puts it in force as it applies it.
+func (pm *policyManager) ApplyPolicy(ctx context.Context, req gateway.AdminPolicyApply) (gateway.AdminPolicy, error) {
+	file := req.File
+	if file == "" {
+		file = "policy"
+	}
+	next, err := policies.Parse(file, []byte(req.YAML), servedFeatures())
+	if err != nil {
+		return gateway.AdminPolicy{}, err
+	}
+	if pm.clustered && len(next.Stores) == 0 {
+		return gateway.AdminPolicy{}, fmt.Errorf("%w: %s", federation.ErrPolicyChange, sharedStoreMsg)
+	}
+	active, _ := pm.node.State().Policy()
+	if req.BaseVersion != active.Version {
+		return gateway.AdminPolicy{}, fmt.Errorf("%w: the active policy is version %d, not version %d that the change was prepared against; run `fedgate policy diff` again",
+			raft.ErrStalePolicy, active.Version, req.BaseVersion)
+	}
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	stores, def, err := pm.openStores(ctx, next)
+	if err != nil {
+		return gateway.AdminPolicy{}, fmt.Errorf("%w: %v", federation.ErrPolicyChange, err)
+	}
+	for _, b := range pm.node.State().Buckets() {
+		if _, ok := stores[b.Store]; !ok {
+			return gateway.AdminPolicy{}, fmt.Errorf("%w: bucket %q (created through S3) lives on store %q, which the new policy does not declare",
+				federation.ErrPolicyChange, b.Name, b.Store)
+		}
+	}
+	if err := pm.ns.CheckPolicyChange(next, stores, def); err != nil {
+		return gateway.AdminPolicy{}, err
+	}
+	old, _ := pm.ns.Policy()
+	version := active.Version + 1
+	if err := pm.node.Apply(ctx, raft.SetPolicy{YAML: []byte(req.YAML), Version: version}); err != nil {
+		return gateway.AdminPolicy{}, err
+	}
+	if err := pm.install(next, stores, def, version); err != nil {
+		return gateway.AdminPolicy{}, err
+	}
+	return gateway.AdminPolicy{Version: version, YAML: req.YAML, Changes: policies.Diff(old, next)}, nil
+}

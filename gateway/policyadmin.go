@@ -1,0 +1,84 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/raft"
+)
+
+// PolicyAdmin is what the admin API's policy routes need; cmd/fedgate
+// implements it (it opens stores, which the gateway knows nothing about).
+type PolicyAdmin interface {
+	// ActivePolicy returns the region's active policy file.
+	ActivePolicy(ctx context.Context) (AdminPolicy, error)
+	// ApplyPolicy validates a policy file and makes it the region's active
+	// policy through Raft, or changes nothing and says why.
+	ApplyPolicy(ctx context.Context, req AdminPolicyApply) (AdminPolicy, error)
+}
+
+// AdminPolicy is the answer of GET and PUT /_fedgate/admin/policy.
+type AdminPolicy struct {
+	Version uint64   `json:"version"` // 0: none applied (embedded defaults)
+	YAML    string   `json:"yaml"`
+	Changes []string `json:"changes,omitempty"` // what an apply changed (policies.Diff)
+}
+
+// AdminPolicyApply is the body of PUT /_fedgate/admin/policy.
+type AdminPolicyApply struct {
+	YAML string `json:"yaml"`
+	// File names the file in error messages (file:line:column).
+	File string `json:"file"`
+	// BaseVersion is the version the caller diffed against; the apply is
+	// refused when the active policy has moved on since.
+	BaseVersion uint64 `json:"base_version"`
+}
+
+func (s *Server) policyRoutes(r chi.Router) {
+	r.Get("/policy", func(w http.ResponseWriter, req *http.Request) {
+		if s.cfg.Policy == nil {
+			policyFail(w, errors.New("this server has no policy administration"))
+			return
+		}
+		p, err := s.cfg.Policy.ActivePolicy(req.Context())
+		if err != nil {
+			policyFail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, p)
+	})
+	r.Put("/policy", func(w http.ResponseWriter, req *http.Request) {
+		var body AdminPolicyApply
+		if err := readJSON(req, &body); err != nil {
+			policyFail(w, err)
+			return
+		}
+		if s.cfg.Policy == nil {
+			policyFail(w, errors.New("this server has no policy administration"))
+			return
+		}
+		p, err := s.cfg.Policy.ApplyPolicy(req.Context(), body)
+		if err != nil {
+			policyFail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, p)
+	})
+}
+
+func policyFail(w http.ResponseWriter, err error) {
+	var perr policies.ErrorList
+	switch {
+	case errors.As(err, &perr):
+		writeJSON(w, http.StatusBadRequest, AdminError{Error: err.Error(), Code: "InvalidPolicy"})
+	case errors.Is(err, raft.ErrStalePolicy), errors.Is(err, federation.ErrPolicyChange):
+		writeJSON(w, http.StatusConflict, AdminError{Error: err.Error(), Code: "PolicyConflict"})
+	default:
+		clusterFail(w, err)
+	}
+}
