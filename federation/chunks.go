@@ -40,8 +40,16 @@ func (n *Namespace) bucketOf(storeName, key string) *Bucket {
 // fetcher reads ranges of one object version from its store, with the
 // read retry budget.
 func (n *Namespace) fetcher(st store.Store, key string, v store.Validator) cachetier.Fetcher {
+	bucket := ""
+	if b := n.bucketOf(st.Name(), key); b != nil {
+		bucket = b.Name
+	}
 	return func(ctx context.Context, off, length int64) (io.ReadCloser, error) {
-		return openResuming(ctx, st, key, v, off, length)
+		rc, err := openResuming(ctx, st, key, v, off, length)
+		if err != nil {
+			return nil, err
+		}
+		return n.countRead(rc, bucket, st), nil
 	}
 }
 

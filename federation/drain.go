@@ -294,6 +294,9 @@ func (n *Namespace) drainOne(ctx context.Context, e raft.JournalEntry) bool {
 	}
 	n.metrics.drained.Inc()
 	n.metrics.drainedBytes.Add(float64(e.Size))
+	if st, ok := n.v().stores[e.Store]; ok {
+		n.countWrite(e.Bucket, st, e.Size)
+	}
 	n.forgetStoreKey(e.Store, e.StoreKey)
 	n.log.Debug("write-back: drained", "bucket", e.Bucket, "key", e.Key, "version", e.Version, "bytes", e.Size)
 	return true

@@ -96,6 +96,7 @@ func (n *Namespace) UploadPart(ctx context.Context, b *Bucket, up Upload, number
 	if err != nil {
 		return store.PartInfo{}, err
 	}
+	n.countWrite(b.Name, b.store, pi.Size)
 	if checksums != nil {
 		pi.Checksums = checksums()
 	}

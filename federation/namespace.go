@@ -74,6 +74,9 @@ type Config struct {
 	Region Region
 	// WriteBack configures write-back buckets.
 	WriteBack WriteBackConfig
+	// RegionLocation is this region's location ("cloud:region") for egress
+	// accounting ("" turns accounting off).
+	RegionLocation string
 	Logger    *slog.Logger
 	Now       func() time.Time
 }
@@ -109,6 +112,7 @@ type Namespace struct {
 	created time.Time
 
 	region    Region
+	egress    *egressRecorder // nil: accounting off
 	wb        WriteBackConfig
 	recent    recentStaged
 	metrics   *drainMetrics
@@ -161,6 +165,9 @@ func New(cfg Config) (*Namespace, error) {
 	}
 	view.version = cfg.PolicyVersion
 	n.view.Store(view)
+	if cfg.RegionLocation != "" {
+		n.egress = &egressRecorder{region: cfg.RegionLocation, now: cfg.Now, m: map[egressKey]*egressCounts{}}
+	}
 	return n, nil
 }
 
@@ -401,6 +408,7 @@ func (b *Bucket) Put(ctx context.Context, key string, body io.Reader, size int64
 	info, err := b.store.Put(ctx, b.prefix+key, body, size, opts)
 	info.Key = key
 	if err == nil {
+		b.ns.countWrite(b.Name, b.store, info.Size)
 		err = b.touch(ctx, key)
 	}
 	return info, err

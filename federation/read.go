@@ -280,12 +280,17 @@ func (b *Bucket) Open(ctx context.Context, info store.ObjectInfo, off, n int64) 
 	}
 	skey := b.prefix + info.Key
 	if !b.cache.Chunked || b.ns.cache == nil {
-		return openResuming(ctx, b.store, skey, info.Validator, off, n)
+		rc, err := openResuming(ctx, b.store, skey, info.Validator, off, n)
+		if err != nil {
+			return nil, err
+		}
+		return b.ns.countRead(rc, b.Name, b.store), nil
 	}
 	id := cachetier.ObjectID{Store: b.store.Name(), Key: skey, Validator: info.Validator, Size: info.Size}
-	fetch := func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
-		return openResuming(ctx, b.store, skey, info.Validator, off, n)
-	}
-	return b.ns.cache.NewReader(ctx, id, fetch, off, n, cachetier.ReadOptions{
+	rc, err := b.ns.cache.NewReader(ctx, id, b.ns.fetcher(b.store, skey, info.Validator), off, n, cachetier.ReadOptions{
 		Group: b.Name, GroupQuota: b.cache.Quota, ReadAhead: b.cache.ReadAhead, Concurrency: b.ns.fill})
+	if err != nil {
+		return nil, err
+	}
+	return b.ns.countServed(rc, b.Name, b.store), nil
 }

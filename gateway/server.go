@@ -48,6 +48,8 @@ type Config struct {
 	// Policy serves the admin API's /policy routes (nil: they answer an
 	// error).
 	Policy PolicyAdmin
+	// RegionName is the region's name, for reports.
+	RegionName string
 }
 
 // Server serves the S3 API and the /_fedgate/ operations endpoints.

@@ -37,7 +37,8 @@ const (
 	TypeJobProgress    CommandType = 18
 	TypeDeleteJob      CommandType = 19
 	// TypeTouch is ignorable: it changes no state (see Touch).
-	TypeTouch CommandType = 20 | IgnoreUnknown
+	TypeTouch     CommandType = 20 | IgnoreUnknown
+	TypeAddEgress CommandType = 21
 )
 
 // Command is a typed FSM command. Type must return a constant.
@@ -93,6 +94,7 @@ var commands = [IgnoreUnknown]commandDef{
 	TypeJobProgress:            def[JobProgressUpdate]("JobProgressUpdate"),
 	TypeDeleteJob:              def[DeleteJob]("DeleteJob"),
 	TypeTouch &^ IgnoreUnknown: def[Touch]("Touch"),
+	TypeAddEgress:              def[AddEgress]("AddEgress"),
 }
 
 // Encode returns the log entry for cmd: its type byte and JSON body.

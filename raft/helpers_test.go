@@ -124,6 +124,8 @@ func sample(i int) []Command {
 		SetPin{Pin: Pin{Bucket: s("data%d"), Prefix: "hot/"}},
 		PutJob{Job: PreloadJob{ID: s("job%d"), Bucket: s("data%d"), Prefix: "hot/", Pin: true}},
 		JobProgressUpdate{ID: s("job%d"), Node: "n1", Progress: JobProgress{After: "hot/3", Objects: 3, Bytes: 300}, TotalObjects: 9},
+		AddEgress{Rows: []EgressRow{{Hour: 490000 + int64(i), Src: "aws:us-east-1", Dst: "gcp:us-central1", Bucket: s("data%d"), Store: "s3", Direction: "read", Bytes: 100, Served: 50}}},
+		AddEgress{Rows: []EgressRow{{Hour: 490000 + int64(i), Src: "aws:us-east-1", Dst: "gcp:us-central1", Bucket: s("data%d"), Store: "s3", Direction: "read", Bytes: 11}}},
 	}
 }
 
@@ -138,6 +140,7 @@ type dump struct {
 	Journal  []JournalEntry
 	Pins     []Pin
 	Jobs     []PreloadJob
+	Egress   []EgressRow
 }
 
 func dumpState(s *State) dump {
@@ -153,6 +156,7 @@ func dumpState(s *State) dump {
 	}
 	d.Policy, _ = s.Policy()
 	d.Journal, d.Pins, d.Jobs = s.Journal("", ""), s.Pins(), s.Jobs()
+	d.Egress = s.Egress(0, 1<<40)
 	return d
 }
 

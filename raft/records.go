@@ -31,8 +31,9 @@ const (
 	tJournal table = 9  // key bucket NUL key, JSON JournalEntry
 	tPin     table = 10 // key bucket NUL prefix, JSON Pin
 	tJob     table = 11 // key id, JSON PreloadJob
+	tEgress  table = 12 // key hour NUL src NUL dst NUL bucket NUL store NUL direction, JSON EgressRow
 
-	tLast = tJob // the highest tag in use
+	tLast = tEgress // the highest tag in use
 
 	tagIgnorable table = 0x80
 )
@@ -51,6 +52,7 @@ var tableNames = map[table][]byte{
 	tJournal: []byte("journal"),
 	tPin:     []byte("pins"),
 	tJob:     []byte("jobs"),
+	tEgress:  []byte("egress"),
 }
 
 var (
@@ -124,6 +126,8 @@ func (c *catalog) load(t table, key, val []byte) (bool, error) {
 		if err = json.Unmarshal(val, &p); err == nil {
 			c.pins[pinKey(p.Bucket, p.Prefix)] = p
 		}
+	case tEgress:
+		err = c.loadEgress(key, val)
 	case tJob:
 		var j PreloadJob
 		if err = json.Unmarshal(val, &j); err == nil {
@@ -155,6 +159,7 @@ type fsmSnapshot struct {
 	cat     *catalog
 	uploads []*uploadRec    // sorted by id
 	journal []*JournalEntry // sorted by bucket, key
+	egress  []EgressRow     // sorted by key
 	applied uint64
 }
 
@@ -180,7 +185,15 @@ func capture(c *catalog, applied uint64) *fsmSnapshot {
 	slices.SortFunc(entries, func(a, b *JournalEntry) int {
 		return strings.Compare(journalKey(a.Bucket, a.Key), journalKey(b.Bucket, b.Key))
 	})
-	return &fsmSnapshot{cat: c, uploads: ups, journal: entries, applied: applied}
+	et := c.egress
+	et.mu.RLock()
+	egress := make([]EgressRow, 0, len(et.m))
+	for _, r := range et.m {
+		egress = append(egress, r)
+	}
+	et.mu.RUnlock()
+	slices.SortFunc(egress, func(a, b EgressRow) int { return strings.Compare(a.key(), b.key()) })
+	return &fsmSnapshot{cat: c, uploads: ups, journal: entries, egress: egress, applied: applied}
 }
 
 // writeTo streams the snapshot's records: the applied index first, then
@@ -227,6 +240,9 @@ func (s *fsmSnapshot) writeTo(w *bufio.Writer) error {
 	}
 	for _, id := range slices.Sorted(maps.Keys(c.jobs)) {
 		rec(tJob, id, mustJSON(c.jobs[id]))
+	}
+	for _, r := range s.egress {
+		rec(tEgress, r.key(), mustJSON(r))
 	}
 	w.WriteByte(byte(tEnd))
 	return w.Flush() // bufio.Writer keeps the first write error

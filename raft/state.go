@@ -25,6 +25,7 @@ type catalog struct {
 	journal  *journalTable
 	pins     map[string]Pin        // bucket NUL prefix -> pin
 	jobs     map[string]PreloadJob // id -> job
+	egress   *egressTable
 }
 
 func newCatalog() *catalog {
@@ -38,6 +39,7 @@ func newCatalog() *catalog {
 		journal:  &journalTable{m: map[string]map[string]*JournalEntry{}},
 		pins:     map[string]Pin{},
 		jobs:     map[string]PreloadJob{},
+		egress:   &egressTable{m: map[string]EgressRow{}},
 	}
 }
 

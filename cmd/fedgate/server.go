@@ -337,8 +337,9 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	}
 	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: defStore, Policy: pol, PolicyVersion: activeVersion,
 		Cache: cache, FillConcurrency: f.fillConcurrency, Logger: log.With("component", "federation"),
-		Region:    cl,
-		WriteBack: federation.WriteBackConfig{Staging: stage, Copies: f.writeBackCopies, Wait: f.stagingWait}})
+		Region:         cl,
+		RegionLocation: regionLocation(pol, f.region),
+		WriteBack:      federation.WriteBackConfig{Staging: stage, Copies: f.writeBackCopies, Wait: f.stagingWait}})
 	if err != nil {
 		return err
 	}
@@ -360,6 +361,11 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	}()
 	go ns.RunPreloader(drainCtx)
 	go pm.run(drainCtx)
+	egressDone := make(chan struct{})
+	go func() {
+		defer close(egressDone)
+		ns.RunEgress(drainCtx)
+	}()
 	pm.notify() // a newer policy may have been applied while this node was starting
 	if f.clustered() {
 		go cl.syncMembers(drainCtx, cache)
@@ -367,6 +373,7 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	haltDrainer := sync.OnceFunc(func() {
 		stopDrainer()
 		<-drainerDone
+		<-egressDone // its last flush goes through Raft before the node closes
 	})
 	defer haltDrainer()
 	ns.SetReady(func(context.Context) error {
@@ -398,7 +405,7 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 		return err
 	}
 	srv, err := gateway.New(gateway.Config{Namespace: ns, Region: f.s3Region, Domain: f.domain, Logger: log, Registry: reg, Version: version,
-		Cluster: cl, Policy: pm})
+		Cluster: cl, Policy: pm, RegionName: region})
 	if err != nil {
 		return err
 	}
@@ -464,6 +471,19 @@ func regionName(p *policies.Policy, flag string) (string, error) {
 		return "", fmt.Errorf("--region: %w", err)
 	}
 	return r.Name, nil
+}
+
+// regionLocation is the region's "cloud:region" for egress accounting:
+// the policy's region entry, or onprem:local on embedded defaults.
+func regionLocation(p *policies.Policy, flag string) string {
+	if p == nil || len(p.Regions) == 0 {
+		return "onprem:local"
+	}
+	r, err := p.Region(flag)
+	if err != nil {
+		return "onprem:local"
+	}
+	return r.Location.String()
 }
 
 func credsFile(dataDir string) string { return filepath.Join(dataDir, "root-credentials.json") }

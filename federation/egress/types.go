@@ -1,0 +1,50 @@
+// Package egress accounts for the bytes fedgate moves between stores and
+// regions, prices them, and reports what crossing clouds cost and what the
+// cache saved.
+package egress
+
+import "time"
+
+// Direction says which way bytes moved between a store and a region.
+type Direction string
+
+// Directions.
+const (
+	// Read: store -> region (egress at the store's side).
+	Read Direction = "read"
+	// Write: region -> store (egress at the region's side).
+	Write Direction = "write"
+)
+
+// Key is one aggregation bucket of the ledger: an hour, a pair of
+// locations written "cloud:region", the fedgate bucket and store, and the
+// direction. Src is where the bytes left from (the store for a read, the
+// region for a write); Dst where they arrived.
+type Key struct {
+	Hour      int64 // Unix time / 3600
+	Src, Dst  string
+	Bucket    string
+	Store     string
+	Direction Direction
+}
+
+// Counts are the bytes of one Key.
+type Counts struct {
+	// Bytes moved between Src and Dst.
+	Bytes int64 `json:"bytes"`
+	// AvoidedBytes are bytes served from the region's cache instead of
+	// being read from the store (reads only): egress avoided.
+	AvoidedBytes int64 `json:"avoided_bytes"`
+}
+
+// Row is one ledger row.
+type Row struct {
+	Key
+	Counts
+}
+
+// HourStart returns the start of a Key's hour.
+func (k Key) HourStart() time.Time { return time.Unix(k.Hour*3600, 0).UTC() }
+
+// HourOf returns the Hour value of t.
+func HourOf(t time.Time) int64 { return t.Unix() / 3600 }

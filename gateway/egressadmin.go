@@ -1,0 +1,63 @@
+package gateway
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/fedgate/fedgate/federation/egress"
+)
+
+// AdminEgress is the answer of GET /_fedgate/admin/egress: the region's
+// egress ledger for [since, until).
+type AdminEgress struct {
+	Region   string       `json:"region"`
+	Location string       `json:"location"` // the region's "cloud:region"
+	Since    time.Time    `json:"since"`
+	Until    time.Time    `json:"until"`
+	Rows     []egress.Row `json:"rows"`
+	// PolicyYAML is the region's active policy (its egress price overrides
+	// and budgets), "" on embedded defaults.
+	PolicyYAML string `json:"policy_yaml,omitempty"`
+}
+
+func (s *Server) egressRoutes(r chi.Router) {
+	r.Get("/egress", func(w http.ResponseWriter, req *http.Request) {
+		q := req.URL.Query()
+		until := time.Now().UTC()
+		since := until.Add(-30 * 24 * time.Hour)
+		var err error
+		if v := q.Get("since"); v != "" {
+			if since, err = time.Parse(time.RFC3339, v); err != nil {
+				writeJSON(w, http.StatusBadRequest, AdminError{Error: "since: want an RFC 3339 time such as 2026-12-01T00:00:00Z", Code: "InvalidArgument"})
+				return
+			}
+		}
+		if v := q.Get("until"); v != "" {
+			if until, err = time.Parse(time.RFC3339, v); err != nil {
+				writeJSON(w, http.StatusBadRequest, AdminError{Error: "until: want an RFC 3339 time such as 2026-12-02T00:00:00Z", Code: "InvalidArgument"})
+				return
+			}
+		}
+		if !since.Before(until) {
+			writeJSON(w, http.StatusBadRequest, AdminError{Error: "since must be before until", Code: "InvalidArgument"})
+			return
+		}
+		rows, err := s.ns.EgressLedger(req.Context(), since, until)
+		if err != nil {
+			clusterFail(w, err)
+			return
+		}
+		out := AdminEgress{Region: s.cfg.RegionName, Location: s.ns.RegionLocation(), Since: since.UTC(), Until: until.UTC(), Rows: rows}
+		if out.Rows == nil {
+			out.Rows = []egress.Row{}
+		}
+		if p, _ := s.ns.Policy(); p != nil && s.cfg.Policy != nil {
+			if a, err := s.cfg.Policy.ActivePolicy(req.Context()); err == nil {
+				out.PolicyYAML = a.YAML
+			}
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+}

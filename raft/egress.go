@@ -1,0 +1,98 @@
+package raft
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// EgressRow is one aggregated row of the region's egress ledger: bytes
+// moved in one hour between a store's location and the region's, for one
+// bucket and store, in one direction ("read": store -> region, "write":
+// region -> store). Served counts the bytes of the store's objects that
+// nodes served to clients through the cache (reads): what was served but
+// not read from the store (Served - Bytes) is egress the cache avoided.
+type EgressRow struct {
+	Hour      int64 // Unix time / 3600
+	Src, Dst  string
+	Bucket    string
+	Store     string
+	Direction string
+	Bytes     int64
+	Served    int64 `json:",omitempty"`
+}
+
+func (r EgressRow) key() string {
+	return strings.Join([]string{strconv.FormatInt(r.Hour, 10), r.Src, r.Dst, r.Bucket, r.Store, r.Direction}, "\x00")
+}
+
+// AddEgress adds each row's counts to the ledger (rows with the same hour,
+// locations, bucket, store and direction are summed). Nodes send their
+// deltas every few seconds.
+type AddEgress struct{ Rows []EgressRow }
+
+// Type implements Command.
+func (AddEgress) Type() CommandType { return TypeAddEgress }
+
+// egressTable holds the ledger. Only the FSM goroutine writes it, under mu.
+type egressTable struct {
+	mu sync.RWMutex
+	m  map[string]EgressRow
+}
+
+func (c *AddEgress) apply(b *batch) error {
+	for _, r := range c.Rows {
+		if r.Hour <= 0 || r.Src == "" || r.Dst == "" || r.Store == "" || r.Bytes < 0 || r.Served < 0 ||
+			r.Direction != "read" && r.Direction != "write" {
+			return invalid("egress row %+v: needs an hour, locations, a store, a direction (read or write) and counts >= 0", r)
+		}
+	}
+	t := b.cat.egress
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range c.Rows {
+		k := r.key()
+		cur := t.m[k]
+		if cur.Hour == 0 {
+			cur = r
+			cur.Bytes, cur.Served = 0, 0
+		}
+		cur.Bytes += r.Bytes
+		cur.Served += r.Served
+		t.m[k] = cur
+		b.put(tEgress, k, mustJSON(cur))
+	}
+	return nil
+}
+
+func (c *catalog) loadEgress(key, val []byte) error {
+	var r EgressRow
+	if err := json.Unmarshal(val, &r); err != nil {
+		return fmt.Errorf("raft: decode egress row %q: %w", key, err)
+	}
+	c.egress.m[r.key()] = r
+	return nil
+}
+
+// Egress returns the ledger rows of hours [fromHour, toHour), sorted by
+// hour, then source, destination, bucket, store and direction.
+func (s *State) Egress(fromHour, toHour int64) []EgressRow {
+	t := s.load().egress
+	t.mu.RLock()
+	var out []EgressRow
+	for _, r := range t.m {
+		if r.Hour >= fromHour && r.Hour < toHour {
+			out = append(out, r)
+		}
+	}
+	t.mu.RUnlock()
+	slices.SortFunc(out, func(a, b EgressRow) int {
+		return cmp.Or(cmp.Compare(a.Hour, b.Hour), strings.Compare(a.Src, b.Src), strings.Compare(a.Dst, b.Dst),
+			strings.Compare(a.Bucket, b.Bucket), strings.Compare(a.Store, b.Store), strings.Compare(a.Direction, b.Direction))
+	})
+	return out
+}

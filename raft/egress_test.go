@@ -1,0 +1,27 @@
+package raft
+
+import "testing"
+
+func TestAddEgressSums(t *testing.T) {
+	n := openNode(t, testConfig(t, t.TempDir()))
+	row := EgressRow{Hour: 10, Src: "aws:us-east-1", Dst: "onprem:lga1", Bucket: "b", Store: "s3", Direction: "read"}
+	a, b := row, row
+	a.Bytes, a.Served = 100, 7
+	b.Bytes = 23
+	other := row
+	other.Hour, other.Bytes = 11, 5
+	apply(t, n, AddEgress{Rows: []EgressRow{a, other}}, AddEgress{Rows: []EgressRow{b}})
+	got := n.State().Egress(10, 12)
+	if len(got) != 2 || got[0].Bytes != 123 || got[0].Served != 7 || got[1].Hour != 11 || got[1].Bytes != 5 {
+		t.Fatalf("Egress = %+v", got)
+	}
+	if got := n.State().Egress(11, 12); len(got) != 1 {
+		t.Fatalf("Egress of hour 11 = %+v", got)
+	}
+	bad := row
+	bad.Direction = "sideways"
+	wantErr(t, n, AddEgress{Rows: []EgressRow{a, bad}}, ErrInvalid)
+	if got := n.State().Egress(10, 11); got[0].Bytes != 123 {
+		t.Fatalf("a rejected batch changed the ledger: %+v", got)
+	}
+}
