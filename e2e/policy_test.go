@@ -146,7 +146,7 @@ func TestPolicyApplyHot(t *testing.T) {
 	mustOK(t, err)
 	dir := t.TempDir()
 	next := filepath.Join(dir, "next.yaml")
-	mustOK(t, os.WriteFile(next, append(base, []byte("  - name: fresh-data\n    placement: {single: nas}\n    cache: {ttl: 1h}\n")...), 0o644))
+	mustOK(t, os.WriteFile(next, append(base, []byte("  - name: fresh-data\n    placement: {single: nas}\n    cache: {ttl: 1h, prefetch: on-apply}\n")...), 0o644))
 	// The appended bucket must land in the buckets list: move defaults last.
 	data, _ := os.ReadFile(next)
 	data = []byte(strings.Replace(string(data), "defaults: {store: nas}\n", "", 1) + "defaults: {store: nas}\n")
@@ -157,8 +157,12 @@ func TestPolicyApplyHot(t *testing.T) {
 		t.Fatalf("policy diff: %v\n%s", err, out)
 	}
 	out, err = n1.fedgate("policy", "apply", next)
-	if err != nil || !strings.Contains(out, "+ bucket fresh-data") || !strings.Contains(out, "version 2") {
+	if err != nil || !strings.Contains(out, "+ bucket fresh-data") || !strings.Contains(out, "version 2") ||
+		!strings.Contains(out, "preload job") {
 		t.Fatalf("policy apply: %v\n%s", err, out)
+	}
+	if jobs := n3.jobs(); len(jobs) != 1 || jobs[0].Bucket != "fresh-data" {
+		t.Fatalf("prefetch: on-apply started no preload of the new bucket: %+v", jobs)
 	}
 	// In force on another node at once.
 	put(t, n3.root(), "fresh-data", "k", []byte("v"))
@@ -171,7 +175,7 @@ func TestPolicyApplyHot(t *testing.T) {
 
 	// A file with an error: file:line:column, exit 1, nothing applied.
 	bad := filepath.Join(dir, "bad.yaml")
-	mustOK(t, os.WriteFile(bad, []byte(strings.Replace(string(data), "cache: {ttl: 1h}", "cache: {ttl: soon}", 1)), 0o644))
+	mustOK(t, os.WriteFile(bad, []byte(strings.Replace(string(data), "cache: {ttl: 1h,", "cache: {ttl: soon,", 1)), 0o644))
 	out, err = n1.fedgate("policy", "apply", bad)
 	if err == nil || !strings.Contains(out, bad+":") || !strings.Contains(out, "ttl") {
 		t.Fatalf("apply of a bad file: %v\n%s", err, out)

@@ -196,7 +196,7 @@ func (n *Namespace) buildView(p *policies.Policy, stores map[string]store.Store,
 			return nil, fmt.Errorf("federation: bucket %q: store %q is not configured", pb.Name, storeName)
 		}
 		rules := CacheRules{Chunked: needsCache(st), TTL: pb.Cache.TTL, Quota: pb.Cache.Quota, Pin: pb.Cache.Pin}
-		if pb.Cache.Prefetch == policies.PrefetchSequential {
+		if pb.Cache.Prefetch == policies.PrefetchSequential || pb.Cache.Prefetch == policies.PrefetchOnApply {
 			rules.ReadAhead = n.fill
 		}
 		v.global[pb.Name] = &Bucket{Name: pb.Name, Owner: RootUser, Global: true, Created: n.created,

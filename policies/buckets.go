@@ -237,7 +237,7 @@ func (d *decoder) storeList(e entry, pth string, r *refs) []string {
 	return out
 }
 
-var prefetchModes = []string{string(PrefetchNone), string(PrefetchSequential)}
+var prefetchModes = []string{string(PrefetchNone), string(PrefetchSequential), string(PrefetchOnApply)}
 
 func (d *decoder) cache(e entry, pth string) Cache {
 	c := defaultCache()

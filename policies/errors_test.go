@@ -116,7 +116,7 @@ func TestErrors(t *testing.T) {
 				`4:18 buckets[0].cache.ttl: invalid duration "-5m": must not be negative`,
 				`4:30 buckets[0].cache.quota: unknown size unit "TIB" in "2TIB" (did you mean "TiB"?)`,
 				`4:41 buckets[0].cache.pin: expected true or false, got the string "yes"`,
-				`4:56 buckets[0].cache.prefetch: unknown prefetch mode "all" (expected one of none, sequential)`,
+				`4:56 buckets[0].cache.prefetch: unknown prefetch mode "all" (expected one of none, sequential, on-apply)`,
 				`6:18 buckets[1].cache.ttl: invalid duration "30": expected a duration like 30s, 15m, 24h or 7d`,
 				`6:29 buckets[1].cache.quota: invalid size "-1"`,
 			}},

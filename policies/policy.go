@@ -155,6 +155,10 @@ type Prefetch string
 const (
 	PrefetchNone       Prefetch = "none"       // fetch only what is read
 	PrefetchSequential Prefetch = "sequential" // read ahead for sequential readers
+	// PrefetchOnApply reads ahead like sequential, and preloads the whole
+	// bucket into the region's cache when the policy that says so is
+	// applied (or seeds a new region).
+	PrefetchOnApply Prefetch = "on-apply"
 )
 
 // Cache is a bucket's cache rules.

@@ -224,5 +224,32 @@ func (pm *policyManager) ApplyPolicy(ctx context.Context, req gateway.AdminPolic
 	if err := pm.install(next, stores, def, version); err != nil {
 		return gateway.AdminPolicy{}, err
 	}
-	return gateway.AdminPolicy{Version: version, YAML: req.YAML, Changes: policies.Diff(old, next)}, nil
+	changes := policies.Diff(old, next)
+	changes = append(changes, pm.preloadOnApply(ctx, old, next)...)
+	return gateway.AdminPolicy{Version: version, YAML: req.YAML, Changes: changes}, nil
+}
+
+// preloadOnApply starts a preload job for every bucket of next whose
+// cache.prefetch is on-apply and that old did not already preload (new, or
+// changed), and reports them.
+func (pm *policyManager) preloadOnApply(ctx context.Context, old, next *policies.Policy) []string {
+	var out []string
+	for _, b := range next.Buckets {
+		if b.Cache.Prefetch != policies.PrefetchOnApply {
+			continue
+		}
+		if old != nil {
+			if ob, ok := old.Bucket(b.Name); ok && reflect.DeepEqual(ob, b) {
+				continue
+			}
+		}
+		job, err := pm.ns.StartPreload(context.WithoutCancel(ctx), b.Name, "", b.Cache.Pin)
+		if err != nil {
+			pm.log.Warn("prefetch on-apply: preload not started", "bucket", b.Name, "error", err)
+			out = append(out, fmt.Sprintf("! preload of bucket %s not started: %v", b.Name, err))
+			continue
+		}
+		out = append(out, fmt.Sprintf("> preload job %s started for bucket %s (prefetch: on-apply)", job.ID, b.Name))
+	}
+	return out
 }

@@ -295,6 +295,10 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 		cl = &cluster{node: node, id: f.nodeID, log: log, stream: newStreamClient()}
 	}
 
+	hadPolicy := false
+	if _, ok := node.State().Policy(); ok {
+		hadPolicy = true
+	}
 	pol, err := activePolicy(ctx, node, f.config, fileData, log)
 	if errors.Is(err, raft.ErrStalePolicy) && f.clustered() {
 		// Another founding node seeded the policy first: catch up and use it.
@@ -347,6 +351,12 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	cl.ns.Store(ns)
 	pm := newPolicyManager(node, ns, f.dataDir, f.clustered(), pol, stores, activeVersion, log.With("component", "policy"))
 	pmRef.Store(pm)
+	if !hadPolicy && pol != nil && activeVersion == 1 && fileData != nil {
+		// This node seeded the region's policy: preload what it asks to.
+		for _, line := range pm.preloadOnApply(ctx, nil, pol) {
+			log.Info("policy seeded: " + line)
+		}
+	}
 	ns.StartPins()
 	usage := func() gateway.NodeUsage {
 		cs, ss := cache.Stats(), stage.Stats()
