@@ -77,8 +77,8 @@ type Config struct {
 	// RegionLocation is this region's location ("cloud:region") for egress
 	// accounting ("" turns accounting off).
 	RegionLocation string
-	Logger    *slog.Logger
-	Now       func() time.Time
+	Logger         *slog.Logger
+	Now            func() time.Time
 }
 
 // ChunkCache is the region's chunk cache as the namespace uses it; a
