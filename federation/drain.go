@@ -71,7 +71,11 @@ func newDrainMetrics() *drainMetrics {
 // on every node) and this node's staging use.
 func (n *Namespace) RegisterMetrics(reg prometheus.Registerer) error {
 	m := n.metrics
-	for _, c := range []prometheus.Collector{m.stagedBytes, m.stagingWaits, m.drained, m.drainedBytes, m.drainErrors, m.superseded} {
+	cs := []prometheus.Collector{m.stagedBytes, m.stagingWaits, m.drained, m.drainedBytes, m.drainErrors, m.superseded}
+	if n.egress != nil {
+		cs = append(cs, n.egress.bytesTotal, n.egress.servedTotal)
+	}
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fedgate/fedgate/federation/egress"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/raft"
@@ -35,6 +37,9 @@ type egressRecorder struct {
 	now    func() time.Time
 	mu     sync.Mutex
 	m      map[egressKey]*egressCounts
+
+	bytesTotal  *prometheus.CounterVec // src, dst, direction
+	servedTotal *prometheus.CounterVec // src, dst
 }
 
 func (r *egressRecorder) add(bucket string, st store.Store, dir string, bytes, served int64) {
@@ -51,6 +56,27 @@ func (r *egressRecorder) add(bucket string, st store.Store, dir string, bytes, s
 	c.bytes += bytes
 	c.served += served
 	r.mu.Unlock()
+	src, dst := k.storeLoc, r.region
+	if dir == "write" {
+		src, dst = dst, src
+	}
+	if bytes > 0 {
+		r.bytesTotal.WithLabelValues(src, dst, dir).Add(float64(bytes))
+	}
+	if served > 0 {
+		r.servedTotal.WithLabelValues(src, dst).Add(float64(served))
+	}
+}
+
+func newEgressRecorder(region string, now func() time.Time) *egressRecorder {
+	return &egressRecorder{region: region, now: now, m: map[egressKey]*egressCounts{},
+		bytesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fedgate_egress_bytes_total",
+			Help: "Bytes this node read from (direction read) or wrote to (write) stores, by source and destination location."},
+			[]string{"src", "dst", "direction"}),
+		servedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fedgate_egress_served_bytes_total",
+			Help: "Bytes of stores' objects this node served to clients through the cache, by the store's and the region's location."},
+			[]string{"src", "dst"}),
+	}
 }
 
 // take returns the counts since the last take as ledger rows.

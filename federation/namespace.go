@@ -166,7 +166,7 @@ func New(cfg Config) (*Namespace, error) {
 	view.version = cfg.PolicyVersion
 	n.view.Store(view)
 	if cfg.RegionLocation != "" {
-		n.egress = &egressRecorder{region: cfg.RegionLocation, now: cfg.Now, m: map[egressKey]*egressCounts{}}
+		n.egress = newEgressRecorder(cfg.RegionLocation, cfg.Now)
 	}
 	return n, nil
 }

@@ -207,3 +207,7 @@ func validEnv(s string) error {
 	}
 	return nil
 }
+
+// ParseDuration parses a duration the way the policy file writes one
+// (30s, 15m, 24h, 7d).
+func ParseDuration(s string) (time.Duration, error) { return parseDuration(s) }

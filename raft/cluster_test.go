@@ -121,7 +121,7 @@ func TestClusterLeaderKilled(t *testing.T) {
 }
 
 func TestClusterPartitionMinority(t *testing.T) {
-	c := newCluster(t, 5, func(cfg *Config) { cfg.LeaderWait = 300 * time.Millisecond })
+	c := newCluster(t, 5, func(cfg *Config) { cfg.LeaderWait = time.Second })
 	l := c.leader()
 	applyVia(t, l, sample(1)...)
 	fs := c.followers(l)
@@ -314,7 +314,7 @@ func TestForwardRetriesWhenTheLeaderMoved(t *testing.T) {
 // the old leader's writes fail; after the heal every node holds the same
 // state.
 func TestClusterPartitionLeader(t *testing.T) {
-	c := newCluster(t, 3, func(cfg *Config) { cfg.LeaderWait = 300 * time.Millisecond })
+	c := newCluster(t, 3, func(cfg *Config) { cfg.LeaderWait = time.Second })
 	old := c.leader()
 	applyVia(t, old, sample(1)...)
 	c.partition(old.ID())

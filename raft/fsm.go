@@ -128,7 +128,9 @@ func (f *fsm) apply(b *batch, l *hraft.Log) (Command, error) {
 		f.log.Debug("raft: skipped unknown ignorable command", "index", l.Index, "type", l.Data[0])
 		return nil, nil
 	}
-	f.executed.Add(1)
+	if _, mark := cmd.(*LeaderMark); !mark {
+		f.executed.Add(1)
+	}
 	return cmd, cmd.(applier).apply(b)
 }
 

@@ -211,6 +211,8 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	rc := raftConfig(cfg, hl)
 	rc.NoSnapshotRestoreOnStart = hasSnap && applied >= snapApplied
+	leaderCh := make(chan bool, 8)
+	rc.NotifyCh = leaderCh
 	if err := hraft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
@@ -218,6 +220,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	n.closers = append(n.closers, func() error { return n.raft.Shutdown().Error() })
+	go n.markLeadership(leaderCh)
 	wait := !hasState && alone
 	if wait {
 		boot := hraft.Configuration{Servers: []hraft.Server{{
@@ -278,6 +281,7 @@ func (n *Node) waitReady(ctx context.Context) error {
 	if err := n.await(ctx, n.raft.Barrier(enqueueTimeout(ctx))); err != nil {
 		return fmt.Errorf("raft: waiting to apply the log: %w", err)
 	}
+	n.mark() // the barrier is an entry the FSM never sees: see LeaderMark
 	return nil
 }
 

@@ -140,7 +140,9 @@ func (n *Node) Barrier(ctx context.Context) (uint64, error) {
 	if err := n.await(ctx, n.raft.Barrier(enqueueTimeout(ctx))); err != nil {
 		return 0, err
 	}
-	return n.fsm.state.AppliedIndex(), nil
+	idx := n.fsm.state.AppliedIndex()
+	go n.mark() // the barrier is an entry the FSM never sees: see LeaderMark
+	return idx, nil
 }
 
 // WaitApplied waits until this node's State has applied index (an index
@@ -159,6 +161,52 @@ func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
 			return ErrClosed
 		case <-ctx.Done():
 			return fmt.Errorf("raft: waiting to apply index %d (at %d): %w", index, s.AppliedIndex(), ctx.Err())
+		}
+	}
+}
+
+// LeaderMark is applied by a node as it becomes leader (and after it
+// waited on a Raft barrier). It changes no state: it exists so that the
+// last committed entry is one the state machine sees. A new term starts
+// with a no-op entry, and barriers are entries too, that hashicorp/raft
+// never hands to the FSM; without a command after them the applied index
+// of State would stay below CommitIndex, and read barriers (which wait for
+// the leader's CommitIndex) would wait for the next write.
+type LeaderMark struct{ Node string }
+
+// Type implements Command.
+func (LeaderMark) Type() CommandType { return TypeLeaderMark }
+
+func (c *LeaderMark) apply(*batch) error { return nil }
+
+// markLeadership applies a LeaderMark each time this node becomes leader.
+func (n *Node) markLeadership(ch <-chan bool) {
+	for {
+		select {
+		case <-n.done:
+			return
+		case leader := <-ch:
+			if leader {
+				go n.mark()
+			}
+		}
+	}
+}
+
+// mark applies a LeaderMark (retrying while this node stays leader).
+func (n *Node) mark() {
+	for attempt := 0; attempt < 10 && n.IsLeader(); attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		data, _ := Encode(LeaderMark{Node: n.id})
+		_, err := n.applyLocal(ctx, data)
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-n.done:
+			return
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

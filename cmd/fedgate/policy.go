@@ -149,11 +149,12 @@ since the diff was taken.`,
 // preferences and egress budgets are refused as "not supported yet".
 func servedFeatures() policies.Features {
 	return policies.Features{
-		StoreKinds: map[policies.StoreKind]bool{policies.KindS3: true, policies.KindGCS: true, policies.KindAzure: true, policies.KindPosix: true},
-		Origin:     true,
-		Cache:      true,
-		Prefetch:   true,
-		WriteBack:  true,
-		Pin:        true,
+		StoreKinds:   map[policies.StoreKind]bool{policies.KindS3: true, policies.KindGCS: true, policies.KindAzure: true, policies.KindPosix: true},
+		Origin:       true,
+		Cache:        true,
+		Prefetch:     true,
+		WriteBack:    true,
+		Pin:          true,
+		EgressPrices: true,
 	}
 }

@@ -94,7 +94,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 		return fmt.Errorf("cannot reach the fedgate server at %s: %w", c.endpoint, err)
 	}
 	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 256<<20)) // an egress ledger of a busy month is large
 	if resp.StatusCode >= 300 {
 		var ae gateway.AdminError
 		if json.Unmarshal(data, &ae) == nil && ae.Error != "" {

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fedgate/fedgate/federation/egress"
+	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/policies"
+)
+
+func newEgressCmd() *cobra.Command {
+	var base adminClient
+	cmd := &cobra.Command{
+		Use:   "egress",
+		Short: "Report what crossing clouds cost and what the cache saved; advise where copies pay off",
+		Long: `Egress reports read the egress ledger of one or more regions (each region's admin API at
+--endpoint; repeat --endpoint to merge several regions into one report) and price it with the
+built-in per-GB table and the policy's egress.prices overrides. See docs/egress.md.`,
+	}
+	var endpoints []string
+	cmd.PersistentFlags().StringArrayVar(&endpoints, "endpoint", nil, "a region's server URL; repeat to merge regions (default $FEDGATE_ENDPOINT, else http://127.0.0.1:9000)")
+	fl := cmd.PersistentFlags()
+	fl.StringVar(&base.accessKey, "root-access-key", "", "root access key (default $FEDGATE_ACCESS_KEY, else DATA-DIR/root-credentials.json)")
+	fl.StringVar(&base.secretKey, "root-secret-key", "", "root secret key (default $FEDGATE_SECRET_KEY, else DATA-DIR/root-credentials.json)")
+	fl.StringVar(&base.region, "s3-region", "us-east-1", "the servers' signing region")
+	fl.StringVar(&base.dataDir, "data-dir", "./var", "where a locally started server keeps root-credentials.json")
+	var since, until, by, format string
+	window := func(c *cobra.Command) {
+		c.Flags().StringVar(&since, "since", "", "start: RFC 3339 time, a date (2026-12-01) or a duration back from now (7d, 36h); default: the start of this month")
+		c.Flags().StringVar(&until, "until", "", "end (exclusive): RFC 3339 time, a date or a duration back from now; default: now")
+	}
+
+	report := &cobra.Command{
+		Use:   "report",
+		Short: "Bytes moved between clouds and regions, their cost, the cache hit ratio and egress avoided",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := egress.CheckBy(by); err != nil {
+				return err
+			}
+			s, u, err := egressWindow(since, until, time.Now().UTC())
+			if err != nil {
+				return err
+			}
+			priced, pol, err := pricedLedger(cmd.Context(), base, endpoints, s, u)
+			if err != nil {
+				return err
+			}
+			r := egress.Build(priced, s, u, by)
+			if pol != nil && len(pol.Egress.Budgets) > 0 {
+				if r.Totals.Budgets, err = egress.EvaluateBudgets(pol.Egress.Budgets, priced, u); err != nil {
+					return err
+				}
+			}
+			w := cmd.OutOrStdout()
+			switch format {
+			case "table":
+				return egress.WriteTable(w, r)
+			case "csv":
+				return egress.WriteCSV(w, r)
+			case "json":
+				return egress.WriteJSON(w, r)
+			case "html":
+				return egress.WriteHTML(w, r)
+			}
+			return fmt.Errorf("--format %q: want table, csv, json or html", format)
+		},
+	}
+	window(report)
+	report.Flags().StringVar(&by, "by", "", "group rows by bucket, store, region-pair or day (default: every location pair, bucket, store and direction)")
+	report.Flags().StringVar(&format, "format", "table", "table, csv, json or html (one self-contained file: fedgate egress report --format html > egress.html)")
+
+	advise := &cobra.Command{
+		Use:   "advise",
+		Short: "Recommend copies of hot buckets into the reading region's cloud where egress saved beats storage cost",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, u, err := egressWindow(since, until, time.Now().UTC())
+			if err != nil {
+				return err
+			}
+			priced, _, err := pricedLedger(cmd.Context(), base, endpoints, s, u)
+			if err != nil {
+				return err
+			}
+			var inWindow []egress.Priced
+			for _, p := range priced {
+				if t := p.HourStart(); !t.Before(s) && t.Before(u) {
+					inWindow = append(inWindow, p)
+				}
+			}
+			advice := egress.Advise(inWindow, egress.AdviseOptions{Since: s, Until: u})
+			if format == "json" {
+				return egress.WriteAdviceJSON(cmd.OutOrStdout(), advice)
+			}
+			return egress.WriteAdvice(cmd.OutOrStdout(), advice)
+		},
+	}
+	window(advise)
+	advise.Flags().StringVar(&format, "format", "table", "table or json")
+	cmd.AddCommand(report, advise)
+	return cmd
+}
+
+// pricedLedger fetches the ledgers of every endpoint from the start of
+// since's month (tiers and free tiers count from there), merges and prices
+// them with the first region's policy overrides.
+func pricedLedger(ctx context.Context, base adminClient, endpoints []string, since, until time.Time) ([]egress.Priced, *policies.Policy, error) {
+	if len(endpoints) == 0 {
+		endpoints = []string{""} // $FEDGATE_ENDPOINT or the default
+	}
+	seen := map[string]bool{}
+	var ledgers [][]egress.Row
+	var pol *policies.Policy
+	for _, ep := range endpoints {
+		c := base
+		c.endpoint = ep
+		if err := c.resolve(); err != nil {
+			return nil, nil, err
+		}
+		if seen[c.endpoint] {
+			return nil, nil, fmt.Errorf("--endpoint %s given twice: its region would be counted twice", c.endpoint)
+		}
+		seen[c.endpoint] = true
+		q := url.Values{}
+		q.Set("since", egress.MonthStart(since).Format(time.RFC3339))
+		q.Set("until", until.Format(time.RFC3339))
+		var out gateway.AdminEgress
+		if err := c.do(ctx, http.MethodGet, "/egress?"+q.Encode(), nil, &out); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", c.endpoint, err)
+		}
+		ledgers = append(ledgers, out.Rows)
+		if pol == nil && out.PolicyYAML != "" {
+			p, err := policies.Parse("policy of "+c.endpoint, []byte(out.PolicyYAML), policies.AllFeatures())
+			if err != nil {
+				return nil, nil, err
+			}
+			pol = p
+		}
+	}
+	var prices []policies.Price
+	if pol != nil {
+		prices = pol.Egress.Prices
+	}
+	table, err := egress.NewTable(prices)
+	if err != nil {
+		return nil, nil, err
+	}
+	priced, err := egress.Price(egress.Merge(ledgers...), table, egress.Options{})
+	return priced, pol, err
+}
+
+// egressWindow parses --since and --until.
+func egressWindow(since, until string, now time.Time) (time.Time, time.Time, error) {
+	s, u := egress.MonthStart(now), now
+	var err error
+	if since != "" {
+		if s, err = parseWhen(since, now); err != nil {
+			return s, u, fmt.Errorf("--since: %w", err)
+		}
+	}
+	if until != "" {
+		if u, err = parseWhen(until, now); err != nil {
+			return s, u, fmt.Errorf("--until: %w", err)
+		}
+	}
+	if !s.Before(u) {
+		return s, u, errors.New("--since must be before --until")
+	}
+	return s, u, nil
+}
+
+// parseWhen reads an RFC 3339 time, a date, or a duration back from now
+// (policy durations: 90m, 36h, 7d).
+func parseWhen(v string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t.UTC(), nil
+	}
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t.UTC(), nil
+	}
+	if d, err := policies.ParseDuration(v); err == nil && !strings.HasPrefix(v, "-") {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%q: want an RFC 3339 time (2026-12-01T00:00:00Z), a date (2026-12-01) or a duration back from now (7d)", v)
+}

@@ -1,0 +1,321 @@
+package egress
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"slices"
+	"time"
+
+	"github.com/fedgate/fedgate/policies"
+)
+
+// StoragePrice is the monthly price of keeping bytes in a location's
+// standard storage class.
+type StoragePrice struct {
+	// Location is where the price applies; an empty Region means every
+	// region of the cloud.
+	Location           policies.Location
+	Name               string // like "S3 Standard (us-east-1, first 50 TB)"
+	Unit               int64  // GB or GiB
+	MicrosPerUnitMonth int64
+	Source, AsOf       string
+	// Approx marks a price that is not from the price survey (PRICES.md,
+	// which has no storage prices: every built-in one is approximate) or
+	// that is assumed for other regions.
+	Approx bool
+}
+
+// MonthlyCost returns the exact price of keeping n bytes for a month.
+func (p StoragePrice) MonthlyCost(n int64) USD {
+	num := new(big.Int).Mul(big.NewInt(n), big.NewInt(p.MicrosPerUnitMonth))
+	return USD{new(big.Rat).SetFrac(num, new(big.Int).Mul(big.NewInt(p.Unit), big.NewInt(1e6)))}
+}
+
+// BuiltinStoragePrices returns the built-in storage prices: one standard
+// class per cloud, at its list price in one US region, used for every
+// region of the cloud. They are approximate: the price survey (PRICES.md)
+// has no storage prices; these are the providers' public list prices as
+// of 2025 (docs/egress.md). On-prem storage is 0 unless set.
+func BuiltinStoragePrices() []StoragePrice {
+	return []StoragePrice{
+		{Location: policies.Location{Cloud: AWS}, Name: "S3 Standard (us-east-1 list price, first 50 TB)", Unit: GB, MicrosPerUnitMonth: 23_000,
+			Source: "AWS S3 pricing (Price List API AmazonS3)", AsOf: "2025 (approximate)", Approx: true},
+		{Location: policies.Location{Cloud: GCP}, Name: "GCS Standard regional (us-central1 list price)", Unit: GiB, MicrosPerUnitMonth: 20_000,
+			Source: "GCP Cloud Storage pricing (Cloud Billing Catalog)", AsOf: "2025 (approximate)", Approx: true},
+		{Location: policies.Location{Cloud: Azure}, Name: "Azure Blob Hot LRS (eastus list price, first 50 TB)", Unit: GB, MicrosPerUnitMonth: 18_000,
+			Source: "Azure Retail Prices API (serviceName 'Storage')", AsOf: "2025 (approximate)", Approx: true},
+		{Location: policies.Location{Cloud: OnPrem}, Name: "on-prem storage (set it in AdviseOptions.Storage)", Unit: GB, MicrosPerUnitMonth: 0,
+			Source: "priced by the user; default 0"},
+	}
+}
+
+// StorageTable looks up storage prices: the given prices in front of the
+// built-in ones; the most specific location wins (a region before its
+// cloud), then the earlier entry.
+type StorageTable struct{ prices []StoragePrice }
+
+// NewStorageTable returns the built-in storage prices with prices in front.
+func NewStorageTable(prices ...StoragePrice) *StorageTable {
+	return &StorageTable{prices: append(slices.Clone(prices), BuiltinStoragePrices()...)}
+}
+
+// Lookup returns the storage price of l; false when nothing covers l.
+func (t *StorageTable) Lookup(l policies.Location) (StoragePrice, bool) {
+	if t == nil {
+		t = NewStorageTable()
+	}
+	best, found := StoragePrice{}, false
+	for _, p := range t.prices {
+		if !matches(p.Location, l) {
+			continue
+		}
+		if !found || (p.Location.Region != "" && best.Location.Region == "") {
+			best, found = p, true
+		}
+	}
+	return best, found
+}
+
+// HoursPerMonth is the length of the average month the advice scales to
+// (365 × 24 / 12).
+const HoursPerMonth = 730
+
+// AdviseOptions adjust Advise.
+type AdviseOptions struct {
+	// Since and Until bound the observed window [Since, Until); a zero
+	// bound is the first (last) hour of the rows. Monthly figures are the
+	// window's scaled to HoursPerMonth.
+	Since, Until time.Time
+	// Storage prices the copy; nil: the built-in prices.
+	Storage *StorageTable
+	// Size returns the bytes a copy of bucket's data in store would hold
+	// (from a listing), when the caller knows it. Otherwise the copy is
+	// taken to be as large as the bytes read per month: the most distinct
+	// data that a month's reads can have touched.
+	Size func(bucket, store string) (int64, bool)
+	// HorizonMonths: recommend a copy only when it pays for itself within
+	// this many months; 0 means 12.
+	HorizonMonths int
+}
+
+// Advice is the case for or against keeping a copy of a bucket's data
+// (read from one store) in the region that reads it, with the numbers.
+type Advice struct {
+	Bucket, Store string
+	From, To      string // the store's location and the reading region's: the copy would live in To
+	Schedule      *Schedule
+	WindowHours   int64
+	BytesRead     int64 // in the window (cache misses that crossed)
+	Paid          USD   // egress paid for them in the window
+	BytesPerMonth int64
+	// EgressPerMonth is what a copy in To would save each month: Paid
+	// scaled to a month.
+	EgressPerMonth USD
+	CopyBytes      int64
+	CopyEstimated  bool // CopyBytes is BytesPerMonth, not a known size
+	Storage        StoragePrice
+	// StoragePerMonth is the price of keeping CopyBytes in To.
+	StoragePerMonth USD
+	// CopyCost is the one-time transfer of CopyBytes, at the average rate
+	// Paid / BytesRead.
+	CopyCost USD
+	// SavingPerMonth = EgressPerMonth - StoragePerMonth.
+	SavingPerMonth USD
+	// BreakEvenMonths = CopyCost / SavingPerMonth: when the copy has paid
+	// for itself; +Inf when it never does.
+	BreakEvenMonths float64
+	Recommend       bool
+	Reason          string
+}
+
+// Advise looks at the reads that paid egress (cache misses from a store in
+// another region or cloud) per (bucket, store, reading region) and weighs
+// a copy in the reading region, the ski-rental way: renting is paying
+// egress every month; buying is a one-time transfer of the data plus its
+// storage every month. It recommends buying when the egress saved each
+// month exceeds the copy's storage and the copy pays for itself within
+// the horizon. Advice comes recommended first, then by saving.
+//
+// The ledger knows buckets and stores, not prefixes: advice is per bucket.
+func Advise(priced []Priced, opts AdviseOptions) []Advice {
+	horizon := opts.HorizonMonths
+	if horizon <= 0 {
+		horizon = 12
+	}
+	type key struct{ bucket, store, src, dst string }
+	groups := map[key]*Advice{}
+	var order []key
+	first, last := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, p := range priced {
+		t := p.HourStart()
+		if (!opts.Since.IsZero() && t.Before(opts.Since)) || (!opts.Until.IsZero() && !t.Before(opts.Until)) {
+			continue
+		}
+		first, last = min(first, p.Hour), max(last, p.Hour)
+		if p.Direction != Read || p.Cost.Sign() <= 0 {
+			continue
+		}
+		k := key{p.Bucket, p.Store, p.Src, p.Dst}
+		a, ok := groups[k]
+		if !ok {
+			a = &Advice{Bucket: p.Bucket, Store: p.Store, From: p.Src, To: p.Dst, Schedule: p.Schedule}
+			groups[k] = a
+			order = append(order, k)
+		}
+		a.BytesRead += p.Bytes
+		a.Paid = a.Paid.Add(p.Cost)
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	if !opts.Since.IsZero() {
+		first = HourOf(opts.Since)
+	}
+	if !opts.Until.IsZero() {
+		last = HourOf(opts.Until.Add(-time.Nanosecond))
+	}
+	hours := max(last-first+1, 1)
+	perMonth := big.NewRat(HoursPerMonth, hours)
+
+	out := make([]Advice, 0, len(order))
+	for _, k := range order {
+		a := groups[k]
+		a.WindowHours = hours
+		bpm := new(big.Rat).Mul(new(big.Rat).SetInt64(a.BytesRead), perMonth)
+		a.BytesPerMonth = new(big.Int).Quo(bpm.Num(), bpm.Denom()).Int64()
+		a.EgressPerMonth = a.Paid.MulRat(perMonth)
+		a.CopyBytes, a.CopyEstimated = a.BytesPerMonth, true
+		if opts.Size != nil {
+			if n, ok := opts.Size(a.Bucket, a.Store); ok {
+				a.CopyBytes, a.CopyEstimated = n, false
+			}
+		}
+		to, _ := ParseLocation(a.To)
+		a.Storage, _ = opts.Storage.Lookup(to)
+		a.StoragePerMonth = a.Storage.MonthlyCost(a.CopyBytes)
+		a.CopyCost = a.Paid.MulRat(big.NewRat(a.CopyBytes, a.BytesRead))
+		a.SavingPerMonth = a.EgressPerMonth.Sub(a.StoragePerMonth)
+		a.BreakEvenMonths = math.Inf(1)
+		if a.SavingPerMonth.Sign() > 0 {
+			be := new(big.Rat).Quo(a.CopyCost.Rat(), a.SavingPerMonth.Rat())
+			a.BreakEvenMonths, _ = be.Float64()
+		}
+		switch {
+		case a.SavingPerMonth.Sign() <= 0:
+			a.Reason = fmt.Sprintf("keep reading across: a copy's storage (%s USD/month) costs at least the egress it saves (%s USD/month)",
+				a.StoragePerMonth, a.EgressPerMonth)
+		case a.BreakEvenMonths > float64(horizon):
+			a.Reason = fmt.Sprintf("not yet: a copy saves %s USD/month but pays back its %s USD transfer only after %.1f months (horizon %d)",
+				a.SavingPerMonth, a.CopyCost, a.BreakEvenMonths, horizon)
+		default:
+			a.Recommend = true
+			a.Reason = fmt.Sprintf("replicate into %s: saves %s USD/month after %s USD/month of storage; the %s USD transfer pays back in %.1f months",
+				a.To, a.SavingPerMonth, a.StoragePerMonth, a.CopyCost, a.BreakEvenMonths)
+			if a.Paid.Cmp(a.CopyCost) >= 0 {
+				a.Reason += "; egress already paid in the window exceeds the copy's transfer"
+			}
+		}
+		out = append(out, *a)
+	}
+	slices.SortStableFunc(out, func(x, y Advice) int {
+		if x.Recommend != y.Recommend {
+			if x.Recommend {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(y.SavingPerMonth.Cmp(x.SavingPerMonth),
+			cmp.Compare(x.Bucket, y.Bucket), cmp.Compare(x.Store, y.Store), cmp.Compare(x.To, y.To))
+	})
+	return out
+}
+
+// WriteAdvice writes advice for a terminal: one paragraph per (bucket,
+// store, reading region) with the numbers behind it.
+func WriteAdvice(w io.Writer, advice []Advice) error {
+	ew := &errWriter{w: w}
+	if len(advice) == 0 {
+		fmt.Fprintln(ew, "No reads paid egress in this window: nothing to advise.")
+		return ew.err
+	}
+	for i, a := range advice {
+		if i > 0 {
+			fmt.Fprintln(ew)
+		}
+		verdict := "keep"
+		if a.Recommend {
+			verdict = "REPLICATE"
+		}
+		fmt.Fprintf(ew, "%s  bucket %s (store %s, %s) read from %s\n", verdict, a.Bucket, a.Store, a.From, a.To)
+		est := ""
+		if a.CopyEstimated {
+			est = " (estimated: bytes read per month; the bucket's size is not known)"
+		}
+		fmt.Fprintf(ew, "  read %s in %d h: %s/month; egress %s USD/month at %s\n",
+			HumanBytes(a.BytesRead), a.WindowHours, HumanBytes(a.BytesPerMonth), a.EgressPerMonth, a.Schedule.Name)
+		fmt.Fprintf(ew, "  copy %s%s: storage %s USD/month (%s), one-time transfer %s USD\n",
+			HumanBytes(a.CopyBytes), est, a.StoragePerMonth, a.Storage.Name, a.CopyCost)
+		be := "never"
+		if !math.IsInf(a.BreakEvenMonths, 1) {
+			be = fmt.Sprintf("%.1f months", a.BreakEvenMonths)
+		}
+		fmt.Fprintf(ew, "  saving %s USD/month; break-even %s\n  %s\n", a.SavingPerMonth, be, a.Reason)
+	}
+	return ew.err
+}
+
+// WriteAdviceJSON writes advice as {"advice": [{"bucket", "store", "from",
+// "to", "rate", "window_hours", "bytes_read", "paid_usd", "bytes_per_month",
+// "egress_usd_per_month", "copy_bytes", "copy_bytes_estimated",
+// "storage_price", "storage_usd_per_month", "copy_usd", "saving_usd_per_month",
+// "break_even_months" (null: never), "recommend", "reason"}]}.
+func WriteAdviceJSON(w io.Writer, advice []Advice) error {
+	type item struct {
+		Bucket          string   `json:"bucket"`
+		Store           string   `json:"store"`
+		From            string   `json:"from"`
+		To              string   `json:"to"`
+		Rate            string   `json:"rate"`
+		WindowHours     int64    `json:"window_hours"`
+		BytesRead       int64    `json:"bytes_read"`
+		Paid            USD      `json:"paid_usd"`
+		BytesPerMonth   int64    `json:"bytes_per_month"`
+		EgressPerMonth  USD      `json:"egress_usd_per_month"`
+		CopyBytes       int64    `json:"copy_bytes"`
+		CopyEstimated   bool     `json:"copy_bytes_estimated"`
+		StoragePrice    string   `json:"storage_price"`
+		StoragePerMonth USD      `json:"storage_usd_per_month"`
+		CopyCost        USD      `json:"copy_usd"`
+		SavingPerMonth  USD      `json:"saving_usd_per_month"`
+		BreakEven       *float64 `json:"break_even_months"`
+		Recommend       bool     `json:"recommend"`
+		Reason          string   `json:"reason"`
+	}
+	items := make([]item, 0, len(advice))
+	for _, a := range advice {
+		var be *float64
+		if !math.IsInf(a.BreakEvenMonths, 0) && !math.IsNaN(a.BreakEvenMonths) {
+			v := math.Round(a.BreakEvenMonths*100) / 100
+			be = &v
+		}
+		rate := ""
+		if a.Schedule != nil {
+			rate = a.Schedule.Name
+		}
+		items = append(items, item{a.Bucket, a.Store, a.From, a.To, rate, a.WindowHours, a.BytesRead, a.Paid, a.BytesPerMonth,
+			a.EgressPerMonth, a.CopyBytes, a.CopyEstimated, a.Storage.Name, a.StoragePerMonth, a.CopyCost, a.SavingPerMonth,
+			be, a.Recommend, a.Reason})
+	}
+	b, err := json.MarshalIndent(struct {
+		Advice []item `json:"advice"`
+	}{items}, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
