@@ -92,9 +92,9 @@ func TestEgressReportTwoRegions(t *testing.T) {
 		cost, saved    string
 	}
 	ledger := map[string]want{
-		"gcp:us-central1>aws:us-east-1 ds-gcs gcs read":  {30 * mb, 30 * mb, "3.00", "3.00"}, // 30 MB x $100/GB; the cached read avoided as much
-		"aws:us-east-1>gcp:us-central1 ds-s3 s3 read":    {20 * mb, 0, "1.80", "0.00"},        // 20 MB x $90/GB
-		"gcp:us-central1>azure:eastus out-az az write": {5 * mb, 0, "0.20", "0.00"},          // 5 MB x $40/GB
+		"gcp:us-central1>aws:us-east-1 ds-gcs gcs read": {30 * mb, 30 * mb, "3.00", "3.00"}, // 30 MB x $100/GB; the cached read avoided as much
+		"aws:us-east-1>gcp:us-central1 ds-s3 s3 read":   {20 * mb, 0, "1.80", "0.00"},       // 20 MB x $90/GB
+		"gcp:us-central1>azure:eastus out-az az write":  {5 * mb, 0, "0.20", "0.00"},        // 5 MB x $40/GB
 	}
 	if len(rep.Rows) != len(ledger) {
 		t.Fatalf("report rows:\n%s", out)

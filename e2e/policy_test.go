@@ -97,13 +97,14 @@ func TestBadPolicyRefused(t *testing.T) {
 	p := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(p, []byte("stores:\n  - name: ckpt\n    kind: posix\n    location: onprem:lga1\n    path: "+filepath.Join(dir, "nas")+"\n"+
 		"  - name: ckpt2\n    kind: posix\n    location: onprem:lga2\n    path: "+filepath.Join(dir, "nas2")+"\n"+
-		"buckets:\n  - name: x1\n    placement: {replicate: [ckpt, ckpt2]}\n    colour: blue\n"), 0o644)
+		"buckets:\n  - name: x1\n    placement: {replicate: [ckpt, ckpt2]}\n    colour: blue\n"+
+		"routing: {prefer: nearest}\n"), 0o644)
 	data := filepath.Join(dir, "data")
 	out, err := exec.Command(binary, "server", "--listen", "127.0.0.1:0", "--data-dir", data, "--config", p).CombinedOutput()
 	if err == nil {
 		t.Fatal("server started with a policy it cannot serve")
 	}
-	for _, want := range []string{p + ":12:17: buckets[0].placement.replicate", "not supported yet", p + ":13:5: buckets[0].colour"} {
+	for _, want := range []string{p + ":14:11: routing.prefer", "not supported yet", p + ":13:5: buckets[0].colour"} {
 		if !strings.Contains(string(out), want) {
 			t.Fatalf("error output lacks %q:\n%s", want, out)
 		}

@@ -13,6 +13,7 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"maps"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -177,7 +178,7 @@ func (n *Namespace) buildView(p *policies.Policy, stores map[string]store.Store,
 	if !ok {
 		return nil, fmt.Errorf("federation: default store %q is not among the configured stores", defName)
 	}
-	v := &nsView{stores: stores, def: def, global: map[string]*Bucket{}, policy: p}
+	v := &nsView{stores: maps.Clone(stores), def: def, global: map[string]*Bucket{}, policy: p}
 	if p == nil {
 		return v, nil
 	}
@@ -188,10 +189,16 @@ func (n *Namespace) buildView(p *policies.Policy, stores map[string]store.Store,
 			storeName, prefix = pb.Origin.Store, pb.Origin.Prefix
 		case pb.Placement.Kind == policies.PlacementSingle && len(pb.Placement.Stores) == 1:
 			storeName = pb.Placement.Stores[0]
+		case pb.Placement.Kind == policies.PlacementReplicate || pb.Placement.Kind == policies.PlacementErasure:
+			cst, err := n.openPlacement(p, pb.Placement, v.stores)
+			if err != nil {
+				return nil, fmt.Errorf("federation: bucket %q: %w", pb.Name, err)
+			}
+			storeName = cst.Name()
 		default:
 			storeName = def.Name()
 		}
-		st, ok := stores[storeName]
+		st, ok := v.stores[storeName]
 		if !ok {
 			return nil, fmt.Errorf("federation: bucket %q: store %q is not configured", pb.Name, storeName)
 		}

@@ -54,6 +54,7 @@ func (s *Server) adminRoutes(r chi.Router) {
 	s.cacheRoutes(r)
 	s.policyRoutes(r)
 	s.egressRoutes(r)
+	s.repairRoutes(r)
 	r.Get("/version", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"version": s.cfg.Version})
 	})

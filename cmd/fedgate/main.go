@@ -33,7 +33,7 @@ Start a single-node region on embedded defaults with:  fedgate server`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServerCmd(), newUserCmd(), newPolicyCmd(), newClusterCmd(), newCacheCmd(), newEgressCmd(), newVersionCmd())
+	root.AddCommand(newServerCmd(), newUserCmd(), newPolicyCmd(), newClusterCmd(), newCacheCmd(), newEgressCmd(), newRepairCmd(), newVersionCmd())
 	return root
 }
 

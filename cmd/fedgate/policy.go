@@ -145,8 +145,9 @@ since the diff was taken.`,
 
 // servedFeatures is what this build serves of the policy file: every store
 // kind, origins (mounting existing data), per-bucket cache settings and
-// write-back buckets and pins. Replication, erasure coding, routing
-// preferences and egress budgets are refused as "not supported yet".
+// write-back buckets, pins, replicate and erasure placements and egress
+// price overrides. Routing preferences and egress budgets are refused as
+// "not supported yet".
 func servedFeatures() policies.Features {
 	return policies.Features{
 		StoreKinds:   map[policies.StoreKind]bool{policies.KindS3: true, policies.KindGCS: true, policies.KindAzure: true, policies.KindPosix: true},
@@ -156,5 +157,7 @@ func servedFeatures() policies.Features {
 		WriteBack:    true,
 		Pin:          true,
 		EgressPrices: true,
+		Replicate:    true,
+		Erasure:      true,
 	}
 }

@@ -1,0 +1,133 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fedgate/fedgate/federation/egress"
+	"github.com/fedgate/fedgate/federation/placement"
+	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
+)
+
+// Composite placements (replicate, erasure) are stores made of the
+// policy's stores (package placement). Each distinct placement is one
+// store of the view, named after its layout, so the cache, the journal and
+// the drainer treat it like any other store.
+
+// placementName names a composite placement: "replicate(a,b)",
+// "erasure(4+2:a,b,c,d)".
+func placementName(pl policies.Placement) string {
+	switch pl.Kind {
+	case policies.PlacementReplicate:
+		return "replicate(" + strings.Join(pl.Stores, ",") + ")"
+	case policies.PlacementErasure:
+		return fmt.Sprintf("erasure(%d+%d:%s)", pl.Data, pl.Parity, strings.Join(pl.Stores, ","))
+	}
+	return ""
+}
+
+// openPlacement builds (or finds in stores) the composite store of pl; it
+// adds it to stores. Reads prefer the members that are cheapest to read
+// from this region (the egress price table with the policy's overrides).
+func (n *Namespace) openPlacement(p *policies.Policy, pl policies.Placement, stores map[string]store.Store) (store.Store, error) {
+	name := placementName(pl)
+	if st, ok := stores[name]; ok {
+		return st, nil
+	}
+	members := make([]store.Store, 0, len(pl.Stores))
+	for _, s := range pl.Stores {
+		st, ok := stores[s]
+		if !ok {
+			return nil, fmt.Errorf("store %q of placement %s is not configured", s, name)
+		}
+		members = append(members, st)
+	}
+	rank := n.rankByPrice(p, members)
+	loc := members[rank[0]].Location()
+	var st store.Store
+	var err error
+	switch pl.Kind {
+	case policies.PlacementReplicate:
+		st, err = placement.NewReplicated(name, loc, members, placement.WithRank(func() []int { return rank }))
+	case policies.PlacementErasure:
+		st, err = placement.NewErasure(name, loc, members, pl.Data, pl.Parity, placement.WithRank(func() []int { return rank }))
+	default:
+		return nil, fmt.Errorf("placement %q is not a composite placement", pl.Kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	stores[name] = st
+	return st, nil
+}
+
+// rankByPrice orders members by the egress price per byte of reading from
+// them into this region (cheapest first; listed order breaks ties).
+func (n *Namespace) rankByPrice(p *policies.Policy, members []store.Store) []int {
+	order := make([]int, len(members))
+	for i := range order {
+		order[i] = i
+	}
+	region := ""
+	if n.egress != nil {
+		region = n.egress.region
+	}
+	dst, err := egress.ParseLocation(region)
+	if err != nil {
+		return order
+	}
+	var prices []policies.Price
+	if p != nil {
+		prices = p.Egress.Prices
+	}
+	table, err := egress.NewTable(prices)
+	if err != nil {
+		table = egress.DefaultTable()
+	}
+	cost := make([]float64, len(members))
+	for i, m := range members {
+		src, err := egress.ParseLocation(m.Location().String())
+		if err != nil {
+			continue
+		}
+		if s := table.Schedule(src, dst); s != nil && s.Unit > 0 {
+			cost[i] = float64(s.RateAt(0)) / float64(s.Unit)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case cost[a] < cost[b]:
+			return -1
+		case cost[a] > cost[b]:
+			return 1
+		}
+		return 0
+	})
+	return order
+}
+
+// Repairer is a store that can rebuild what its members lost.
+type Repairer interface {
+	Repair(ctx context.Context, prefix string, progress func(done, total int64)) (placement.RepairStats, error)
+}
+
+// ErrNothingToRepair: the bucket's placement is a single store.
+var ErrNothingToRepair = errors.New("federation: the bucket's placement keeps one copy in one store: nothing to repair")
+
+// Repair rebuilds missing or corrupt copies, shards and manifests of the
+// objects of bucket under prefix (a replicate or erasure placement).
+func (n *Namespace) Repair(ctx context.Context, bucket, prefix string, progress func(done, total int64)) (placement.RepairStats, error) {
+	b, err := n.Bucket(bucket)
+	if err != nil {
+		return placement.RepairStats{}, err
+	}
+	r, ok := b.store.(Repairer)
+	if !ok {
+		return placement.RepairStats{}, fmt.Errorf("%w (bucket %q, store %q)", ErrNothingToRepair, bucket, b.store.Name())
+	}
+	return r.Repair(ctx, b.prefix+prefix, progress)
+}
