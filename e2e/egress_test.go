@@ -3,15 +3,18 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
 )
 
 // TestEgressReportTwoRegions: two regions (one fedgate cluster each, on
@@ -130,4 +133,46 @@ func sameMoney(got json.Number, want string) bool {
 	g, ok1 := new(big.Rat).SetString(string(got))
 	w, ok2 := new(big.Rat).SetString(want)
 	return ok1 && ok2 && g.Cmp(w) == 0
+}
+
+// TestEgressBudgetBlocksColdReads: once a bucket's month of egress has
+// spent its block-cold-reads budget, reads that would go to the store get
+// a clear S3 error naming the budget, and cached data is still served.
+func TestEgressBudgetBlocksColdReads(t *testing.T) {
+	o := s3Origin(t)
+	a, b := randBytes(t, 1_000_000), randBytes(t, 1_000_000)
+	o.put(t, "ds/a", a)
+	o.put(t, "ds/b", b)
+	y, env := o.store(t)
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	policy := "regions:\n  - {name: lab, location: onprem:lga1}\nstores:\n  - name: s3\n" + y +
+		"  - {name: nas, kind: posix, location: onprem:lga1, path: " + t.TempDir() + "}\n" +
+		"buckets:\n  - {name: dsb, origin: s3/ds/}\ndefaults: {store: nas}\n" +
+		"egress:\n  prices:\n    aws:us-east-1:\n      onprem:lga1: 100USD\n" +
+		"  budgets:\n    - {bucket: dsb, monthly: 0.05USD, action: block-cold-reads}\n"
+	pf := filepath.Join(t.TempDir(), "policy.yaml")
+	mustOK(t, os.WriteFile(pf, []byte(policy), 0o644))
+	s := startServer(t, "--config", pf, "--cache-size", "1GiB")
+	if got, _ := getBytes(t, s.root(), "dsb", "a"); !bytes.Equal(got, a) { // $0.10 of a $0.05 budget
+		t.Fatal("first read differs")
+	}
+	// Budget statuses are re-evaluated at most every 5 s; the next cold
+	// read after that sees the month's spending.
+	time.Sleep(6 * time.Second)
+	_, err := s.root().GetObject(ctx(t), &s3.GetObjectInput{Bucket: aws.String("dsb"), Key: aws.String("b")})
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "EgressBudgetExceeded" {
+		t.Fatalf("cold read with the budget spent: %v, want EgressBudgetExceeded", err)
+	}
+	if !strings.Contains(ae.ErrorMessage(), `bucket "dsb"`) || !strings.Contains(ae.ErrorMessage(), "0.05") {
+		t.Fatalf("the error does not name the budget: %s", ae.ErrorMessage())
+	}
+	if got, _ := getBytes(t, s.root(), "dsb", "a"); !bytes.Equal(got, a) {
+		t.Fatal("a cached object was not served with the budget spent")
+	}
+	if out, _ := s.fedgate("egress", "report", "--since", "1d"); !strings.Contains(out, "spent") {
+		t.Fatalf("the report does not flag the spent budget:\n%s", out)
+	}
 }

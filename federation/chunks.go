@@ -45,6 +45,9 @@ func (n *Namespace) fetcher(st store.Store, key string, v store.Validator) cache
 		bucket = b.Name
 	}
 	return func(ctx context.Context, off, length int64) (io.ReadCloser, error) {
+		if err := n.checkColdRead(ctx, bucket, st); err != nil {
+			return nil, err
+		}
 		rc, err := openResuming(ctx, st, key, v, off, length)
 		if err != nil {
 			return nil, err

@@ -73,7 +73,7 @@ func (n *Namespace) RegisterMetrics(reg prometheus.Registerer) error {
 	m := n.metrics
 	cs := []prometheus.Collector{m.stagedBytes, m.stagingWaits, m.drained, m.drainedBytes, m.drainErrors, m.superseded}
 	if n.egress != nil {
-		cs = append(cs, n.egress.bytesTotal, n.egress.servedTotal)
+		cs = append(cs, n.egress.bytesTotal, n.egress.servedTotal, n.budget.used)
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -174,6 +174,7 @@ func (n *Namespace) RunEgress(ctx context.Context) {
 			return
 		case <-t.C:
 			n.flushEgress(ctx)
+			n.budgetStatuses(ctx) // logs and meters budgets spent (action alert too)
 		}
 	}
 }

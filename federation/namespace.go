@@ -114,6 +114,7 @@ type Namespace struct {
 
 	region    Region
 	egress    *egressRecorder // nil: accounting off
+	budget    *budgets
 	wb        WriteBackConfig
 	recent    recentStaged
 	metrics   *drainMetrics
@@ -168,6 +169,7 @@ func New(cfg Config) (*Namespace, error) {
 	n.view.Store(view)
 	if cfg.RegionLocation != "" {
 		n.egress = newEgressRecorder(cfg.RegionLocation, cfg.Now)
+		n.budget = newBudgets()
 	}
 	return n, nil
 }

@@ -280,6 +280,9 @@ func (b *Bucket) Open(ctx context.Context, info store.ObjectInfo, off, n int64) 
 	}
 	skey := b.prefix + info.Key
 	if !b.cache.Chunked || b.ns.cache == nil {
+		if err := b.ns.checkColdRead(ctx, b.Name, b.store); err != nil {
+			return nil, err
+		}
 		rc, err := openResuming(ctx, b.store, skey, info.Validator, off, n)
 		if err != nil {
 			return nil, err

@@ -83,6 +83,8 @@ func toS3(err error) *s3err.Error {
 		return errSlowDown
 	case errors.Is(err, store.ErrNotSupported):
 		return errNotImplemented("This operation on this store")
+	case errors.Is(err, federation.ErrEgressBudget):
+		return errf(403, "EgressBudgetExceeded", "%v", err)
 	case errors.Is(err, federation.ErrStagingUnavailable):
 		return errf(503, "SlowDown", "The write-back staging area could not take the write in time (%v); nothing was stored. Retry shortly: staging frees up as the region drains to its stores.", err)
 	case errors.Is(err, raft.ErrNoLeader):

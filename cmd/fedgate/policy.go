@@ -150,14 +150,16 @@ since the diff was taken.`,
 // "not supported yet".
 func servedFeatures() policies.Features {
 	return policies.Features{
-		StoreKinds:   map[policies.StoreKind]bool{policies.KindS3: true, policies.KindGCS: true, policies.KindAzure: true, policies.KindPosix: true},
-		Origin:       true,
-		Cache:        true,
-		Prefetch:     true,
-		WriteBack:    true,
-		Pin:          true,
-		EgressPrices: true,
-		Replicate:    true,
-		Erasure:      true,
+		StoreKinds:     map[policies.StoreKind]bool{policies.KindS3: true, policies.KindGCS: true, policies.KindAzure: true, policies.KindPosix: true},
+		Origin:         true,
+		Cache:          true,
+		Prefetch:       true,
+		WriteBack:      true,
+		Pin:            true,
+		EgressPrices:   true,
+		Replicate:      true,
+		Erasure:        true,
+		Budgets:        true,
+		BlockColdReads: true,
 	}
 }
