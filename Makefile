@@ -38,7 +38,7 @@ FUZZTIME ?= 30s
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)
 
-## bench: fedgate vs a plain net/http file server, GET/PUT 64 KiB, 8 MiB, 256 MiB
+## bench: fedgate vs peers in the same run (docs/benchmarks.md): GET/PUT vs a plain file server, cold/warm origin reads, Raft commits vs raw hashicorp/raft, write-back PUT vs fsynced copies and capped write-through
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 90m ./bench/
 

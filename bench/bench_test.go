@@ -345,8 +345,10 @@ func printSummary() {
 		return
 	}
 	var out bytes.Buffer
-	fmt.Fprintln(&out, "\n| size | op | fedgate MB/s | ceiling MB/s | fedgate req/s | ceiling req/s | fedgate/ceiling: median (each round) |")
-	fmt.Fprintln(&out, "|---|---|---|---|---|---|---|")
+	if len(results) > 0 {
+		fmt.Fprintln(&out, "\n| size | op | fedgate MB/s | ceiling MB/s | fedgate req/s | ceiling req/s | fedgate/ceiling: median (each round) |")
+		fmt.Fprintln(&out, "|---|---|---|---|---|---|---|")
+	}
 	for _, sz := range sizes {
 		ops := results[sz.name]
 		if ops == nil {

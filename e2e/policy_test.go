@@ -90,7 +90,7 @@ func TestPolicyBuckets(t *testing.T) {
 	}
 }
 
-// TestBadPolicyRefused: a policy the build cannot serve stops the server
+// TestBadPolicyRefused: a policy with errors stops the server
 // before it changes anything, naming file, line and column.
 func TestBadPolicyRefused(t *testing.T) {
 	dir := t.TempDir()
@@ -98,13 +98,13 @@ func TestBadPolicyRefused(t *testing.T) {
 	os.WriteFile(p, []byte("stores:\n  - name: ckpt\n    kind: posix\n    location: onprem:lga1\n    path: "+filepath.Join(dir, "nas")+"\n"+
 		"  - name: ckpt2\n    kind: posix\n    location: onprem:lga2\n    path: "+filepath.Join(dir, "nas2")+"\n"+
 		"buckets:\n  - name: x1\n    placement: {replicate: [ckpt, ckpt2]}\n    colour: blue\n"+
-		"routing: {prefer: nearest}\n"), 0o644)
+		"routing: {prefer: nearst}\n"), 0o644)
 	data := filepath.Join(dir, "data")
 	out, err := exec.Command(binary, "server", "--listen", "127.0.0.1:0", "--data-dir", data, "--config", p).CombinedOutput()
 	if err == nil {
 		t.Fatal("server started with a policy it cannot serve")
 	}
-	for _, want := range []string{p + ":14:11: routing.prefer", "not supported yet", p + ":13:5: buckets[0].colour"} {
+	for _, want := range []string{p + ":14:19: routing.prefer", `did you mean "nearest"`, p + ":13:5: buckets[0].colour"} {
 		if !strings.Contains(string(out), want) {
 			t.Fatalf("error output lacks %q:\n%s", want, out)
 		}

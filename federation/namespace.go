@@ -192,7 +192,7 @@ func (n *Namespace) buildView(p *policies.Policy, stores map[string]store.Store,
 		case pb.Placement.Kind == policies.PlacementSingle && len(pb.Placement.Stores) == 1:
 			storeName = pb.Placement.Stores[0]
 		case pb.Placement.Kind == policies.PlacementReplicate || pb.Placement.Kind == policies.PlacementErasure:
-			cst, err := n.openPlacement(p, pb.Placement, v.stores)
+			cst, err := n.openPlacement(p, pb, v.stores)
 			if err != nil {
 				return nil, fmt.Errorf("federation: bucket %q: %w", pb.Name, err)
 			}

@@ -33,8 +33,19 @@ func placementName(pl policies.Placement) string {
 // openPlacement builds (or finds in stores) the composite store of pl; it
 // adds it to stores. Reads prefer the members that are cheapest to read
 // from this region (the egress price table with the policy's overrides).
-func (n *Namespace) openPlacement(p *policies.Policy, pl policies.Placement, stores map[string]store.Store) (store.Store, error) {
+func (n *Namespace) openPlacement(p *policies.Policy, pb policies.Bucket, stores map[string]store.Store) (store.Store, error) {
+	pl := pb.Placement
+	prefer := pb.Routing.Prefer
+	if prefer == "" && len(pb.Routing.Order) == 0 && p != nil {
+		prefer = p.Routing.Prefer
+	}
 	name := placementName(pl)
+	switch {
+	case len(pb.Routing.Order) > 0:
+		name += "@" + strings.Join(pb.Routing.Order, ",")
+	case prefer == policies.PreferNearest:
+		name += "@nearest"
+	}
 	if st, ok := stores[name]; ok {
 		return st, nil
 	}
@@ -46,7 +57,15 @@ func (n *Namespace) openPlacement(p *policies.Policy, pl policies.Placement, sto
 		}
 		members = append(members, st)
 	}
-	rank := n.rankByPrice(p, members)
+	var rank []int
+	switch {
+	case len(pb.Routing.Order) > 0:
+		rank = explicitRank(pl.Stores, pb.Routing.Order)
+	case prefer == policies.PreferNearest:
+		rank = n.rankByDistance(members)
+	default:
+		rank = n.rankByPrice(p, members)
+	}
 	loc := members[rank[0]].Location()
 	var st store.Store
 	var err error
@@ -63,6 +82,58 @@ func (n *Namespace) openPlacement(p *policies.Policy, pl policies.Placement, sto
 	}
 	stores[name] = st
 	return st, nil
+}
+
+// explicitRank puts the listed stores first, in their order, then the
+// rest of the placement's stores in listed order.
+func explicitRank(stores, order []string) []int {
+	var out []int
+	for _, name := range order {
+		if i := slices.Index(stores, name); i >= 0 {
+			out = append(out, i)
+		}
+	}
+	for i := range stores {
+		if !slices.Contains(out, i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// rankByDistance orders members nearest first: the region's own location,
+// then the same cloud, then the same continent, then the rest.
+func (n *Namespace) rankByDistance(members []store.Store) []int {
+	order := make([]int, len(members))
+	for i := range order {
+		order[i] = i
+	}
+	region := ""
+	if n.egress != nil {
+		region = n.egress.region
+	}
+	dst, err := egress.ParseLocation(region)
+	if err != nil {
+		return order
+	}
+	dist := make([]int, len(members))
+	for i, m := range members {
+		src, err := egress.ParseLocation(m.Location().String())
+		switch {
+		case err != nil:
+			dist[i] = 4
+		case src == dst:
+			dist[i] = 0
+		case src.Cloud == dst.Cloud:
+			dist[i] = 1
+		case egress.ContinentOf(src) == egress.ContinentOf(dst):
+			dist[i] = 2
+		default:
+			dist[i] = 3
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return dist[a] - dist[b] })
+	return order
 }
 
 // rankByPrice orders members by the egress price per byte of reading from
@@ -95,7 +166,8 @@ func (n *Namespace) rankByPrice(p *policies.Policy, members []store.Store) []int
 			continue
 		}
 		if s := table.Schedule(src, dst); s != nil && s.Unit > 0 {
-			cost[i] = float64(s.RateAt(0)) / float64(s.Unit)
+			// The marginal rate once free tiers are used up (1 TiB into the month).
+			cost[i] = float64(s.RateAt(1<<40)) / float64(s.Unit)
 		}
 	}
 	slices.SortStableFunc(order, func(a, b int) int {

@@ -19,7 +19,7 @@ type ref struct {
 
 type refs struct{ stores, buckets []ref }
 
-var bucketKeys = []string{"name", "origin", "placement", "write", "cache"}
+var bucketKeys = []string{"name", "origin", "placement", "write", "cache", "routing"}
 
 func (d *decoder) buckets(e entry, r *refs) []Bucket {
 	items, _ := d.list(e.val, e.vpos, "buckets", "buckets")
@@ -57,6 +57,9 @@ func (d *decoder) buckets(e entry, r *refs) []Bucket {
 		}
 		if e, ok := m["cache"]; ok {
 			b.Cache = d.cache(e, join(pth, "cache"))
+		}
+		if e, ok := m["routing"]; ok {
+			b.Routing = d.bucketRouting(e, join(pth, "routing"), b.Placement, r)
 		}
 		out = append(out, b)
 	}
@@ -325,4 +328,54 @@ func (d *decoder) checkRefs(pol *Policy, r *refs) {
 	}
 	check(r.stores, "store", storeNames)
 	check(r.buckets, "bucket", bucketNames)
+}
+
+// bucketRouting reads a bucket's routing: cheapest, nearest, or a list of
+// the placement's stores in the order reads should try them.
+func (d *decoder) bucketRouting(e entry, pth string, pl Placement, r *refs) BucketRouting {
+	if !d.feat.Routing {
+		d.unsupported(e.kpos, pth, "read routing", nil)
+	}
+	if isScalar(e.val) {
+		v, ok := d.enum(e, pth, "routing rule", []string{string(PreferCheapest), string(PreferNearest)})
+		if !ok {
+			return BucketRouting{}
+		}
+		return BucketRouting{Prefer: Prefer(v)}
+	}
+	items, ok := d.list(e.val, e.vpos, pth, "store names (an explicit read order), or cheapest or nearest")
+	if !ok {
+		return BucketRouting{}
+	}
+	var out BucketRouting
+	for i, item := range items {
+		ipth := index(pth, i)
+		n, p := d.value(item, e.vpos, ipth)
+		name, ok := d.str(entry{val: n, vpos: p}, ipth, "a store name")
+		if !ok {
+			continue
+		}
+		if pl.Kind != PlacementReplicate && pl.Kind != PlacementErasure {
+			d.errorf(p, ipth, "an explicit read order needs a replicate or erasure placement (this bucket has %s)", describePlacement(pl))
+			return BucketRouting{}
+		}
+		if !slices.Contains(pl.Stores, name) {
+			d.errorf(p, ipth, "store %s is not in the bucket's placement %s", quote(name), oneOf(pl.Stores))
+			continue
+		}
+		if slices.Contains(out.Order, name) {
+			d.errorf(p, ipth, "store %s is listed twice", quote(name))
+			continue
+		}
+		r.stores = append(r.stores, ref{name, p, ipth})
+		out.Order = append(out.Order, name)
+	}
+	return out
+}
+
+func describePlacement(pl Placement) string {
+	if pl.Kind == PlacementDefault {
+		return "no placement"
+	}
+	return string(pl.Kind) + " placement"
 }

@@ -110,6 +110,13 @@ func TestErrors(t *testing.T) {
 				`7:28 buckets[2].placement: expected one of single, replicate or erasure`,
 				`8:17 buckets[3].placement: a bucket with an origin (line 8) keeps its objects in the origin store; remove placement or origin`,
 			}},
+		{"bucket routing", storesPrefix + "buckets:\n  - {name: aaa, placement: {replicate: [nas, ckpt-gcs]}, routing: [ckpt-gcs, ckpt-gcs]}\n  - {name: bbb, placement: {single: nas}, routing: [nas]}\n  - {name: ccc, placement: {replicate: [nas, ckpt-gcs]}, routing: cheapst}\n  - {name: ddd, placement: {replicate: [nas, ckpt-gcs]}, routing: [other]}\n",
+			[]string{
+				`5:78 buckets[0].routing[1]: store "ckpt-gcs" is listed twice`,
+				`6:53 buckets[1].routing[0]: an explicit read order needs a replicate or erasure placement (this bucket has single placement)`,
+				`7:67 buckets[2].routing: unknown routing rule "cheapst" (expected one of cheapest, nearest; did you mean "cheapest"?)`,
+				`8:68 buckets[3].routing[0]: store "other" is not in the bucket's placement (expected one of nas, ckpt-gcs)`,
+			}},
 		{"write and cache values", "buckets:\n  - name: aaa\n    write: write-behind\n    cache: {ttl: -5m, quota: 2TIB, pin: yes, prefetch: all}\n  - name: bbb\n    cache: {ttl: 30, quota: -1}\n",
 			[]string{
 				`3:12 buckets[0].write: unknown write mode "write-behind" (expected one of write-through, write-back)`,

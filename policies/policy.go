@@ -98,6 +98,16 @@ type Bucket struct {
 	Placement Placement // where new objects go; Kind "" when not set in the file
 	Write     WriteMode
 	Cache     Cache // defaults filled in
+	// Routing orders which member of a replicate or erasure placement
+	// reads use first; the zero value follows the file's routing.prefer.
+	Routing BucketRouting
+}
+
+// BucketRouting is a bucket's read routing: a rule, or an explicit order
+// of the placement's stores.
+type BucketRouting struct {
+	Prefer Prefer   // "" (the file's routing.prefer), cheapest or nearest
+	Order  []string // explicit store order (Prefer is "")
 }
 
 // Origin mounts existing data: the objects under Prefix in Store.

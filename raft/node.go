@@ -258,6 +258,11 @@ func raftConfig(cfg Config, hl *hclogAdapter) *hraft.Config {
 	if cfg.TrailingLogs > 0 {
 		rc.TrailingLogs = cfg.TrailingLogs
 	}
+	// A follower learns that an entry committed with the leader's next
+	// AppendEntries; with nothing else to send, the leader sends one after
+	// CommitTimeout (50-100 ms by default). Forwarded writes wait for the
+	// follower to apply them, so keep that short.
+	rc.CommitTimeout = 5 * time.Millisecond
 	if et := cfg.ElectionTimeout; et > 0 {
 		rc.HeartbeatTimeout, rc.ElectionTimeout = et, et
 		rc.LeaderLeaseTimeout = et / 2

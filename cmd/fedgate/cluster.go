@@ -87,6 +87,9 @@ type cluster struct {
 	internal map[string]string // HTTP (S3) address -> internal API URL
 
 	internalURL string // this node's internal API URL
+	// started is set once node is (the HTTP servers start before Raft
+	// opens, so handlers check it before touching node).
+	started atomic.Bool
 
 	usage   atomic.Pointer[func() gateway.NodeUsage] // this node's cache and staging use (nil: none yet)
 	stream  *http.Client                             // bulk transfers (staged copies, chunks)
@@ -403,6 +406,10 @@ func (c *cluster) internalHandler() http.Handler {
 	mux.HandleFunc("GET "+internalPrefix+"info", func(w http.ResponseWriter, _ *http.Request) {
 		writeInternal(w, http.StatusOK, c.info())
 	})
+	notStarted := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeInternal(w, http.StatusServiceUnavailable, internalError{WireError: raft.WireError{Code: raft.CodeClosed,
+			Message: "this node is still opening its Raft state"}})
+	})
 	mux.HandleFunc("POST "+internalPrefix+"join", func(w http.ResponseWriter, r *http.Request) {
 		var j joinRequest
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&j); err != nil {
@@ -457,6 +464,10 @@ func (c *cluster) internalHandler() http.Handler {
 		}
 		if res.Body != nil {
 			r.Body = res.Body
+		}
+		if !c.started.Load() {
+			notStarted(w, r)
+			return
 		}
 		mux.ServeHTTP(w, r)
 	})
@@ -675,6 +686,11 @@ func (c *cluster) discoveryHandler() http.Handler {
 		if res, err := verifier.Verify(r); err != nil || res.Anonymous {
 			writeInternal(w, http.StatusForbidden, internalError{WireError: raft.WireError{Code: "access_denied",
 				Message: "the internal API needs a request signed with the root credentials given to this node"}})
+			return
+		}
+		if !c.started.Load() {
+			writeInternal(w, http.StatusServiceUnavailable, internalError{WireError: raft.WireError{Code: raft.CodeClosed,
+				Message: "this node is still opening its Raft state"}})
 			return
 		}
 		writeInternal(w, http.StatusOK, c.info())

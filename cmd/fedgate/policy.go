@@ -161,5 +161,6 @@ func servedFeatures() policies.Features {
 		Erasure:        true,
 		Budgets:        true,
 		BlockColdReads: true,
+		Routing:        true,
 	}
 }

@@ -75,6 +75,16 @@ func newStreamClient() *http.Client {
 	}}
 }
 
+// newCallClient is the client for small internal calls (forwarded writes,
+// info, read barriers): connections are kept for reuse, so a busy
+// follower does not open one per forwarded write.
+func newCallClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	t.IdleConnTimeout = 90 * time.Second
+	return &http.Client{Timeout: 60 * time.Second, Transport: t}
+}
+
 // streamCall sends a signed request with an unsigned streaming body and
 // returns the answer; a non-2xx answer is an error (its body closed).
 func (c *cluster) streamCall(ctx context.Context, node, method, path string, body io.Reader, size int64) (*http.Response, error) {

@@ -231,7 +231,7 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 		}
 		cl = &cluster{id: f.nodeID, httpAddr: advertisedHTTP(ln.Addr(), f.raftAddr), join: f.join, expect: f.bootstrapExpect,
 			tcp: true, ak: f.accessKey, sk: f.secretKey, region: f.s3Region, log: log.With("component", "cluster"),
-			client: &http.Client{Timeout: 60 * time.Second}, stream: newStreamClient(), peers: map[string]string{}}
+			client: newCallClient(), stream: newStreamClient(), peers: map[string]string{}}
 		rcfg.BindAddr = f.raftAddr
 		rcfg.Forward = cl.forward
 		switch {
@@ -275,6 +275,7 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	defer node.Close()
 	if cl != nil {
 		cl.node = node
+		cl.started.Store(true)
 		m, err := node.Members()
 		if err != nil {
 			return fmt.Errorf("read the region's members: %w", err)

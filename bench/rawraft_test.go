@@ -1,0 +1,163 @@
+package bench
+
+// The raw hashicorp/raft peer of BenchmarkRegionCommits: three nodes in
+// this process, built the way raft/node.go builds fedgate's (same log
+// store, same Raft settings, same TCP transport on loopback), with an FSM
+// that does nothing (fsmTrivial) or one that writes every batch to a bbolt
+// file, fsynced, as fedgate's FSM does (fsmBolt).
+
+import (
+	encbin "encoding/binary"
+	"fmt"
+	"io"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	hraft "github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	bolt "go.etcd.io/bbolt"
+)
+
+type fsmKind int
+
+const (
+	fsmTrivial fsmKind = iota // counts entries, no I/O
+	fsmBolt                   // one fsynced bbolt transaction per batch
+)
+
+type rawCluster struct {
+	nodes []*hraft.Raft
+}
+
+// startRawRaft starts three nodes on TCP loopback, bootstraps them and
+// waits for a leader.
+func startRawRaft(b *testing.B, kind fsmKind) *rawCluster {
+	b.Helper()
+	const n = 3
+	logger := hclog.NewNullLogger()
+	type member struct {
+		dir   string
+		trans *hraft.NetworkTransport
+	}
+	var ms []member
+	var servers []hraft.Server
+	for i := range n {
+		dir := b.TempDir()
+		// raft/transport.go: NewTCPTransport, pool 3, timeout 10s.
+		trans, err := hraft.NewTCPTransportWithLogger("127.0.0.1:0", nil, 3, 10*time.Second, logger)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { trans.Close() })
+		ms = append(ms, member{dir: dir, trans: trans})
+		servers = append(servers, hraft.Server{Suffrage: hraft.Voter, ID: hraft.ServerID(fmt.Sprintf("r%d", i+1)), Address: trans.LocalAddr()})
+	}
+	c := &rawCluster{}
+	for i, m := range ms {
+		// raft/node.go: raft-boltdb/v2 (fsync on, the default) behind a
+		// 512-entry log cache, a file snapshot store keeping 2.
+		store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(m.dir, "raft.db"), BoltOptions: &bolt.Options{Timeout: time.Second}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { store.Close() })
+		logs, err := hraft.NewLogCache(512, store)
+		if err != nil {
+			b.Fatal(err)
+		}
+		snaps, err := hraft.NewFileSnapshotStoreWithLogger(m.dir, 2, logger)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// raft/node.go raftConfig with fedgate server's defaults:
+		// DefaultConfig, BatchApplyCh, no election-timeout override.
+		rc := hraft.DefaultConfig()
+		rc.LocalID = servers[i].ID
+		rc.Logger = logger
+		rc.BatchApplyCh = true
+		var fsm hraft.FSM = &trivialFSM{}
+		if kind == fsmBolt {
+			db, err := bolt.Open(filepath.Join(m.dir, "fsm.db"), 0o600, &bolt.Options{Timeout: time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { db.Close() })
+			if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists([]byte("e")); return err }); err != nil {
+				b.Fatal(err)
+			}
+			fsm = &boltFSM{db: db}
+		}
+		r, err := hraft.NewRaft(rc, fsm, logs, store, snaps, m.trans)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { r.Shutdown().Error() })
+		if err := r.BootstrapCluster(hraft.Configuration{Servers: servers}).Error(); err != nil {
+			b.Fatal(err)
+		}
+		c.nodes = append(c.nodes, r)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for c.leader() == nil {
+		if time.Now().After(deadline) {
+			b.Fatal("raw raft: no leader within 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return c
+}
+
+func (c *rawCluster) leader() *hraft.Raft {
+	for _, r := range c.nodes {
+		if r.State() == hraft.Leader {
+			return r
+		}
+	}
+	return nil
+}
+
+// trivialFSM applies nothing.
+type trivialFSM struct{ n uint64 }
+
+func (f *trivialFSM) Apply(*hraft.Log) any { f.n++; return nil }
+func (f *trivialFSM) Snapshot() (hraft.FSMSnapshot, error) {
+	return emptySnapshot{}, nil
+}
+func (f *trivialFSM) Restore(rc io.ReadCloser) error { return rc.Close() }
+
+// boltFSM writes each batch of entries to a bbolt file in one transaction
+// (bbolt fsyncs every commit), keyed by index: what fedgate's FSM does per
+// batch (raft/fsm.go persist), without decoding the commands.
+type boltFSM struct{ db *bolt.DB }
+
+func (f *boltFSM) Apply(l *hraft.Log) any { return f.ApplyBatch([]*hraft.Log{l})[0] }
+
+func (f *boltFSM) ApplyBatch(logs []*hraft.Log) []any {
+	_ = f.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket([]byte("e"))
+		for _, l := range logs {
+			if l.Type != hraft.LogCommand {
+				continue
+			}
+			var k [8]byte
+			encbin.BigEndian.PutUint64(k[:], l.Index)
+			if err := bk.Put(k[:], l.Data); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return make([]any, len(logs))
+}
+
+func (f *boltFSM) Snapshot() (hraft.FSMSnapshot, error) { return emptySnapshot{}, nil }
+func (f *boltFSM) Restore(rc io.ReadCloser) error       { return rc.Close() }
+
+var _ hraft.BatchingFSM = (*boltFSM)(nil)
+
+type emptySnapshot struct{}
+
+func (emptySnapshot) Persist(sink hraft.SnapshotSink) error { return sink.Close() }
+func (emptySnapshot) Release()                              {}

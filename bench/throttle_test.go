@@ -1,0 +1,104 @@
+package bench
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// startThrottleProxy forwards TCP connections to target, each capped at
+// rate bytes per second in each direction: how one connection to a cloud
+// behaves, for servers in other processes, where the in-process
+// federation/store/faulty wrapper cannot be used. It returns the proxy's
+// address; it stops when the benchmark ends.
+func startThrottleProxy(b *testing.B, target string, rate int64) string {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	track := func(c net.Conn, add bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if add {
+			conns[c] = true
+		} else {
+			delete(conns, c)
+		}
+	}
+	b.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				u, err := net.Dial("tcp", target)
+				if err != nil {
+					c.Close()
+					return
+				}
+				track(c, true)
+				track(u, true)
+				var wg sync.WaitGroup
+				pipe := func(dst, src net.Conn) {
+					_, _ = throttledCopy(dst, src, rate)
+					if tc, ok := dst.(*net.TCPConn); ok {
+						_ = tc.CloseWrite()
+					}
+				}
+				wg.Go(func() { pipe(u, c) })
+				wg.Go(func() { pipe(c, u) })
+				wg.Wait()
+				c.Close()
+				u.Close()
+				track(c, false)
+				track(u, false)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// throttledCopy copies src to dst at most rate bytes per second, through a
+// token bucket that lets an idle connection burst 256 KiB.
+func throttledCopy(dst io.Writer, src io.Reader, rate int64) (int64, error) {
+	const burst = 256 << 10
+	buf := make([]byte, 32<<10)
+	tokens, last := float64(burst), time.Now()
+	var total int64
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			now := time.Now()
+			tokens = min(burst, tokens+now.Sub(last).Seconds()*float64(rate))
+			last = now
+			tokens -= float64(n)
+			if tokens < 0 {
+				time.Sleep(time.Duration(-tokens / float64(rate) * float64(time.Second)))
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return total, werr
+			}
+			total += int64(n)
+		}
+		if err != nil {
+			if err == io.EOF {
+				return total, nil
+			}
+			return total, err
+		}
+	}
+}
