@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs what `make test` needs beyond Go: the aws CLI v2 (Debian's awscli)
-# and the local cloud stand-ins (MinIO, fake-gcs-server, Azurite; see
-# scripts/testenv.sh and docs/testing.md). Idempotent: reruns skip what is there.
+# Installs what `make test` needs beyond Go: the aws CLI v2 (Debian's awscli),
+# the local cloud stand-ins (MinIO, fake-gcs-server, Azurite; see
+# scripts/testenv.sh and docs/testing.md), and OpenTofu and tflint for the
+# offline checks of terraform/ (scripts/deploytools.sh, docs/deploy.md).
+# Idempotent: reruns skip what is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
@@ -9,6 +11,8 @@ missing=()
 [ -x /usr/bin/aws ] || missing+=(awscli)
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
+command -v curl >/dev/null || missing+=(curl)
+command -v systemd-analyze >/dev/null || missing+=(systemd)
 if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
@@ -16,3 +20,5 @@ fi
 /usr/bin/aws --version
 ./scripts/testenv.sh install
 ./scripts/testenv.sh status
+./scripts/deploytools.sh install
+./scripts/deploytools.sh status

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,8 +100,17 @@ func (s *S3Server) NewBucket(t testing.TB) string {
 	name := uniqueName(t.Name(), 63)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := s.client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
-		t.Fatalf("testenv: creating MinIO bucket %q: %v", name, err)
+	// A MinIO that answers its readiness probe may still refuse requests
+	// for a moment while it initializes (XMinioServerNotInitialized), more
+	// so on a loaded machine: retry that, and only that, until ctx ends.
+	for {
+		_, err := s.client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)})
+		if err == nil {
+			return name
+		}
+		if !strings.Contains(err.Error(), "XMinioServerNotInitialized") || ctx.Err() != nil {
+			t.Fatalf("testenv: creating MinIO bucket %q: %v", name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	return name
 }

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Installs the tools that check terraform/ offline (see docs/deploy.md and
+# internal/deploycheck): OpenTofu (`tofu fmt`) and tflint with its bundled
+# terraform ruleset. Both are built from the Go module proxy.
+#
+#   scripts/deploytools.sh install [tofu|tflint ...]   install (default: both); idempotent
+#   scripts/deploytools.sh status                      what is installed
+#
+# Binaries go to $FEDGATE_TESTENV_CACHE/bin (default ~/.cache/fedgate-testenv/bin),
+# next to the cloud stand-ins of scripts/testenv.sh; the tests look there.
+# OpenTofu refuses `go install` (its go.mod has replace directives), so its
+# module is downloaded, copied to a writable directory and built there.
+set -euo pipefail
+
+CACHE=${FEDGATE_TESTENV_CACHE:-$HOME/.cache/fedgate-testenv}
+BIN=$CACHE/bin
+
+TOFU_MOD=github.com/opentofu/opentofu
+TOFU_VERSION=v1.12.6
+TFLINT_MOD=github.com/terraform-linters/tflint
+TFLINT_VERSION=v0.64.0
+
+log() { echo "deploytools: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+timed() {
+  local name=$1 start=$SECONDS; shift
+  "$@"
+  log "$name installed in $((SECONDS - start))s"
+}
+
+# tofu_version: "v1.12.6" from `tofu version`, or "".
+tofu_version() {
+  [ -x "$BIN/tofu" ] || return 0
+  CHECKPOINT_DISABLE=1 TF_CLI_CONFIG_FILE=/dev/null "$BIN/tofu" version 2>/dev/null | awk 'NR == 1 && $1 == "OpenTofu" { print $2 }'
+}
+
+tflint_version() {
+  [ -x "$BIN/tflint" ] || return 0
+  go version -m "$BIN/tflint" 2>/dev/null | awk '$1 == "mod" { print $3; exit }'
+}
+
+# build_tofu runs in a subshell so that its work directory goes however it ends.
+build_tofu() (
+  src=$(cd "$CACHE" && GOFLAGS=-mod=mod go mod download -json "$TOFU_MOD@$TOFU_VERSION" |
+    awk -F'"' '$2 == "Dir" { print $4 }')
+  [ -n "$src" ] && [ -d "$src" ] || die "tofu: go mod download $TOFU_MOD@$TOFU_VERSION failed"
+  work=$(mktemp -d "$CACHE/tofu-src.XXXXXX")
+  trap 'rm -rf "$work" "$BIN/tofu.new"' EXIT
+  cp -R "$src/." "$work/"
+  chmod -R u+w "$work"
+  # dev=no: `tofu version` prints the release version, not "-dev".
+  cd "$work"
+  GOFLAGS=-buildvcs=false go build -trimpath -ldflags "-s -w -X $TOFU_MOD/version.dev=no" -o "$BIN/tofu.new" ./cmd/tofu
+  mv "$BIN/tofu.new" "$BIN/tofu"
+)
+
+install_tofu() {
+  local have; have=$(tofu_version)
+  if [ "$have" = "$TOFU_VERSION" ]; then
+    log "tofu: present ($have)"; return
+  fi
+  [ -n "$have" ] && log "tofu: have $have, want $TOFU_VERSION"
+  log "tofu: building $TOFU_MOD@$TOFU_VERSION from a copy of the module (~8 min on 2 cores)"
+  timed tofu build_tofu
+  [ "$(tofu_version)" = "$TOFU_VERSION" ] || die "tofu: built binary reports '$(tofu_version)', want $TOFU_VERSION"
+}
+
+install_tflint() {
+  local have; have=$(tflint_version)
+  if [ "$have" = "$TFLINT_VERSION" ]; then
+    log "tflint: present ($have)"; return
+  fi
+  [ -n "$have" ] && log "tflint: have $have, want $TFLINT_VERSION"
+  log "tflint: building $TFLINT_MOD@$TFLINT_VERSION (~3 min)"
+  timed tflint env GOBIN="$BIN" GOFLAGS="-mod=mod -buildvcs=false" \
+    go install -trimpath -ldflags "-s -w" "$TFLINT_MOD@$TFLINT_VERSION"
+}
+
+cmd_install() {
+  local kinds=("$@") k
+  [ ${#kinds[@]} -eq 0 ] && kinds=(tofu tflint)
+  mkdir -p "$BIN"
+  # One installer at a time per cache (the same lock as scripts/testenv.sh).
+  exec 9>"$CACHE/.install.lock"
+  if command -v flock >/dev/null; then flock 9; fi
+  for k in "${kinds[@]}"; do
+    case $k in
+      tofu | opentofu) install_tofu ;;
+      tflint) install_tflint ;;
+      *) die "unknown tool $k (tofu, tflint)" ;;
+    esac
+  done
+}
+
+cmd_status() {
+  local v
+  v=$(tofu_version)
+  if [ -n "$v" ]; then echo "tofu:            installed $v (want $TOFU_VERSION)"; else echo "tofu:            missing"; fi
+  v=$(tflint_version)
+  if [ -n "$v" ]; then echo "tflint:          installed $v (want $TFLINT_VERSION)"; else echo "tflint:          missing"; fi
+}
+
+case ${1:-} in
+  install) shift; cmd_install "$@" ;;
+  status) cmd_status ;;
+  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac

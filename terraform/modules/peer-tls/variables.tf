@@ -1,0 +1,50 @@
+variable "name" {
+  description = "A name for the region's certificates (their common names are NAME-NODEID)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z0-9][a-z0-9-]{0,40}$", var.name))
+    error_message = "name is 1-41 lowercase letters, digits or '-'."
+  }
+}
+
+variable "nodes" {
+  description = "Every node of the region: id and address (an IPv4 address, which becomes an IP SAN, or a host name, a DNS SAN)."
+  type = list(object({
+    id      = string
+    address = string
+  }))
+}
+
+variable "ca_cert_pem" {
+  description = "PEM of the CA certificate dedicated to this region's peers (any certificate it signed can join the Raft traffic)."
+  type        = string
+
+  validation {
+    condition     = can(regex("-----BEGIN CERTIFICATE-----", var.ca_cert_pem))
+    error_message = "ca_cert_pem is a PEM certificate."
+  }
+}
+
+variable "ca_key_pem" {
+  description = "PEM of the CA's private key."
+  type        = string
+  sensitive   = true
+}
+
+variable "validity_hours" {
+  description = "How long each node certificate is valid."
+  type        = number
+  default     = 17520
+
+  validation {
+    condition     = var.validity_hours >= 720
+    error_message = "validity_hours is at least 720 (30 days)."
+  }
+}
+
+variable "early_renewal_hours" {
+  description = "How long before expiry an apply issues new certificates (a node picks them up when it is replaced; see docs/deploy.md)."
+  type        = number
+  default     = 2160
+}

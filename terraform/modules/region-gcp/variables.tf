@@ -1,0 +1,220 @@
+variable "name" {
+  description = "Prefix for the names of everything this module creates, e.g. fedgate-usc1."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{0,22}[a-z0-9]$", var.name))
+    error_message = "name is 2-24 lowercase letters, digits or '-', starting with a letter."
+  }
+}
+
+variable "region" {
+  description = "The fedgate region these nodes serve: a region declared in the policy file (its location must be in this module's cloud)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$", var.region))
+    error_message = "region is a region name of the policy file: 1-63 lowercase letters, digits, '-' or '_'."
+  }
+}
+
+variable "policy" {
+  description = "The policy file's YAML text, the same for every region (docs/policies.md). Its defaults.store must be a shared store (a cloud bucket)."
+  type        = string
+
+  validation {
+    condition     = can(yamldecode(var.policy).regions)
+    error_message = "policy is the YAML text of a policy file with regions (docs/policies.md)."
+  }
+}
+
+variable "node_count" {
+  description = "Gateway nodes in the region: 3 (survives one node failure) or 5 (survives two)."
+  type        = number
+  default     = 3
+
+  validation {
+    condition     = contains([3, 5], var.node_count)
+    error_message = "node_count is 3 or 5."
+  }
+}
+
+variable "gpu_cidrs" {
+  description = "CIDR blocks of the GPU nodes (and tools) allowed to reach the S3 port; nothing else reaches the gateway nodes."
+  type        = list(string)
+
+  validation {
+    condition     = length(var.gpu_cidrs) > 0 && alltrue([for c in var.gpu_cidrs : can(cidrhost(c, 0))])
+    error_message = "gpu_cidrs is a non-empty list of IPv4 CIDR blocks."
+  }
+}
+
+variable "root_credentials" {
+  description = "The region's root S3 keys, the same on every node: access_key (16-128 letters and digits) and secret_key (32-128 characters). They reach the nodes through user-data and the environment file, never the unit."
+  type = object({
+    access_key = string
+    secret_key = string
+  })
+  sensitive = true
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9]{16,128}$", var.root_credentials.access_key)) && can(regex("^[A-Za-z0-9+/=_.-]{32,128}$", var.root_credentials.secret_key))
+    error_message = "root_credentials: access_key is 16-128 letters and digits; secret_key is 32-128 characters of A-Z a-z 0-9 + / = _ . -."
+  }
+}
+
+variable "fedgate_binary" {
+  description = "The fedgate binary each node installs at first boot (linux/amd64, or arm64 for Arm machine types): url, an https:// URL or gs://BUCKET/OBJECT (read with the nodes' service account, which may read exactly that object; the bucket needs uniform bucket-level access), and its sha256, checked before it is installed."
+  type = object({
+    url    = string
+    sha256 = string
+  })
+
+  validation {
+    condition     = can(regex("^(https?|gs)://[^\\s'\"$`\\\\]+$", var.fedgate_binary.url)) && can(regex("^[0-9a-f]{64}$", var.fedgate_binary.sha256))
+    error_message = "fedgate_binary.url is an https:// or gs:// URL; fedgate_binary.sha256 is 64 lowercase hex digits."
+  }
+}
+
+variable "cache_size" {
+  description = "--cache-size, e.g. 1500GiB; null: 80% of the NVMe volume."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.cache_size == null || can(regex("^[0-9]+(\\.[0-9]+)?(B|KB|MB|GB|TB|PB|KiB|MiB|GiB|TiB|PiB)?$", var.cache_size))
+    error_message = "cache_size is a size such as 1500GiB."
+  }
+}
+
+variable "staging_size" {
+  description = "--staging-size (write-back staging on the NVMe volume), e.g. 300GiB; null: 10% of the NVMe volume."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.staging_size == null || can(regex("^[0-9]+(\\.[0-9]+)?(B|KB|MB|GB|TB|PB|KiB|MiB|GiB|TiB|PiB)?$", var.staging_size))
+    error_message = "staging_size is a size such as 300GiB."
+  }
+}
+
+variable "peer_ca" {
+  description = "A CA dedicated to this region's peers, {cert_pem, key_pem} (PEM). Given: every node gets a certificate from it (module peer-tls) and Raft and the internal API run mutual TLS. null: no TLS between nodes. The key stays in the Terraform state: keep the state encrypted."
+  type = object({
+    cert_pem = string
+    key_pem  = string
+  })
+  default   = null
+  sensitive = true
+}
+
+variable "environment" {
+  description = "Extra variables for the nodes' environment file, e.g. credentials for stores in other clouds."
+  type        = map(string)
+  default     = {}
+  sensitive   = true
+
+  validation {
+    condition     = alltrue([for k, v in var.environment : can(regex("^[A-Z_][A-Z0-9_]*$", k)) && !can(regex("^FEDGATE_", k))])
+    error_message = "environment: names are upper-case identifiers, not FEDGATE_* (the module sets those)."
+  }
+}
+
+variable "credential_files" {
+  description = "Files written to /etc/fedgate/credentials/NAME on every node (mode 0600, owned by the service user), e.g. a GCP credentials JSON."
+  type        = map(string)
+  default     = {}
+  sensitive   = true
+
+  validation {
+    condition     = alltrue([for k, v in var.credential_files : can(regex("^[A-Za-z0-9][A-Za-z0-9._-]*$", k))])
+    error_message = "credential_files: names are plain file names."
+  }
+}
+
+variable "extra_args" {
+  description = "More `fedgate server` flags, e.g. [\"--write-back-copies\", \"3\"]."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for a in var.extra_args : can(regex("^[^\\s\"'\\\\%$]+$", a))])
+    error_message = "extra_args: each argument is one word without spaces, quotes, backslashes, '%' or '$'."
+  }
+}
+
+variable "project" {
+  description = "The GCP project everything is created in."
+  type        = string
+}
+
+variable "gcp_region" {
+  description = "The GCP region of the nodes and the internal load balancer, e.g. us-central1."
+  type        = string
+}
+
+variable "zones" {
+  description = "Zones of var.gcp_region the nodes are spread over, in order."
+  type        = list(string)
+
+  validation {
+    condition     = length(var.zones) > 0
+    error_message = "zones lists at least one zone."
+  }
+}
+
+variable "network" {
+  description = "The VPC network (self link or name) of the GPU nodes."
+  type        = string
+}
+
+variable "subnetwork" {
+  description = "The subnetwork (self link) of var.gcp_region the nodes and the load balancer get addresses in. It needs Cloud NAT or Private Google Access for the stores and the binary's URL."
+  type        = string
+}
+
+variable "machine_type" {
+  description = "The machine type; it must take local NVMe SSDs (n2, n2d, c2, m1, ...): the cache and write-back staging live there."
+  type        = string
+  default     = "n2-standard-16"
+}
+
+variable "local_ssd_count" {
+  description = "Local NVMe SSDs (375 GB each) per node, striped into one cache volume. The machine type limits the allowed counts (n2-standard-16: 2, 4, 8, 16 or 24)."
+  type        = number
+  default     = 4
+
+  validation {
+    condition     = contains([1, 2, 4, 8, 16, 24], var.local_ssd_count)
+    error_message = "local_ssd_count is 1, 2, 4, 8, 16 or 24."
+  }
+}
+
+variable "image" {
+  description = "The boot image (cloud-init, systemd, curl, mdadm). Changes reach a node only when it is replaced."
+  type        = string
+  default     = "ubuntu-os-cloud/ubuntu-2404-lts-amd64"
+}
+
+variable "data_disk_size_gb" {
+  description = "Size of each node's persistent disk for --data-dir (Raft log, snapshots, state)."
+  type        = number
+  default     = 50
+
+  validation {
+    condition     = var.data_disk_size_gb >= 10
+    error_message = "data_disk_size_gb is at least 10."
+  }
+}
+
+variable "data_disk_type" {
+  description = "The persistent disk type of the data disks."
+  type        = string
+  default     = "pd-balanced"
+}
+
+variable "labels" {
+  description = "Labels for everything this module creates."
+  type        = map(string)
+  default     = {}
+}
