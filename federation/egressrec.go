@@ -47,15 +47,7 @@ func (r *egressRecorder) add(bucket string, st store.Store, dir string, bytes, s
 		return
 	}
 	k := egressKey{hour: r.now().Unix() / 3600, store: st.Name(), storeLoc: st.Location().String(), bucket: bucket, direction: dir}
-	r.mu.Lock()
-	c := r.m[k]
-	if c == nil {
-		c = &egressCounts{}
-		r.m[k] = c
-	}
-	c.bytes += bytes
-	c.served += served
-	r.mu.Unlock()
+	r.bump(k, bytes, served)
 	src, dst := k.storeLoc, r.region
 	if dir == "write" {
 		src, dst = dst, src
@@ -191,13 +183,14 @@ func (n *Namespace) flushEgress(ctx context.Context) error {
 		return nil
 	}
 	if err := n.j.Apply(ctx, raft.AddEgress{Rows: rows}); err != nil {
-		// Put them back: they are added to the next flush.
+		// Put them back (not counted in the metrics again): they are added
+		// to the next flush.
 		for _, r := range rows {
-			st := countedStore{name: r.Store, loc: r.Src}
+			loc := r.Src
 			if r.Direction == "write" {
-				st.loc = r.Dst
+				loc = r.Dst
 			}
-			n.egress.addAt(r.Hour, r.Bucket, st, r.Direction, r.Bytes, r.Served)
+			n.egress.bump(egressKey{hour: r.Hour, store: r.Store, storeLoc: loc, bucket: r.Bucket, direction: r.Direction}, r.Bytes, r.Served)
 		}
 		n.log.Warn("egress counts not recorded yet; retrying", "error", err)
 		return err
@@ -205,11 +198,8 @@ func (n *Namespace) flushEgress(ctx context.Context) error {
 	return nil
 }
 
-// countedStore names a store for re-adding counts.
-type countedStore struct{ name, loc string }
-
-func (r *egressRecorder) addAt(hour int64, bucket string, st countedStore, dir string, bytes, served int64) {
-	k := egressKey{hour: hour, store: st.name, storeLoc: st.loc, bucket: bucket, direction: dir}
+// bump adds counts to one key of the pending counts.
+func (r *egressRecorder) bump(k egressKey, bytes, served int64) {
 	r.mu.Lock()
 	c := r.m[k]
 	if c == nil {

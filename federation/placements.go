@@ -1,9 +1,11 @@
 package federation
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -101,56 +103,53 @@ func explicitRank(stores, order []string) []int {
 	return out
 }
 
-// rankByDistance orders members nearest first: the region's own location,
-// then the same cloud, then the same continent, then the rest.
-func (n *Namespace) rankByDistance(members []store.Store) []int {
+// rankBy orders members by score(member location, region location),
+// lowest first, listed order breaking ties; members whose location does
+// not parse go last, and without a region location the listed order stays.
+func (n *Namespace) rankBy(members []store.Store, score func(src, dst policies.Location) float64) []int {
 	order := make([]int, len(members))
 	for i := range order {
 		order[i] = i
 	}
-	region := ""
-	if n.egress != nil {
-		region = n.egress.region
+	if n.egress == nil {
+		return order
 	}
-	dst, err := egress.ParseLocation(region)
+	dst, err := egress.ParseLocation(n.egress.region)
 	if err != nil {
 		return order
 	}
-	dist := make([]int, len(members))
+	scores := make([]float64, len(members))
 	for i, m := range members {
 		src, err := egress.ParseLocation(m.Location().String())
-		switch {
-		case err != nil:
-			dist[i] = 4
-		case src == dst:
-			dist[i] = 0
-		case src.Cloud == dst.Cloud:
-			dist[i] = 1
-		case egress.ContinentOf(src) == egress.ContinentOf(dst):
-			dist[i] = 2
-		default:
-			dist[i] = 3
+		if err != nil {
+			scores[i] = math.Inf(1)
+			continue
 		}
+		scores[i] = score(src, dst)
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return dist[a] - dist[b] })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(scores[a], scores[b]) })
 	return order
+}
+
+// rankByDistance orders members nearest first: the region's own location,
+// then the same cloud, then the same continent, then the rest.
+func (n *Namespace) rankByDistance(members []store.Store) []int {
+	return n.rankBy(members, func(src, dst policies.Location) float64 {
+		switch {
+		case src == dst:
+			return 0
+		case src.Cloud == dst.Cloud:
+			return 1
+		case egress.ContinentOf(src) == egress.ContinentOf(dst):
+			return 2
+		}
+		return 3
+	})
 }
 
 // rankByPrice orders members by the egress price per byte of reading from
 // them into this region (cheapest first; listed order breaks ties).
 func (n *Namespace) rankByPrice(p *policies.Policy, members []store.Store) []int {
-	order := make([]int, len(members))
-	for i := range order {
-		order[i] = i
-	}
-	region := ""
-	if n.egress != nil {
-		region = n.egress.region
-	}
-	dst, err := egress.ParseLocation(region)
-	if err != nil {
-		return order
-	}
 	var prices []policies.Price
 	if p != nil {
 		prices = p.Egress.Prices
@@ -159,27 +158,14 @@ func (n *Namespace) rankByPrice(p *policies.Policy, members []store.Store) []int
 	if err != nil {
 		table = egress.DefaultTable()
 	}
-	cost := make([]float64, len(members))
-	for i, m := range members {
-		src, err := egress.ParseLocation(m.Location().String())
-		if err != nil {
-			continue
+	return n.rankBy(members, func(src, dst policies.Location) float64 {
+		s := table.Schedule(src, dst)
+		if s == nil || s.Unit <= 0 {
+			return 0
 		}
-		if s := table.Schedule(src, dst); s != nil && s.Unit > 0 {
-			// The marginal rate once free tiers are used up (1 TiB into the month).
-			cost[i] = float64(s.RateAt(1<<40)) / float64(s.Unit)
-		}
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		switch {
-		case cost[a] < cost[b]:
-			return -1
-		case cost[a] > cost[b]:
-			return 1
-		}
-		return 0
+		// The marginal rate once free tiers are used up (1 TiB into the month).
+		return float64(s.RateAt(1<<40)) / float64(s.Unit)
 	})
-	return order
 }
 
 // Repairer is a store that can rebuild what its members lost.
