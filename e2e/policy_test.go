@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -190,5 +191,53 @@ func TestPolicyApplyHot(t *testing.T) {
 	}
 	if out, _ := n1.fedgate("policy", "diff", next); !strings.Contains(out, "No changes") || !strings.Contains(out, "version 2") {
 		t.Fatalf("a refused apply changed the active policy:\n%s", out)
+	}
+}
+
+// TestBucketGlobRules: a policy entry whose name is a glob gives its store
+// and rules to the buckets created through S3 that it matches: "ckpt-*"
+// buckets are write-back and live on the second NAS; others keep the
+// default store and write-through.
+func TestBucketGlobRules(t *testing.T) {
+	nas, nas2 := t.TempDir(), t.TempDir()
+	p := filepath.Join(t.TempDir(), "glob.yaml")
+	mustOK(t, os.WriteFile(p, []byte("stores:\n  - {name: nas, kind: posix, location: onprem:lga1, path: "+nas+"}\n"+
+		"  - {name: nas2, kind: posix, location: onprem:lga1, path: "+nas2+"}\n"+
+		"buckets:\n  - name: \"ckpt-*\"\n    placement: {single: nas2}\n    write: write-back\n"+
+		"defaults: {store: nas}\n"), 0o644))
+	s := startServer(t, "--config", p)
+	c := s.root()
+	for _, b := range []string{"ckpt-run1", "other-1"} {
+		_, err := c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String(b)})
+		mustOK(t, err)
+	}
+	put(t, c, "other-1", "k", []byte("plain"))
+	if s.metric("fedgate_writeback_staged_bytes_total") != 0 {
+		t.Fatal("a bucket outside the glob was written back")
+	}
+	put(t, c, "ckpt-run1", "k", []byte("checkpoint"))
+	if got := s.metric("fedgate_writeback_staged_bytes_total"); got != float64(len("checkpoint")) {
+		t.Fatalf("a bucket matching ckpt-* was not written back (staged %v bytes)", got)
+	}
+	waitFor(t, 10*time.Second, "the drain", func() bool { return s.metric("fedgate_writeback_backlog_objects") == 0 })
+	if got, _ := getBytes(t, c, "ckpt-run1", "k"); string(got) != "checkpoint" {
+		t.Fatalf("read back %q", got)
+	}
+	dirsIn := func(d string) int {
+		n := 0
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+				n++
+			}
+		}
+		return n
+	}
+	if dirsIn(nas2) != 1 || dirsIn(nas) != 1 {
+		t.Fatalf("bucket directories: %d in nas2 (want ckpt-run1), %d in nas (want other-1)", dirsIn(nas2), dirsIn(nas))
+	}
+	out, err := exec.Command(binary, "policy", "validate", p).CombinedOutput()
+	if err != nil {
+		t.Fatalf("validate: %v %s", err, out)
 	}
 }

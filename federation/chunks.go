@@ -83,8 +83,8 @@ func (n *Namespace) ServeChunk(ctx context.Context, k cachetier.ChunkKey, off, l
 // pinned is the cache's pin predicate: the Raft pins, by bucket and
 // key prefix (relative to the bucket).
 func (n *Namespace) pinned(group, storeName, key string) bool {
-	if b, ok := n.v().global[group]; ok && b.cache.Pin && b.store.Name() == storeName && strings.HasPrefix(key, b.prefix) {
-		return true
+	if b := n.knownBucket(group); b != nil && b.cache.Pin && b.store.Name() == storeName && strings.HasPrefix(key, b.prefix) {
+		return true // the policy pins the bucket (cache.pin, by name or glob)
 	}
 	pins := n.j.State().Pins()
 	if len(pins) == 0 {
@@ -96,8 +96,7 @@ func (n *Namespace) pinned(group, storeName, key string) bool {
 			continue
 		}
 		if b == nil {
-			var err error
-			if b, err = n.Bucket(group); err != nil {
+			if b = n.knownBucket(group); b == nil {
 				return false
 			}
 		}
@@ -121,4 +120,21 @@ func (n *Namespace) repin(cmd raft.Command) {
 	if _, ok := cmd.(*raft.SetPin); ok && n.cache != nil {
 		go n.cache.Repin()
 	}
+}
+
+// knownBucket is Bucket without waiting for the region (it runs under the
+// cache's lock): nil when this node does not know the bucket.
+func (n *Namespace) knownBucket(name string) *Bucket {
+	if b, ok := n.v().global[name]; ok {
+		return b
+	}
+	rec, ok := n.j.State().Bucket(name)
+	if !ok {
+		return nil
+	}
+	b, err := n.fromRecord(rec)
+	if err != nil {
+		return nil
+	}
+	return b
 }

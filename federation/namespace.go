@@ -14,6 +14,7 @@ import (
 	"iter"
 	"log/slog"
 	"maps"
+	"path"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -128,6 +129,7 @@ type nsView struct {
 	stores  map[string]store.Store
 	def     store.Store
 	global  map[string]*Bucket // buckets declared in the policy file
+	globs   []globRule         // entries whose name is a glob, in file order
 	policy  *policies.Policy
 	version uint64 // the Raft policy version (0: embedded defaults or --config seed)
 }
@@ -204,14 +206,45 @@ func (n *Namespace) buildView(p *policies.Policy, stores map[string]store.Store,
 		if !ok {
 			return nil, fmt.Errorf("federation: bucket %q: store %q is not configured", pb.Name, storeName)
 		}
-		rules := CacheRules{Chunked: needsCache(st), TTL: pb.Cache.TTL, Quota: pb.Cache.Quota, Pin: pb.Cache.Pin}
-		if pb.Cache.Prefetch == policies.PrefetchSequential || pb.Cache.Prefetch == policies.PrefetchOnApply {
-			rules.ReadAhead = n.fill
+		rules := n.cacheRules(pb, st)
+		if pb.Glob {
+			// Rules for buckets created through S3 whose names match; new
+			// ones are created in st.
+			v.globs = append(v.globs, globRule{pattern: pb.Name, store: st, cache: rules, writeBack: pb.Write == policies.WriteBack})
+			continue
 		}
 		v.global[pb.Name] = &Bucket{Name: pb.Name, Owner: RootUser, Global: true, Created: n.created,
 			store: st, prefix: prefix, ns: n, cache: rules, writeBack: pb.Write == policies.WriteBack}
 	}
 	return v, nil
+}
+
+// cacheRules are a policy bucket's cache rules on store st.
+func (n *Namespace) cacheRules(pb policies.Bucket, st store.Store) CacheRules {
+	rules := CacheRules{Chunked: needsCache(st), TTL: pb.Cache.TTL, Quota: pb.Cache.Quota, Pin: pb.Cache.Pin}
+	if pb.Cache.Prefetch == policies.PrefetchSequential || pb.Cache.Prefetch == policies.PrefetchOnApply {
+		rules.ReadAhead = n.fill
+	}
+	return rules
+}
+
+// globRule is a policy entry whose name is a glob: buckets created through
+// S3 with a matching name are created in its store and take its rules.
+type globRule struct {
+	pattern   string
+	store     store.Store
+	cache     CacheRules
+	writeBack bool
+}
+
+// glob returns the first glob rule matching a bucket name.
+func (v *nsView) glob(name string) (globRule, bool) {
+	for _, g := range v.globs {
+		if ok, _ := path.Match(g.pattern, name); ok {
+			return g, true
+		}
+	}
+	return globRule{}, false
 }
 
 // catchUp waits (briefly) until this node has applied every write the
@@ -301,12 +334,18 @@ func (n *Namespace) Bucket(name string) (*Bucket, error) {
 }
 
 func (n *Namespace) fromRecord(rec raft.Bucket) (*Bucket, error) {
-	st, ok := n.v().stores[rec.Store]
+	v := n.v()
+	st, ok := v.stores[rec.Store]
 	if !ok {
 		return nil, fmt.Errorf("federation: bucket %q lives on store %q, which is not configured on this node", rec.Name, rec.Store)
 	}
-	return &Bucket{Name: rec.Name, Owner: rec.Owner, Created: rec.Created, store: st, prefix: rec.Prefix, ns: n,
-		cache: CacheRules{Chunked: needsCache(st), ReadAhead: n.fill}}, nil
+	b := &Bucket{Name: rec.Name, Owner: rec.Owner, Created: rec.Created, store: st, prefix: rec.Prefix, ns: n,
+		cache: CacheRules{Chunked: needsCache(st), ReadAhead: n.fill}}
+	if g, ok := v.glob(rec.Name); ok {
+		b.cache, b.writeBack = g.cache, g.writeBack
+		b.cache.Chunked = needsCache(st) // the bucket stays where it was created
+	}
+	return b, nil
 }
 
 // ListBuckets returns the buckets u may read, sorted by name.
@@ -360,7 +399,12 @@ func (n *Namespace) CreateBucket(ctx context.Context, u User, name string) error
 	// a new bucket of the same name.
 	var inc [6]byte
 	_, _ = rand.Read(inc[:])
-	rec := raft.Bucket{Name: name, Owner: u.Name, Store: n.v().def.Name(), Prefix: name + "/" + hex.EncodeToString(inc[:]) + "/", Created: n.now().UTC()}
+	v := n.v()
+	storeName := v.def.Name()
+	if g, ok := v.glob(name); ok {
+		storeName = g.store.Name()
+	}
+	rec := raft.Bucket{Name: name, Owner: u.Name, Store: storeName, Prefix: name + "/" + hex.EncodeToString(inc[:]) + "/", Created: n.now().UTC()}
 	err := n.j.Apply(ctx, raft.CreateBucket{Bucket: rec})
 	var exists *raft.BucketExistsError
 	if errors.As(err, &exists) {

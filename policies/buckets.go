@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -34,8 +35,12 @@ func (d *decoder) buckets(e entry, r *refs) []Bucket {
 		}
 		b := Bucket{Write: WriteThrough, Cache: defaultCache()}
 		var npos pos
-		if b.Name, npos, ok = d.name(m, p, pth, "bucket", ValidBucketName); ok {
+		if b.Name, npos, ok = d.name(m, p, pth, "bucket", validBucketNameOrGlob); ok {
 			d.addName(seen, b.Name, npos, join(pth, "name"), "bucket")
+		}
+		b.Glob = strings.ContainsAny(b.Name, "*?")
+		if e, has := m["origin"]; has && b.Glob {
+			d.errorf(e.kpos, join(pth, "origin"), "a bucket name glob gives rules to buckets created through S3; it cannot mount an origin")
 		}
 		if e, ok := m["origin"]; ok {
 			b.Origin = d.origin(e, join(pth, "origin"), r)
@@ -378,4 +383,25 @@ func describePlacement(pl Placement) string {
 		return "no placement"
 	}
 	return string(pl.Kind) + " placement"
+}
+
+// validBucketNameOrGlob accepts a bucket name, or a glob of one: * and ?
+// stand for any run of characters and any one character, and what remains
+// uses only bucket name characters.
+func validBucketNameOrGlob(name string) error {
+	if !strings.ContainsAny(name, "*?") {
+		return ValidBucketName(name)
+	}
+	if _, err := path.Match(name, ""); err != nil || strings.ContainsAny(name, "[]\\") {
+		return fmt.Errorf("bucket name glob %s: only * and ? are wildcards", quote(name))
+	}
+	for i, r := range name {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '.' && r != '-' && r != '*' && r != '?' {
+			return fmt.Errorf("bucket name glob %s may contain only lowercase letters, digits, '.', '-', '*' and '?' (found %q at offset %d)", quote(name), r, i)
+		}
+	}
+	if len(name) > 63 {
+		return fmt.Errorf("bucket name glob %s is longer than 63 characters", quote(name))
+	}
+	return nil
 }

@@ -117,6 +117,12 @@ func TestErrors(t *testing.T) {
 				`7:67 buckets[2].routing: unknown routing rule "cheapst" (expected one of cheapest, nearest; did you mean "cheapest"?)`,
 				`8:68 buckets[3].routing[0]: store "other" is not in the bucket's placement (expected one of nas, ckpt-gcs)`,
 			}},
+		{"bucket globs", storesPrefix + "buckets:\n  - {name: \"ckpt-[ab]*\"}\n  - {name: \"data-*\", origin: nas/}\n  - {name: \"Run_*\"}\n",
+			[]string{
+				`5:12 buckets[0].name: bucket name glob "ckpt-[ab]*": only * and ? are wildcards`,
+				`6:22 buckets[1].origin: a bucket name glob gives rules to buckets created through S3; it cannot mount an origin`,
+				`7:12 buckets[2].name: bucket name glob "Run_*" may contain only lowercase letters, digits, '.', '-', '*' and '?' (found 'R' at offset 0)`,
+			}},
 		{"write and cache values", "buckets:\n  - name: aaa\n    write: write-behind\n    cache: {ttl: -5m, quota: 2TIB, pin: yes, prefetch: all}\n  - name: bbb\n    cache: {ttl: 30, quota: -1}\n",
 			[]string{
 				`3:12 buckets[0].write: unknown write mode "write-behind" (expected one of write-through, write-back)`,

@@ -9,6 +9,7 @@ package policies
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -93,7 +94,10 @@ type Credentials struct {
 
 // Bucket is one bucket of the global namespace.
 type Bucket struct {
+	// Name is a bucket name, or a glob (with * and ?) whose rules apply to
+	// the buckets created through S3 that it matches (Glob is set).
 	Name      string
+	Glob      bool
 	Origin    *Origin   // existing data mounted as this bucket; nil if none
 	Placement Placement // where new objects go; Kind "" when not set in the file
 	Write     WriteMode
@@ -283,6 +287,19 @@ func (p *Policy) Store(name string) (Store, bool) {
 }
 
 // Bucket returns the bucket called name, if the file declares it.
+// MatchGlob returns the first glob bucket entry whose pattern matches
+// name (buckets created through S3 take its rules).
+func (p *Policy) MatchGlob(name string) (Bucket, bool) {
+	for _, b := range p.Buckets {
+		if b.Glob {
+			if ok, _ := path.Match(b.Name, name); ok {
+				return b, true
+			}
+		}
+	}
+	return Bucket{}, false
+}
+
 func (p *Policy) Bucket(name string) (Bucket, bool) {
 	if p.buckets != nil {
 		i, ok := p.buckets[name]
