@@ -37,13 +37,10 @@ func (n *Namespace) bucketOf(storeName, key string) *Bucket {
 	return best
 }
 
-// fetcher reads ranges of one object version from its store, with the
-// read retry budget.
-func (n *Namespace) fetcher(st store.Store, key string, v store.Validator) cachetier.Fetcher {
-	bucket := ""
-	if b := n.bucketOf(st.Name(), key); b != nil {
-		bucket = b.Name
-	}
+// fetcher reads ranges of one object version of bucket from its store,
+// with the read retry budget (and counts them, and checks the bucket's
+// egress budget).
+func (n *Namespace) fetcher(bucket string, st store.Store, key string, v store.Validator) cachetier.Fetcher {
 	return func(ctx context.Context, off, length int64) (io.ReadCloser, error) {
 		if err := n.checkColdRead(ctx, bucket, st); err != nil {
 			return nil, err
@@ -75,9 +72,14 @@ func (n *Namespace) ServeChunk(ctx context.Context, k cachetier.ChunkKey, off, l
 	if !ok {
 		return nil, fmt.Errorf("federation: store %q is not configured on this node", k.Store)
 	}
-	opts := n.readOptions(n.bucketOf(k.Store, k.Key))
+	b := n.bucketOf(k.Store, k.Key)
+	opts := n.readOptions(b)
 	opts.Local = true
-	return n.cache.ReadChunk(ctx, k, n.fetcher(st, k.Key, k.Validator), off, length, opts)
+	bucket := ""
+	if b != nil {
+		bucket = b.Name
+	}
+	return n.cache.ReadChunk(ctx, k, n.fetcher(bucket, st, k.Key, k.Validator), off, length, opts)
 }
 
 // pinned is the cache's pin predicate: the Raft pins, by bucket and

@@ -290,7 +290,7 @@ func (b *Bucket) Open(ctx context.Context, info store.ObjectInfo, off, n int64) 
 		return b.ns.countRead(rc, b.Name, b.store), nil
 	}
 	id := cachetier.ObjectID{Store: b.store.Name(), Key: skey, Validator: info.Validator, Size: info.Size}
-	rc, err := b.ns.cache.NewReader(ctx, id, b.ns.fetcher(b.store, skey, info.Validator), off, n, cachetier.ReadOptions{
+	rc, err := b.ns.cache.NewReader(ctx, id, b.ns.fetcher(b.Name, b.store, skey, info.Validator), off, n, cachetier.ReadOptions{
 		Group: b.Name, GroupQuota: b.cache.Quota, ReadAhead: b.cache.ReadAhead, Concurrency: b.ns.fill})
 	if err != nil {
 		return nil, err
