@@ -138,6 +138,10 @@ type ReadOptions struct {
 	// GroupQuota bounds the bytes of Group's chunks (0: no quota; the policy's
 	// cache.quota). The latest value given for a group applies.
 	GroupQuota int64
+	// GroupPriority is Group's eviction class (the policy's cache.priority;
+	// PriorityUnset keeps the group's, normal for a new group). The latest
+	// value given for a group applies, to its cached chunks too.
+	GroupPriority Priority
 	// ReadAhead is how many chunks past the one being read a reader keeps
 	// requested (default 4; negative: none). When a reader starts where the
 	// previous reader of the object ended (a client reading an object with
@@ -208,6 +212,7 @@ type GroupStats struct {
 	Used, Quota int64
 	Pinned      int64 // bytes of the group's pinned chunks (part of Used)
 	Chunks      int
+	Priority    Priority
 }
 
 type counters struct {
@@ -408,7 +413,7 @@ func (c *Cache) Stats() Stats {
 	s.Used, s.Chunks, s.PinnedBytes = c.idx.used, c.chunkCount(), c.idx.pinnedBytes
 	s.Groups = make(map[string]GroupStats, len(c.idx.groups))
 	for name, g := range c.idx.groups {
-		s.Groups[name] = GroupStats{Used: g.used, Quota: g.quota, Pinned: g.pinnedBytes,
+		s.Groups[name] = GroupStats{Used: g.used, Quota: g.quota, Pinned: g.pinnedBytes, Priority: Priority(g.class + 1),
 			Chunks: g.lru.Len() + g.pinned.Len()}
 	}
 	return s

@@ -170,8 +170,10 @@ func sumShort(c *Cache) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var n int64
-	for el := c.idx.lru.Front(); el != nil; el = el.Next() {
-		n += testChunk - el.Value.(*entry).length
+	for i := range c.idx.lru {
+		for el := c.idx.lru[i].Front(); el != nil; el = el.Next() {
+			n += testChunk - el.Value.(*entry).length
+		}
 	}
 	return n
 }

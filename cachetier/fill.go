@@ -182,7 +182,7 @@ func (c *Cache) acquire(ctx context.Context, id ObjectID, idx int64, fetch Fetch
 			c.mu.Unlock()
 			return nil, ErrClosed
 		}
-		g := c.groupLocked(opts.Group, opts.GroupQuota)
+		g := c.groupOf(opts)
 		if e := c.lookupLocked(ck); e != nil {
 			if e.length == length {
 				if node == "" {

@@ -1,12 +1,14 @@
 package cachetier
 
 import (
+	"cmp"
 	"container/list"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/fedgate/fedgate/federation/store"
 )
@@ -19,6 +21,11 @@ import (
 // their group's, in recency order too: eviction walks only the unpinned
 // lists, so it never sees a pinned chunk and never has to skip one. Their
 // bytes still count in used, for the capacity and the group's quota.
+//
+// The whole cache's unpinned chunks are in one LRU list per priority class
+// (their group's Priority): making room evicts the least recently used
+// chunk of the lowest class first, and a fill evicts only chunks of its
+// group's class or lower.
 
 type storeKey struct{ store, key string }
 
@@ -48,6 +55,7 @@ type entry struct {
 	lastAccess int64 // unix nanoseconds, persisted for LRU order across restarts
 	dirty      bool  // lastAccess changed since last persisted
 	pinned     bool  // in the pinned lists, not the LRU ones
+	class      int   // the priority class whose LRU list holds it (unpinned)
 	lru, glru  *list.Element
 }
 
@@ -55,6 +63,7 @@ type group struct {
 	name        string
 	quota, used int64 // used includes this group's fills in progress
 	pinnedBytes int64
+	class       int       // Priority + 1: index into index.lru
 	lru         list.List // unpinned chunks; front: most recently used
 	pinned      list.List
 }
@@ -62,9 +71,9 @@ type group struct {
 type index struct {
 	keys        map[storeKey]map[store.Validator]*object
 	groups      map[string]*group
-	lru         list.List // unpinned chunks; front: most recently used
-	pinned      list.List // pinned chunks; front: most recently used
-	used        int64     // bytes of chunks plus fills in progress (reserved)
+	lru         [numClasses]list.List // unpinned chunks by class; front: most recently used
+	pinned      list.List             // pinned chunks; front: most recently used
+	used        int64                 // bytes of chunks plus fills in progress (reserved)
 	pinnedBytes int64
 }
 
@@ -109,7 +118,7 @@ func (c *Cache) lookupLocked(ck chunkID) *entry {
 func (c *Cache) groupLocked(name string, quota int64) *group {
 	g := c.idx.groups[name]
 	if g == nil {
-		g = &group{name: name}
+		g = &group{name: name, class: PriorityNormal.class()}
 		c.idx.groups[name] = g
 	}
 	if quota >= 0 {
@@ -123,7 +132,7 @@ func (c *Cache) listsOf(e *entry) (all, grp *list.List) {
 	if e.pinned {
 		return &c.idx.pinned, &e.group.pinned
 	}
-	return &c.idx.lru, &e.group.lru
+	return &c.idx.lru[e.class], &e.group.lru
 }
 
 func (c *Cache) touchLocked(e *entry) {
@@ -138,13 +147,19 @@ func (c *Cache) touchLocked(e *entry) {
 // owns (the ring changed) is served while it lasts, then makes room first.
 func (c *Cache) demoteLocked(e *entry) {
 	if !e.pinned {
-		c.idx.lru.MoveToBack(e.lru)
+		c.idx.lru[e.class].MoveToBack(e.lru)
 		e.group.lru.MoveToBack(e.glru)
 	}
 }
 
 // chunkCount returns how many chunks the index holds.
-func (c *Cache) chunkCount() int { return c.idx.lru.Len() + c.idx.pinned.Len() }
+func (c *Cache) chunkCount() int {
+	n := c.idx.pinned.Len()
+	for i := range c.idx.lru {
+		n += c.idx.lru[i].Len()
+	}
+	return n
+}
 
 // addLocked records a chunk whose file is in place and counts its bytes;
 // it evicts nothing (fills reserve their room before they start).
@@ -163,7 +178,7 @@ func (c *Cache) addLocked(ck chunkID, objSize, length int64, name [32]byte, g *g
 	if old := obj.chunks[ck.idx]; old != nil {
 		c.removeLocked(old, false) // same name: the new file replaced it
 	}
-	e := &entry{obj: obj, idx: ck.idx, length: length, name: name, group: g, lastAccess: lastAccess}
+	e := &entry{obj: obj, idx: ck.idx, length: length, name: name, group: g, lastAccess: lastAccess, class: g.class}
 	obj.chunks[ck.idx] = e
 	e.pinned = c.pinnedLocked(e)
 	all, grp := c.listsOf(e)
@@ -217,11 +232,13 @@ func (c *Cache) evictLocked(e *entry) {
 }
 
 // reserveLocked makes room for n more bytes in g and in the whole cache by
-// evicting least recently used chunks (the group's own first), and counts
-// them as used. It returns false, evicting no more, when the fills in
-// progress and the pinned chunks leave no room or n exceeds a limit: the
-// fill then runs uncached. Chunks being fetched and pinned chunks are never
-// evicted: they are not in the LRU lists.
+// evicting least recently used chunks (the group's own first, for its
+// quota; then the lowest priority class first, up to g's own class), and
+// counts them as used. It returns false, evicting no more, when the fills
+// in progress, the pinned chunks and the chunks of higher classes leave no
+// room or n exceeds a limit: the fill then runs uncached. Chunks being
+// fetched and pinned chunks are never evicted: they are not in the LRU
+// lists.
 func (c *Cache) reserveLocked(n int64, g *group) bool {
 	if n > c.cfg.Capacity || (g.quota > 0 && n > g.quota) {
 		return false
@@ -233,16 +250,39 @@ func (c *Cache) reserveLocked(n int64, g *group) bool {
 		}
 		c.evictLocked(back.Value.(*entry))
 	}
-	for c.idx.used+n > c.cfg.Capacity {
-		back := c.idx.lru.Back()
+	for class := 0; c.idx.used+n > c.cfg.Capacity; {
+		back := c.idx.lru[class].Back()
 		if back == nil {
-			return false
+			if class == g.class {
+				return false
+			}
+			class++
+			continue
 		}
 		c.evictLocked(back.Value.(*entry))
 	}
 	c.idx.used += n
 	g.used += n
 	return true
+}
+
+// setClassLocked moves g and its unpinned chunks to class, merging them
+// into that class's LRU list by last access.
+func (c *Cache) setClassLocked(g *group, class int) {
+	if g.class == class {
+		return
+	}
+	g.class = class
+	var es []*entry
+	for el := g.lru.Front(); el != nil; el = el.Next() {
+		e := el.Value.(*entry)
+		c.idx.lru[e.class].Remove(e.lru)
+		e.class = class
+		es = append(es, e)
+	}
+	// g.lru is newest first already; mergeByAge wants that order.
+	slices.SortStableFunc(es, func(a, b *entry) int { return cmp.Compare(b.lastAccess, a.lastAccess) })
+	mergeByAge(&c.idx.lru[class], es, func(e *entry) **list.Element { return &e.lru })
 }
 
 func (c *Cache) unreserveLocked(n int64, g *group) {

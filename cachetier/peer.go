@@ -419,7 +419,7 @@ func (c *Cache) Warm(ctx context.Context, id ObjectID, idx int64, fetch Fetcher,
 	}
 	if e := c.lookupLocked(ck); e != nil && e.length == length {
 		if node == "" {
-			c.groupLocked(opts.Group, opts.GroupQuota)
+			c.groupOf(&opts)
 			c.touchLocked(e)
 		}
 		c.mu.Unlock()

@@ -138,7 +138,11 @@ func (c *Cache) flush(all bool) {
 	ops := c.pending
 	c.pending = nil
 	if all {
-		for _, l := range []*list.List{&c.idx.lru, &c.idx.pinned} {
+		lists := []*list.List{&c.idx.pinned}
+		for i := range c.idx.lru {
+			lists = append(lists, &c.idx.lru[i])
+		}
+		for _, l := range lists {
 			for el := l.Front(); el != nil; el = el.Next() {
 				if e := el.Value.(*entry); e.dirty {
 					ops = append(ops, op{key: e.name, val: encodeRecord(e)})
@@ -250,10 +254,11 @@ func (c *Cache) load() error {
 		}
 	}
 	c.pending = nil // addLocked queued nothing, removals of stale entries are done
-	// No pins are installed yet (SetPins comes after Open): every chunk is
-	// in the LRU list.
-	for c.idx.used > c.cfg.Capacity && c.idx.lru.Len() > 0 {
-		c.evictLocked(c.idx.lru.Back().Value.(*entry))
+	// No pins or priorities are installed yet (SetPins and SetPriority come
+	// after Open): every chunk is in the normal class's LRU list.
+	normal := &c.idx.lru[PriorityNormal.class()]
+	for c.idx.used > c.cfg.Capacity && normal.Len() > 0 {
+		c.evictLocked(normal.Back().Value.(*entry))
 	}
 	if len(c.pending) > 0 {
 		c.flush(false)

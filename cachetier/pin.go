@@ -105,11 +105,18 @@ func (c *Cache) movePinnedLocked(es []*entry, pinned bool) {
 	}
 	// Newest first, like the lists.
 	slices.SortFunc(es, func(a, b *entry) int { return cmp.Compare(b.lastAccess, a.lastAccess) })
-	all, _ := c.listsOf(es[0])
-	mergeByAge(all, es, func(e *entry) **list.Element { return &e.lru })
+	byAll := make(map[*list.List][]*entry)
 	byGroup := make(map[*group][]*entry)
 	for _, e := range es {
+		if !pinned {
+			e.class = e.group.class // back into its group's class
+		}
+		all, _ := c.listsOf(e)
+		byAll[all] = append(byAll[all], e)
 		byGroup[e.group] = append(byGroup[e.group], e)
+	}
+	for all, aes := range byAll {
+		mergeByAge(all, aes, func(e *entry) **list.Element { return &e.lru })
 	}
 	for _, ges := range byGroup {
 		_, grp := c.listsOf(ges[0])

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/raft"
 )
 
@@ -58,7 +59,7 @@ func (n *Namespace) readOptions(b *Bucket) cachetier.ReadOptions {
 	if b == nil {
 		return cachetier.ReadOptions{Concurrency: n.fill}
 	}
-	return cachetier.ReadOptions{Group: b.Name, GroupQuota: b.cache.Quota, ReadAhead: b.cache.ReadAhead, Concurrency: n.fill}
+	return cachetier.ReadOptions{Group: b.Name, GroupQuota: b.cache.Quota, GroupPriority: b.cache.Priority, ReadAhead: b.cache.ReadAhead, Concurrency: n.fill}
 }
 
 // ServeChunk serves the internal API: [off, off+length) of chunk k, from
@@ -109,11 +110,36 @@ func (n *Namespace) pinned(group, storeName, key string) bool {
 	return false
 }
 
-// StartPins installs the pin predicate in the cache (call once at start).
+// StartPins installs the pin predicate in the cache (call once at start),
+// and the policy's bucket priorities.
 func (n *Namespace) StartPins() {
 	if n.cache != nil {
 		n.cache.SetPins(n.pinned)
+		n.setPriorities(n.v())
 	}
+}
+
+// setPriorities gives the cache the eviction class of every bucket the
+// policy declares (buckets created through S3 under a glob rule get
+// theirs with their first read).
+func (n *Namespace) setPriorities(v *nsView) {
+	if n.cache == nil {
+		return
+	}
+	for name, b := range v.global {
+		n.cache.SetPriority(name, b.cache.Priority)
+	}
+}
+
+// cachePriority maps the policy's cache.priority to the cache's class.
+func cachePriority(p policies.CachePriority) cachetier.Priority {
+	switch p {
+	case policies.PriorityLow:
+		return cachetier.PriorityLow
+	case policies.PriorityHigh:
+		return cachetier.PriorityHigh
+	}
+	return cachetier.PriorityNormal
 }
 
 // repin re-evaluates pins after they changed (off the FSM goroutine: it

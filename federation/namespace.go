@@ -98,6 +98,8 @@ type ChunkCache interface {
 	ChunkSize() int64
 	SetPins(f cachetier.PinFunc)
 	Repin()
+	// SetPriority sets a group's (bucket's) eviction class.
+	SetPriority(group string, p cachetier.Priority)
 }
 
 // Namespace is one region's view of every bucket.
@@ -221,7 +223,8 @@ func (n *Namespace) buildView(p *policies.Policy, stores map[string]store.Store,
 
 // cacheRules are a policy bucket's cache rules on store st.
 func (n *Namespace) cacheRules(pb policies.Bucket, st store.Store) CacheRules {
-	rules := CacheRules{Chunked: needsCache(st), TTL: pb.Cache.TTL, Quota: pb.Cache.Quota, Pin: pb.Cache.Pin}
+	rules := CacheRules{Chunked: needsCache(st), TTL: pb.Cache.TTL, Quota: pb.Cache.Quota, Pin: pb.Cache.Pin,
+		Priority: cachePriority(pb.Cache.Priority)}
 	if pb.Cache.Prefetch == policies.PrefetchSequential || pb.Cache.Prefetch == policies.PrefetchOnApply {
 		rules.ReadAhead = n.fill
 	}

@@ -70,6 +70,7 @@ func (n *Namespace) ApplyPolicy(p *policies.Policy, stores map[string]store.Stor
 	n.view.Store(v)
 	n.stats.dropAll()
 	if n.cache != nil {
+		n.setPriorities(v) // cache.priority may have changed
 		go n.cache.Repin() // cache.pin may have changed
 	}
 	n.wakeDrainer()

@@ -27,6 +27,8 @@ type CacheRules struct {
 	// Pin: the policy pins the whole bucket (cache.pin); its chunks are never
 	// evicted.
 	Pin bool
+	// Priority is the bucket's eviction class in the cache (cache.priority).
+	Priority cachetier.Priority
 	// ReadAhead is how many chunks a sequential reader prefetches (0: none);
 	// with prefetch "sequential" it is the fill concurrency, so one reader
 	// keeps that many ranged reads of the store in flight.
@@ -291,7 +293,7 @@ func (b *Bucket) Open(ctx context.Context, info store.ObjectInfo, off, n int64) 
 	}
 	id := cachetier.ObjectID{Store: b.store.Name(), Key: skey, Validator: info.Validator, Size: info.Size}
 	rc, err := b.ns.cache.NewReader(ctx, id, b.ns.fetcher(b.Name, b.store, skey, info.Validator), off, n, cachetier.ReadOptions{
-		Group: b.Name, GroupQuota: b.cache.Quota, ReadAhead: b.cache.ReadAhead, Concurrency: b.ns.fill})
+		Group: b.Name, GroupQuota: b.cache.Quota, GroupPriority: b.cache.Priority, ReadAhead: b.cache.ReadAhead, Concurrency: b.ns.fill})
 	if err != nil {
 		return nil, err
 	}

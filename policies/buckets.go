@@ -245,11 +245,22 @@ func (d *decoder) storeList(e entry, pth string, r *refs) []string {
 	return out
 }
 
-var prefetchModes = []string{string(PrefetchNone), string(PrefetchSequential), string(PrefetchOnApply)}
+var (
+	prefetchModes = []string{string(PrefetchNone), string(PrefetchSequential), string(PrefetchOnApply)}
+	cacheKeys     = []string{"ttl", "quota", "pin", "prefetch", "priority"}
+)
+
+func priorityNames() []string {
+	out := make([]string, len(CachePriorities))
+	for i, p := range CachePriorities {
+		out[i] = string(p)
+	}
+	return out
+}
 
 func (d *decoder) cache(e entry, pth string) Cache {
 	c := defaultCache()
-	m, ok := d.fields(e.val, e.vpos, pth, []string{"ttl", "quota", "pin", "prefetch"})
+	m, ok := d.fields(e.val, e.vpos, pth, cacheKeys)
 	if !ok {
 		return c
 	}
@@ -281,6 +292,14 @@ func (d *decoder) cache(e entry, pth string) Cache {
 		}
 		if v, ok := d.enum(e, join(pth, "prefetch"), "prefetch mode", prefetchModes); ok {
 			c.Prefetch = Prefetch(v)
+		}
+	}
+	if e, ok := m["priority"]; ok {
+		if !d.feat.Priority {
+			d.unsupported(e.kpos, join(pth, "priority"), "cache priority", nil)
+		}
+		if v, ok := d.enum(e, join(pth, "priority"), "cache priority", priorityNames()); ok {
+			c.Priority = CachePriority(v)
 		}
 	}
 	return c

@@ -1,5 +1,7 @@
 package policies
 
+import "strings"
+
 func (d *decoder) routing(e entry) Routing {
 	r := Routing{Prefer: PreferCheapest}
 	m, ok := d.fields(e.val, e.vpos, "routing", []string{"prefer"})
@@ -80,8 +82,13 @@ func (d *decoder) prices(e entry) []Price {
 	return out
 }
 
-var budgetActions = []string{string(ActionAlert), string(ActionBlockColdReads)}
+var (
+	budgetActions = []string{string(ActionAlert), string(ActionBlockColdReads)}
+	budgetKeys    = []string{"bucket", "from", "to", "monthly", "action"}
+)
 
+// budgets reads the list of budgets: each names a bucket, a region pair
+// (from, to: a cloud or cloud:region), or both, and a monthly amount.
 func (d *decoder) budgets(e entry, r *refs) []Budget {
 	items, _ := d.list(e.val, e.vpos, "egress.budgets", "budgets")
 	var out []Budget
@@ -89,20 +96,51 @@ func (d *decoder) budgets(e entry, r *refs) []Budget {
 	for i, item := range items {
 		pth := index("egress.budgets", i)
 		n, p := d.value(item, e.vpos, pth)
-		m, ok := d.fields(n, p, pth, []string{"bucket", "monthly", "action"})
+		m, ok := d.fields(n, p, pth, budgetKeys)
 		if !ok {
 			continue
 		}
 		b := Budget{Action: ActionAlert}
-		if e, ok := m["bucket"]; !ok {
-			d.errorf(p, join(pth, "bucket"), "missing required key (the bucket the budget is for)")
-		} else if b.Bucket, ok = d.str(e, join(pth, "bucket"), "a bucket name"); ok {
-			if first, dup := seen[b.Bucket]; dup {
-				d.errorf(e.vpos, join(pth, "bucket"), "bucket %s already has a budget (at %d:%d)", quote(b.Bucket), first.line, first.col)
-			} else {
-				seen[b.Bucket] = e.vpos
+		if e, ok := m["bucket"]; ok {
+			if b.Bucket, ok = d.str(e, join(pth, "bucket"), "a bucket name"); ok {
+				r.buckets = append(r.buckets, ref{b.Bucket, e.vpos, join(pth, "bucket")})
 			}
-			r.buckets = append(r.buckets, ref{b.Bucket, e.vpos, join(pth, "bucket")})
+		}
+		for _, side := range []struct {
+			key string
+			loc *Location
+		}{{"from", &b.From}, {"to", &b.To}} {
+			e, ok := m[side.key]
+			if !ok {
+				continue
+			}
+			s, ok := d.str(e, join(pth, side.key), "a cloud or cloud:region like aws or gcp:us-central1")
+			if !ok {
+				continue
+			}
+			l, err := parseLocation(s, true)
+			if err != nil {
+				d.errorf(e.vpos, join(pth, side.key), "%v", err)
+				continue
+			}
+			*side.loc = l
+		}
+		_, hasBucket := m["bucket"]
+		_, hasFrom := m["from"]
+		_, hasTo := m["to"]
+		if !hasBucket && !hasFrom && !hasTo {
+			d.errorf(p, pth, "a budget needs \"bucket\", a region pair (\"from\" and/or \"to\"), or both: it says what the monthly limit covers")
+		} else {
+			key := b.Bucket + "\x00" + b.From.String() + "\x00" + b.To.String()
+			at, apth := p, pth
+			if e, ok := m["bucket"]; ok {
+				at, apth = e.vpos, join(pth, "bucket")
+			}
+			if first, dup := seen[key]; dup {
+				d.errorf(at, apth, "%s already has a budget (at %d:%d)", budgetName(b), first.line, first.col)
+			} else {
+				seen[key] = at
+			}
 		}
 		if e, ok := m["monthly"]; !ok {
 			d.errorf(p, join(pth, "monthly"), "missing required key (the monthly limit, like 500USD)")
@@ -128,6 +166,26 @@ func (d *decoder) budgets(e entry, r *refs) []Budget {
 		out = append(out, b)
 	}
 	return out
+}
+
+// budgetName says what a budget covers, like `bucket "imagenet"` or
+// `region pair aws:us-east-1 -> gcp`.
+func budgetName(b Budget) string {
+	var parts []string
+	if b.Bucket != "" {
+		parts = append(parts, "bucket "+quote(b.Bucket))
+	}
+	if b.From.Cloud != "" || b.To.Cloud != "" {
+		parts = append(parts, "region pair "+anyLoc(b.From)+" -> "+anyLoc(b.To))
+	}
+	return strings.Join(parts, " on ")
+}
+
+func anyLoc(l Location) string {
+	if l.Cloud == "" {
+		return "*"
+	}
+	return l.String()
 }
 
 func (d *decoder) defaults(e entry, r *refs) Defaults {

@@ -15,6 +15,7 @@ type Features struct {
 	Cache    bool // buckets[].cache.ttl and .quota
 	Pin      bool // buckets[].cache.pin
 	Prefetch bool // buckets[].cache.prefetch
+	Priority bool // buckets[].cache.priority
 
 	Routing        bool // routing.prefer
 	EgressPrices   bool // egress.prices (non-empty)
@@ -31,7 +32,7 @@ func AllFeatures() Features {
 	return Features{
 		StoreKinds: kinds,
 		Replicate:  true, Erasure: true, WriteBack: true, Origin: true,
-		Cache: true, Pin: true, Prefetch: true,
+		Cache: true, Pin: true, Prefetch: true, Priority: true,
 		Routing: true, EgressPrices: true, Budgets: true, BlockColdReads: true,
 	}
 }

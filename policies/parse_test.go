@@ -47,12 +47,12 @@ func TestExampleParsesWithAllFeatures(t *testing.T) {
 	}
 	wantBuckets := []Bucket{
 		{Name: "imagenet", Origin: &Origin{Store: "datasets", Prefix: "imagenet/"}, Write: WriteThrough,
-			Cache: Cache{TTL: 24 * time.Hour, Quota: 2 << 40, Prefetch: PrefetchSequential}},
+			Cache: Cache{TTL: 24 * time.Hour, Quota: 2 << 40, Prefetch: PrefetchSequential, Priority: PriorityNormal}},
 		{Name: "checkpoints", Write: WriteBack,
 			Placement: Placement{Kind: PlacementErasure, Data: 4, Parity: 2, Stores: []string{"ckpt-gcs", "ckpt-azure", "nas", "datasets"}},
-			Cache:     Cache{TTL: 0, Quota: 500 << 30, Prefetch: PrefetchSequential}},
+			Cache:     Cache{TTL: 0, Quota: 500 << 30, Prefetch: PrefetchSequential, Priority: PriorityNormal}},
 		{Name: "scratch", Write: WriteThrough, Placement: Placement{Kind: PlacementSingle, Stores: []string{"nas"}},
-			Cache: Cache{TTL: DefaultCacheTTL, Prefetch: PrefetchSequential}},
+			Cache: Cache{TTL: DefaultCacheTTL, Prefetch: PrefetchSequential, Priority: PriorityNormal}},
 	}
 	if !reflect.DeepEqual(p.Buckets, wantBuckets) {
 		t.Errorf("Buckets =\n%+v\nwant\n%+v", p.Buckets, wantBuckets)
@@ -183,7 +183,7 @@ func TestLookupsAndMatch(t *testing.T) {
 		t.Errorf("Match(checkpoints) = %+v", r)
 	}
 	r = p.Match("made-by-s3", "k")
-	want := Rules{Bucket: "made-by-s3", Write: WriteThrough, Cache: Cache{TTL: DefaultCacheTTL, Prefetch: PrefetchSequential}}
+	want := Rules{Bucket: "made-by-s3", Write: WriteThrough, Cache: Cache{TTL: DefaultCacheTTL, Prefetch: PrefetchSequential, Priority: PriorityNormal}}
 	if !reflect.DeepEqual(r, want) {
 		t.Errorf("Match(undeclared) = %+v, want %+v", r, want)
 	}
@@ -223,7 +223,7 @@ buckets:
 	if s := p.Stores[1]; s.Name != "nas2" || s.Path != "/mnt/b" || s.Kind != KindPosix || s.Location.Region != "lga1" {
 		t.Errorf("merged store = %+v", s)
 	}
-	want := Cache{TTL: 7 * 24 * time.Hour, Quota: 1500e9, Pin: true, Prefetch: PrefetchNone}
+	want := Cache{TTL: 7 * 24 * time.Hour, Quota: 1500e9, Pin: true, Prefetch: PrefetchNone, Priority: PriorityNormal}
 	if p.Buckets[0].Cache != want || p.Buckets[1].Cache != want {
 		t.Errorf("caches = %+v, %+v", p.Buckets[0].Cache, p.Buckets[1].Cache)
 	}
@@ -251,6 +251,47 @@ egress:
 	b := p.Egress.Budgets[0]
 	if b.Monthly.String() != "1250.5USD" || b.Action != ActionBlockColdReads {
 		t.Errorf("Budget = %+v (%s)", b, b.Monthly)
+	}
+}
+
+func TestRegionPairBudgets(t *testing.T) {
+	p := mustParse(t, `
+buckets: [{name: data}]
+egress:
+  budgets:
+    - {from: aws, to: gcp:us-central1, monthly: 2000USD, action: block-cold-reads}
+    - {to: gcp, monthly: 3000USD}
+    - {bucket: data, from: aws:us-east-1, monthly: 100USD}
+    - {bucket: data, monthly: 500USD}
+`, AllFeatures())
+	want := []Budget{
+		{From: Location{Cloud: "aws"}, To: Location{"gcp", "us-central1"}, Monthly: Money{2000e6, "USD"}, Action: ActionBlockColdReads},
+		{To: Location{Cloud: "gcp"}, Monthly: Money{3000e6, "USD"}, Action: ActionAlert},
+		{Bucket: "data", From: Location{"aws", "us-east-1"}, Monthly: Money{100e6, "USD"}, Action: ActionAlert},
+		{Bucket: "data", Monthly: Money{500e6, "USD"}, Action: ActionAlert},
+	}
+	if !reflect.DeepEqual(p.Egress.Budgets, want) {
+		t.Errorf("Budgets =\n%+v\nwant\n%+v", p.Egress.Budgets, want)
+	}
+	if b, ok := p.Budget("data"); !ok || b.Monthly.Micros != 500e6 {
+		t.Errorf("Budget(data) = %+v, %v: want the bucket-only budget", b, ok)
+	}
+}
+
+func TestCachePriority(t *testing.T) {
+	p := mustParse(t, `
+buckets:
+  - {name: train, cache: {priority: high}}
+  - {name: notebooks, cache: {priority: low}}
+  - {name: other}
+`, AllFeatures())
+	for i, want := range []CachePriority{PriorityHigh, PriorityLow, PriorityNormal} {
+		if got := p.Buckets[i].Cache.Priority; got != want {
+			t.Errorf("bucket %s priority = %q, want %q", p.Buckets[i].Name, got, want)
+		}
+	}
+	if PriorityLow.Rank() >= PriorityNormal.Rank() || PriorityNormal.Rank() >= PriorityHigh.Rank() || CachePriority("").Rank() != PriorityNormal.Rank() {
+		t.Error("ranks out of order")
 	}
 }
 

@@ -181,12 +181,42 @@ type Cache struct {
 	Quota    int64         // bytes of the region cache this bucket may use; 0: no bucket limit
 	Pin      bool          // keep cached chunks out of eviction
 	Prefetch Prefetch
+	// Priority orders eviction between buckets: the region cache evicts
+	// the least recently used chunks of the lowest priority first, and a
+	// bucket's fills evict only chunks of its own priority or lower.
+	Priority CachePriority
+}
+
+// CachePriority is a bucket's eviction class in the region cache.
+type CachePriority string
+
+// The cache priorities, lowest first.
+const (
+	PriorityLow    CachePriority = "low"
+	PriorityNormal CachePriority = "normal"
+	PriorityHigh   CachePriority = "high"
+)
+
+// CachePriorities lists the priorities, lowest first.
+var CachePriorities = []CachePriority{PriorityLow, PriorityNormal, PriorityHigh}
+
+// Rank is the priority's position in CachePriorities (low 0, normal 1,
+// high 2); an empty or unknown priority ranks as normal.
+func (p CachePriority) Rank() int {
+	switch p {
+	case PriorityLow:
+		return 0
+	case PriorityHigh:
+		return 2
+	}
+	return 1
 }
 
 // Defaults for a cache section that leaves keys out.
 const (
 	DefaultCacheTTL = 0 // revalidate against the origin on every open
 	DefaultPrefetch = PrefetchSequential
+	DefaultPriority = PriorityNormal
 )
 
 // Prefer names the read-routing rule.
@@ -225,11 +255,16 @@ const (
 	ActionBlockColdReads BudgetAction = "block-cold-reads"
 )
 
-// Budget caps a bucket's monthly egress cost.
+// Budget caps the monthly egress cost of a bucket, of a region pair (bytes
+// moving From -> To), or of a bucket on a region pair: every criterion set
+// must match, and at least one is set.
 type Budget struct {
-	Bucket  string
-	Monthly Money
-	Action  BudgetAction // default alert
+	Bucket string // "" for every bucket
+	// From and To select a region pair; a Location with an empty Region
+	// matches every region of its cloud, a zero Location anything.
+	From, To Location
+	Monthly  Money
+	Action   BudgetAction // default alert
 }
 
 // Money is an amount in millionths of a currency unit.
@@ -324,10 +359,11 @@ func (p *Policy) DefaultStore() (Store, bool) {
 	return p.Store(p.Defaults.Store)
 }
 
-// Budget returns the egress budget of a bucket, if it has one.
+// Budget returns the egress budget of a bucket (the one that names the
+// bucket and no region pair), if it has one.
 func (p *Policy) Budget(bucket string) (Budget, bool) {
 	for _, b := range p.Egress.Budgets {
-		if b.Bucket == bucket {
+		if b.Bucket == bucket && b.From.Cloud == "" && b.To.Cloud == "" {
 			return b, true
 		}
 	}
@@ -369,5 +405,5 @@ func (p *Policy) Match(bucket, key string) Rules {
 }
 
 func defaultCache() Cache {
-	return Cache{TTL: DefaultCacheTTL, Prefetch: DefaultPrefetch}
+	return Cache{TTL: DefaultCacheTTL, Prefetch: DefaultPrefetch, Priority: DefaultPriority}
 }

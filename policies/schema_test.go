@@ -50,10 +50,10 @@ func TestSchemaMatchesParser(t *testing.T) {
 	keys("bucket", def("bucket"), bucketKeys)
 	keys("placement", def("placement"), placementKeys)
 	keys("placement.erasure", parse(def("placement").Properties["erasure"]), []string{"data", "parity", "stores"})
-	keys("cache", def("cache"), []string{"ttl", "quota", "pin", "prefetch"})
+	keys("cache", def("cache"), cacheKeys)
 	keys("routing", parse(root.Properties["routing"]), []string{"prefer"})
 	keys("egress", parse(root.Properties["egress"]), []string{"prices", "budgets"})
-	keys("budget", def("budget"), []string{"bucket", "monthly", "action"})
+	keys("budget", def("budget"), budgetKeys)
 	keys("defaults", parse(root.Properties["defaults"]), []string{"store"})
 	var kinds []string
 	for _, k := range StoreKinds {
@@ -61,6 +61,7 @@ func TestSchemaMatchesParser(t *testing.T) {
 	}
 	enum("store.kind", def("store").Properties["kind"], kinds)
 	enum("cache.prefetch", def("cache").Properties["prefetch"], prefetchModes)
+	enum("cache.priority", def("cache").Properties["priority"], priorityNames())
 	enum("budget.action", def("budget").Properties["action"], budgetActions)
 	enum("bucket.write", def("bucket").Properties["write"], []string{string(WriteThrough), string(WriteBack)})
 	enum("routing.prefer", parse(root.Properties["routing"]).Properties["prefer"], []string{string(PreferCheapest), string(PreferNearest)})

@@ -143,24 +143,10 @@ since the diff was taken.`,
 	return cmd
 }
 
-// servedFeatures is what this build serves of the policy file: every store
-// kind, origins (mounting existing data), per-bucket cache settings and
-// write-back buckets, pins, replicate and erasure placements and egress
-// price overrides. Routing preferences and egress budgets are refused as
-// "not supported yet".
+// servedFeatures is what this build serves of the policy file: all of it
+// (every store kind, origins, cache rules with pins, prefetch and
+// priority, write-back, replicate and erasure placements, routing, egress
+// prices and budgets).
 func servedFeatures() policies.Features {
-	return policies.Features{
-		StoreKinds:     map[policies.StoreKind]bool{policies.KindS3: true, policies.KindGCS: true, policies.KindAzure: true, policies.KindPosix: true},
-		Origin:         true,
-		Cache:          true,
-		Prefetch:       true,
-		WriteBack:      true,
-		Pin:            true,
-		EgressPrices:   true,
-		Replicate:      true,
-		Erasure:        true,
-		Budgets:        true,
-		BlockColdReads: true,
-		Routing:        true,
-	}
+	return policies.AllFeatures()
 }

@@ -11,7 +11,7 @@ import (
 
 // Limit is one monthly egress budget: the cost of a bucket's bytes, of a
 // region pair's, or of a bucket's on a region pair (every criterion set
-// must match). It generalises policies.Budget, which names a bucket only.
+// must match), as policies.Budget says it.
 type Limit struct {
 	Bucket string // "" for any bucket
 	// Src and Dst select a region pair; a Location with an empty Region
@@ -28,9 +28,10 @@ func LimitsFromPolicy(budgets []policies.Budget) ([]Limit, error) {
 	for _, b := range budgets {
 		m, err := FromMoney(b.Monthly)
 		if err != nil {
-			return nil, fmt.Errorf("egress: budget of bucket %q: %w", b.Bucket, err)
+			l := Limit{Bucket: b.Bucket, Src: b.From, Dst: b.To}
+			return nil, fmt.Errorf("egress: budget of %s: %w", l.Name(), err)
 		}
-		out = append(out, Limit{Bucket: b.Bucket, Monthly: m, Action: b.Action})
+		out = append(out, Limit{Bucket: b.Bucket, Src: b.From, Dst: b.To, Monthly: m, Action: b.Action})
 	}
 	return out, nil
 }

@@ -90,6 +90,32 @@ func TestBudgetRegionPair(t *testing.T) {
 	if !strings.Contains(st[1].Message(), "is not spent") {
 		t.Errorf("message %q", st[1].Message())
 	}
+
+	// The same limits written in a policy file.
+	pol, err := policies.Parse("p.yaml", []byte(`
+buckets: [{name: imagenet}]
+egress:
+  budgets:
+    - {from: aws, to: gcp, monthly: 899.585USD, action: block-cold-reads}
+    - {to: onprem:lga1, monthly: 100USD}
+    - {bucket: imagenet, from: aws:us-west-2, monthly: 3USD}
+`), policies.AllFeatures())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromPolicy, err := EvaluateBudgets(pol.Egress.Budgets, priced, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, j := range []int{0, 2, 3} {
+		if got, want := fromPolicy[i], st[j]; got.Limit.Name() != want.Limit.Name() || got.Spent.Cmp(want.Spent) != 0 || got.Exceeded != want.Exceeded {
+			t.Errorf("policy budget %d: %s spent %s exceeded %v; want %s spent %s exceeded %v",
+				i, got.Limit.Name(), got.Spent, got.Exceeded, want.Limit.Name(), want.Spent, want.Exceeded)
+		}
+	}
+	if _, ok := ColdReadBlocked(fromPolicy, "audio", "aws:us-east-1", "gcp:us-central1"); !ok {
+		t.Error("the policy's aws -> gcp budget does not block")
+	}
 }
 
 func TestBudgetsInReport(t *testing.T) {
