@@ -27,7 +27,7 @@ func TestEgressReportTwoRegions(t *testing.T) {
 	s3o, gcso, azo := s3Origin(t), gcsOrigin(t), azureOrigin(t)
 	const mb = 1_000_000
 	gcsData, s3Data := randBytes(t, 30*mb), randBytes(t, 20*mb)
-	gcso.put(t, "ds/shard-g", gcsData)
+	gcso.put(t, "ds/train/a/shard-g", gcsData)
 	s3o.put(t, "ds/shard-s", s3Data)
 	var stores strings.Builder
 	for name, o := range map[string]originKind{"s3": s3o, "gcs": gcso, "az": azo} {
@@ -57,7 +57,7 @@ func TestEgressReportTwoRegions(t *testing.T) {
 	// East reads the GCS shard twice (the second time from its cache),
 	// central reads the S3 shard once and writes 5 MB to Azure.
 	for range 2 {
-		if got, _ := getBytes(t, east.root(), "ds-gcs", "shard-g"); !bytes.Equal(got, gcsData) {
+		if got, _ := getBytes(t, east.root(), "ds-gcs", "train/a/shard-g"); !bytes.Equal(got, gcsData) {
 			t.Fatal("east read of ds-gcs differs")
 		}
 	}
@@ -114,6 +114,31 @@ func TestEgressReportTwoRegions(t *testing.T) {
 	}
 	if !sameMoney(rep.Totals.CostUSD, "5.00") || !sameMoney(rep.Totals.AvoidedUSD, "3.00") {
 		t.Fatalf("totals: cost %s saved %s; want 5.00 and 3.00\n%s", rep.Totals.CostUSD, rep.Totals.AvoidedUSD, out)
+	}
+
+	// Advice is per key prefix, with the prefix's size listed: east's
+	// misses of train/a/ (30 MB at $100/GB in one day) beat a copy's
+	// storage by far.
+	out, err = east.fedgate("egress", "advise", "--format", "json", "--since", "1d")
+	if err != nil {
+		t.Fatalf("egress advise: %v\n%s", err, out)
+	}
+	var adv struct {
+		Advice []struct {
+			Bucket, Prefix, From, To string
+			CopyBytes                int64 `json:"copy_bytes"`
+			Estimated                bool  `json:"copy_bytes_estimated"`
+			BytesRead                int64 `json:"bytes_read"`
+			Recommend                bool
+		} `json:"advice"`
+	}
+	mustOK(t, json.Unmarshal([]byte(out), &adv))
+	if len(adv.Advice) != 1 {
+		t.Fatalf("advice:\n%s", out)
+	}
+	if a := adv.Advice[0]; a.Bucket != "ds-gcs" || a.Prefix != "train/a/" || a.From != "gcp:us-central1" || a.To != "aws:us-east-1" ||
+		a.BytesRead != 30*mb || a.CopyBytes != 30*mb || a.Estimated || !a.Recommend {
+		t.Fatalf("advice: %+v\n%s", a, out)
 	}
 
 	// The ledger survives a restart; other formats render.

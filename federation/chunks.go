@@ -41,16 +41,18 @@ func (n *Namespace) bucketOf(storeName, key string) *Bucket {
 // fetcher reads ranges of one object version of bucket from its store,
 // with the read retry budget (and counts them, and checks the bucket's
 // egress budget).
-func (n *Namespace) fetcher(bucket string, st store.Store, key string, v store.Validator) cachetier.Fetcher {
+// t names the bucket and the object's key in it; key is the store's key.
+func (n *Namespace) fetcher(t egressTag, st store.Store, key string, v store.Validator) cachetier.Fetcher {
 	return func(ctx context.Context, off, length int64) (io.ReadCloser, error) {
-		if err := n.checkColdRead(ctx, bucket, st); err != nil {
+		if err := n.checkColdRead(ctx, t.bucket, st); err != nil {
 			return nil, err
 		}
+		ctx = withEgressTag(ctx, t)
 		rc, err := openResuming(ctx, st, key, v, off, length)
 		if err != nil {
 			return nil, err
 		}
-		return n.countRead(rc, bucket, st), nil
+		return n.countRead(rc, t, st), nil
 	}
 }
 
@@ -76,11 +78,11 @@ func (n *Namespace) ServeChunk(ctx context.Context, k cachetier.ChunkKey, off, l
 	b := n.bucketOf(k.Store, k.Key)
 	opts := n.readOptions(b)
 	opts.Local = true
-	bucket := ""
+	var t egressTag
 	if b != nil {
-		bucket = b.Name
+		t = egressTag{bucket: b.Name, key: strings.TrimPrefix(k.Key, b.prefix)}
 	}
-	return n.cache.ReadChunk(ctx, k, n.fetcher(bucket, st, k.Key, k.Validator), off, length, opts)
+	return n.cache.ReadChunk(ctx, k, n.fetcher(t, st, k.Key, k.Validator), off, length, opts)
 }
 
 // pinned is the cache's pin predicate: the Raft pins, by bucket and

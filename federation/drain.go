@@ -277,7 +277,7 @@ func (n *Namespace) drainOne(ctx context.Context, e raft.JournalEntry) bool {
 			}
 		}
 	}()
-	err = n.upload(uctx, e)
+	err = n.upload(withEgressTag(uctx, egressTag{bucket: e.Bucket, key: e.Key}), e)
 	cancel()
 	<-renewed
 	if err != nil {

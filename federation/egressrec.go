@@ -3,6 +3,7 @@ package federation
 import (
 	"context"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,35 +29,120 @@ type egressKey struct {
 	storeLoc  string
 	bucket    string
 	direction string
+	prefix    string
 }
 
-type egressCounts struct{ bytes, served int64 }
+type egressCounts struct{ bytes, served, logical int64 }
+
+// maxPrefixes bounds the key prefixes one node tracks per bucket and hour;
+// reads of further prefixes count under "" (the rest of the bucket).
+const maxPrefixes = 32
 
 type egressRecorder struct {
 	region string // this region's location, "cloud:region"
 	now    func() time.Time
 	mu     sync.Mutex
 	m      map[egressKey]*egressCounts
+	// prefixes tracked in prefixHour, per bucket
+	prefixHour int64
+	prefixes   map[string]map[string]bool
 
 	bytesTotal  *prometheus.CounterVec // src, dst, direction
 	servedTotal *prometheus.CounterVec // src, dst
 }
 
-func (r *egressRecorder) add(bucket string, st store.Store, dir string, bytes, served int64) {
-	if r == nil || st == nil || bytes == 0 && served == 0 {
+// egressTag says which bucket and object (the key in the bucket) a store
+// call is for: it travels in the context into composite placements, whose
+// member stores count their own bytes (see meteredStore).
+type egressTag struct{ bucket, key string }
+
+type egressTagKey struct{}
+
+func withEgressTag(ctx context.Context, t egressTag) context.Context {
+	return context.WithValue(ctx, egressTagKey{}, t)
+}
+
+func egressTagOf(ctx context.Context) egressTag {
+	t, _ := ctx.Value(egressTagKey{}).(egressTag)
+	return t
+}
+
+// advisePrefix is the part of key that reads are counted under: its first
+// two path segments ("train/shard-00/x" -> "train/shard-00/"), its first
+// when it has only one or the two are too long, "" when it has none.
+func advisePrefix(key string) string {
+	i := strings.IndexByte(key, '/')
+	if i < 0 || i >= maxPrefixLen {
+		return ""
+	}
+	if j := strings.IndexByte(key[i+1:], '/'); j >= 0 && i+j+2 <= maxPrefixLen {
+		return key[:i+j+2]
+	}
+	return key[:i+1]
+}
+
+const maxPrefixLen = 256
+
+// trackLocked returns prefix when it is (or can now be) tracked for bucket
+// this hour, else "".
+func (r *egressRecorder) trackLocked(hour int64, bucket, prefix string) string {
+	if prefix == "" {
+		return ""
+	}
+	if hour != r.prefixHour || r.prefixes == nil {
+		r.prefixHour, r.prefixes = hour, map[string]map[string]bool{}
+	}
+	set := r.prefixes[bucket]
+	if set == nil {
+		set = map[string]bool{}
+		r.prefixes[bucket] = set
+	}
+	if !set[prefix] {
+		if len(set) >= maxPrefixes {
+			return ""
+		}
+		set[prefix] = true
+	}
+	return prefix
+}
+
+// Kinds of counted bytes.
+const (
+	countBytes   = iota // moved between the store and the region (egress)
+	countServed         // served to a client through the cache
+	countLogical        // read through a composite placement (its members count the egress)
+)
+
+func (r *egressRecorder) add(t egressTag, st store.Store, dir string, kind int, n int64) {
+	if r == nil || st == nil || n == 0 {
 		return
 	}
-	k := egressKey{hour: r.now().Unix() / 3600, store: st.Name(), storeLoc: st.Location().String(), bucket: bucket, direction: dir}
-	r.bump(k, bytes, served)
+	hour := r.now().Unix() / 3600
+	k := egressKey{hour: hour, store: st.Name(), storeLoc: st.Location().String(), bucket: t.bucket, direction: dir}
+	var c egressCounts
+	switch kind {
+	case countBytes:
+		c.bytes = n
+	case countServed:
+		c.served = n
+	case countLogical:
+		c.logical = n
+	}
+	r.mu.Lock()
+	if dir == "read" {
+		k.prefix = r.trackLocked(hour, t.bucket, advisePrefix(t.key))
+	}
+	r.bumpLocked(k, c)
+	r.mu.Unlock()
 	src, dst := k.storeLoc, r.region
 	if dir == "write" {
 		src, dst = dst, src
 	}
-	if bytes > 0 {
-		r.bytesTotal.WithLabelValues(src, dst, dir).Add(float64(bytes))
-	}
-	if served > 0 {
-		r.servedTotal.WithLabelValues(src, dst).Add(float64(served))
+	switch kind {
+	case countBytes:
+		r.bytesTotal.WithLabelValues(src, dst, dir).Add(float64(n))
+	case countServed:
+		r.servedTotal.WithLabelValues(src, dst).Add(float64(n))
 	}
 }
 
@@ -79,7 +165,8 @@ func (r *egressRecorder) take() []raft.EgressRow {
 	r.mu.Unlock()
 	rows := make([]raft.EgressRow, 0, len(m))
 	for k, c := range m {
-		row := raft.EgressRow{Hour: k.hour, Bucket: k.bucket, Store: k.store, Direction: k.direction, Bytes: c.bytes, Served: c.served}
+		row := raft.EgressRow{Hour: k.hour, Bucket: k.bucket, Store: k.store, Direction: k.direction, Prefix: k.prefix,
+			Bytes: c.bytes, Served: c.served, Logical: c.logical}
 		if k.direction == "read" {
 			row.Src, row.Dst = k.storeLoc, r.region
 		} else {
@@ -94,10 +181,10 @@ func (r *egressRecorder) take() []raft.EgressRow {
 type countingReader struct {
 	io.ReadCloser
 	rec           *egressRecorder
-	bucket        string
+	tag           egressTag
 	st            store.Store
 	dir           string
-	served        bool
+	kind          int
 	pending, done int64
 }
 
@@ -114,11 +201,7 @@ func (c *countingReader) flush() {
 	if c.pending == 0 {
 		return
 	}
-	if c.served {
-		c.rec.add(c.bucket, c.st, "read", 0, c.pending)
-	} else {
-		c.rec.add(c.bucket, c.st, c.dir, c.pending, 0)
-	}
+	c.rec.add(c.tag, c.st, c.dir, c.kind, c.pending)
 	c.done += c.pending
 	c.pending = 0
 }
@@ -128,25 +211,34 @@ func (c *countingReader) Close() error {
 	return c.ReadCloser.Close()
 }
 
-// countRead wraps a reader of bytes coming from st for bucket.
-func (n *Namespace) countRead(rc io.ReadCloser, bucket string, st store.Store) io.ReadCloser {
+// countRead wraps a reader of bytes coming from st for t's object. A
+// composite placement's bytes are counted by its members (meteredStore):
+// here they count only as read through it.
+func (n *Namespace) countRead(rc io.ReadCloser, t egressTag, st store.Store) io.ReadCloser {
 	if n.egress == nil {
 		return rc
 	}
-	return &countingReader{ReadCloser: rc, rec: n.egress, bucket: bucket, st: st, dir: "read"}
+	kind := countBytes
+	if isComposite(st) {
+		kind = countLogical
+	}
+	return &countingReader{ReadCloser: rc, rec: n.egress, tag: t, st: st, dir: "read", kind: kind}
 }
 
 // countServed wraps a reader of bytes served to a client through the cache.
-func (n *Namespace) countServed(rc io.ReadCloser, bucket string, st store.Store) io.ReadCloser {
+func (n *Namespace) countServed(rc io.ReadCloser, t egressTag, st store.Store) io.ReadCloser {
 	if n.egress == nil {
 		return rc
 	}
-	return &countingReader{ReadCloser: rc, rec: n.egress, bucket: bucket, st: st, served: true}
+	return &countingReader{ReadCloser: rc, rec: n.egress, tag: t, st: st, dir: "read", kind: countServed}
 }
 
-// countWrite records bytes written to st for bucket.
+// countWrite records bytes written to st for bucket (a composite
+// placement's members count their own).
 func (n *Namespace) countWrite(bucket string, st store.Store, bytes int64) {
-	n.egress.add(bucket, st, "write", bytes, 0)
+	if !isComposite(st) {
+		n.egress.add(egressTag{bucket: bucket}, st, "write", countBytes, bytes)
+	}
 }
 
 // RunEgress adds this node's counts to the Raft ledger every egressFlush
@@ -190,7 +282,8 @@ func (n *Namespace) flushEgress(ctx context.Context) error {
 			if r.Direction == "write" {
 				loc = r.Dst
 			}
-			n.egress.bump(egressKey{hour: r.Hour, store: r.Store, storeLoc: loc, bucket: r.Bucket, direction: r.Direction}, r.Bytes, r.Served)
+			n.egress.bump(egressKey{hour: r.Hour, store: r.Store, storeLoc: loc, bucket: r.Bucket, direction: r.Direction, prefix: r.Prefix},
+				egressCounts{r.Bytes, r.Served, r.Logical})
 		}
 		n.log.Warn("egress counts not recorded yet; retrying", "error", err)
 		return err
@@ -199,16 +292,21 @@ func (n *Namespace) flushEgress(ctx context.Context) error {
 }
 
 // bump adds counts to one key of the pending counts.
-func (r *egressRecorder) bump(k egressKey, bytes, served int64) {
+func (r *egressRecorder) bump(k egressKey, add egressCounts) {
 	r.mu.Lock()
+	r.bumpLocked(k, add)
+	r.mu.Unlock()
+}
+
+func (r *egressRecorder) bumpLocked(k egressKey, add egressCounts) {
 	c := r.m[k]
 	if c == nil {
 		c = &egressCounts{}
 		r.m[k] = c
 	}
-	c.bytes += bytes
-	c.served += served
-	r.mu.Unlock()
+	c.bytes += add.bytes
+	c.served += add.served
+	c.logical += add.logical
 }
 
 // EgressLedger returns the region's ledger for [since, until) after adding
@@ -224,9 +322,9 @@ func (n *Namespace) EgressLedger(ctx context.Context, since, until time.Time) ([
 	var out []egress.Row
 	for _, r := range n.j.State().Egress(from, to) {
 		row := egress.Row{Key: egress.Key{Hour: r.Hour, Src: r.Src, Dst: r.Dst, Bucket: r.Bucket, Store: r.Store,
-			Direction: egress.Direction(r.Direction)}, Counts: egress.Counts{Bytes: r.Bytes}}
-		if r.Direction == "read" && r.Served > r.Bytes {
-			row.AvoidedBytes = r.Served - r.Bytes
+			Direction: egress.Direction(r.Direction), Prefix: r.Prefix}, Counts: egress.Counts{Bytes: r.Bytes}}
+		if r.Direction == "read" && r.Served > r.Bytes+r.Logical {
+			row.AvoidedBytes = r.Served - r.Bytes - r.Logical
 		}
 		out = append(out, row)
 	}

@@ -92,7 +92,7 @@ func (n *Namespace) UploadPart(ctx context.Context, b *Bucket, up Upload, number
 	if err != nil {
 		return store.PartInfo{}, err
 	}
-	pi, err := mp.UploadPart(ctx, b.prefix+up.Key, up.StoreUploadID, number, body, size)
+	pi, err := mp.UploadPart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.prefix+up.Key, up.StoreUploadID, number, body, size)
 	if err != nil {
 		return store.PartInfo{}, err
 	}
@@ -130,7 +130,7 @@ func (n *Namespace) CompleteUpload(ctx context.Context, b *Bucket, up Upload, re
 		return store.ObjectInfo{}, err
 	}
 	opts := store.PutOptions{IfNoneMatch: ifNoneMatch, Metadata: fromRaftMeta(up.Meta)}
-	info, err := mp.CompleteMultipart(ctx, b.prefix+up.Key, up.StoreUploadID, parts, opts)
+	info, err := mp.CompleteMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.prefix+up.Key, up.StoreUploadID, parts, opts)
 	b.invalidate(up.Key)
 	if err != nil {
 		return store.ObjectInfo{}, err

@@ -165,16 +165,18 @@ func New(cfg Config) (*Namespace, error) {
 		created: cfg.Now(), cache: cfg.Cache, fill: cfg.FillConcurrency,
 		region: cfg.Region, wb: cfg.WriteBack, metrics: newDrainMetrics(), drainWake: make(chan struct{}, 1)}
 	n.users = &Users{j: cfg.Journal, now: cfg.Now, catchUp: n.catchUp}
+	if cfg.RegionLocation != "" {
+		// Before the view: placements rank their members from the region's
+		// location and meter them.
+		n.egress = newEgressRecorder(cfg.RegionLocation, cfg.Now)
+		n.budget = newBudgets()
+	}
 	view, err := n.buildView(cfg.Policy, cfg.Stores, cfg.DefaultStore)
 	if err != nil {
 		return nil, err
 	}
 	view.version = cfg.PolicyVersion
 	n.view.Store(view)
-	if cfg.RegionLocation != "" {
-		n.egress = newEgressRecorder(cfg.RegionLocation, cfg.Now)
-		n.budget = newBudgets()
-	}
 	return n, nil
 }
 
@@ -461,7 +463,7 @@ func (b *Bucket) Put(ctx context.Context, key string, body io.Reader, size int64
 		return b.putStaged(ctx, key, body, size, opts)
 	}
 	defer b.invalidate(key)
-	info, err := b.store.Put(ctx, b.prefix+key, body, size, opts)
+	info, err := b.store.Put(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key, body, size, opts)
 	info.Key = key
 	if err == nil {
 		b.ns.countWrite(b.Name, b.store, info.Size)
@@ -507,7 +509,7 @@ func (b *Bucket) listStore(ctx context.Context, opts store.ListOptions) iter.Seq
 		opts.StartAfter = b.prefix + opts.StartAfter
 	}
 	return func(yield func(store.Entry, error) bool) {
-		for e, err := range b.store.List(ctx, opts) {
+		for e, err := range b.store.List(withEgressTag(ctx, egressTag{bucket: b.Name}), opts) {
 			if err == nil {
 				e.Key = strings.TrimPrefix(e.Key, b.prefix)
 				e.Info.Key = e.Key

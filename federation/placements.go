@@ -57,7 +57,7 @@ func (n *Namespace) openPlacement(p *policies.Policy, pb policies.Bucket, stores
 		if !ok {
 			return nil, fmt.Errorf("store %q of placement %s is not configured", s, name)
 		}
-		members = append(members, st)
+		members = append(members, n.meter(st))
 	}
 	var rank []int
 	switch {
@@ -187,5 +187,5 @@ func (n *Namespace) Repair(ctx context.Context, bucket, prefix string, progress 
 	if !ok {
 		return placement.RepairStats{}, fmt.Errorf("%w (bucket %q, store %q)", ErrNothingToRepair, bucket, b.store.Name())
 	}
-	return r.Repair(ctx, b.prefix+prefix, progress)
+	return r.Repair(withEgressTag(ctx, egressTag{bucket: bucket}), b.prefix+prefix, progress)
 }

@@ -73,7 +73,7 @@ func TestCachePriorityFromPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rc, err := b.Open(ctx, info, 0, -1)
+		rc, err := b.Open(ctx, info, 0, info.Size)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -246,7 +246,7 @@ func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error)
 	var info store.ObjectInfo
 	var err error
 	for attempt := 1; ; attempt++ {
-		info, err = b.store.Stat(ctx, k.key)
+		info, err = b.store.Stat(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), k.key)
 		if !retryable(err) || attempt >= readAttempts {
 			break
 		}
@@ -281,21 +281,22 @@ func (b *Bucket) Open(ctx context.Context, info store.ObjectInfo, off, n int64) 
 		return b.openStaged(ctx, info, off, n)
 	}
 	skey := b.prefix + info.Key
+	tag := egressTag{bucket: b.Name, key: info.Key}
 	if !b.cache.Chunked || b.ns.cache == nil {
 		if err := b.ns.checkColdRead(ctx, b.Name, b.store); err != nil {
 			return nil, err
 		}
-		rc, err := openResuming(ctx, b.store, skey, info.Validator, off, n)
+		rc, err := openResuming(withEgressTag(ctx, tag), b.store, skey, info.Validator, off, n)
 		if err != nil {
 			return nil, err
 		}
-		return b.ns.countRead(rc, b.Name, b.store), nil
+		return b.ns.countRead(rc, tag, b.store), nil
 	}
 	id := cachetier.ObjectID{Store: b.store.Name(), Key: skey, Validator: info.Validator, Size: info.Size}
-	rc, err := b.ns.cache.NewReader(ctx, id, b.ns.fetcher(b.Name, b.store, skey, info.Validator), off, n, cachetier.ReadOptions{
+	rc, err := b.ns.cache.NewReader(ctx, id, b.ns.fetcher(tag, b.store, skey, info.Validator), off, n, cachetier.ReadOptions{
 		Group: b.Name, GroupQuota: b.cache.Quota, GroupPriority: b.cache.Priority, ReadAhead: b.cache.ReadAhead, Concurrency: b.ns.fill})
 	if err != nil {
 		return nil, err
 	}
-	return b.ns.countServed(rc, b.Name, b.store), nil
+	return b.ns.countServed(rc, tag, b.store), nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/fedgate/fedgate/federation/egress"
+	"github.com/fedgate/fedgate/federation/store"
 )
 
 // AdminEgress is the answer of GET /_fedgate/admin/egress: the region's
@@ -22,7 +23,42 @@ type AdminEgress struct {
 	PolicyYAML string `json:"policy_yaml,omitempty"`
 }
 
+// AdminUsage is the answer of GET /_fedgate/admin/usage?bucket=B&prefix=P:
+// the objects and bytes under a prefix of a bucket, from a listing (for
+// egress advice: what a copy would hold).
+type AdminUsage struct {
+	Bucket  string `json:"bucket"`
+	Prefix  string `json:"prefix"`
+	Objects int64  `json:"objects"`
+	Bytes   int64  `json:"bytes"`
+}
+
 func (s *Server) egressRoutes(r chi.Router) {
+	r.Get("/usage", func(w http.ResponseWriter, req *http.Request) {
+		q := req.URL.Query()
+		out := AdminUsage{Bucket: q.Get("bucket"), Prefix: q.Get("prefix")}
+		if out.Bucket == "" {
+			writeJSON(w, http.StatusBadRequest, AdminError{Error: "bucket: required", Code: "InvalidArgument"})
+			return
+		}
+		b, err := s.ns.Bucket(out.Bucket)
+		if err != nil {
+			adminFail(w, err, "", out.Bucket)
+			return
+		}
+		for e, err := range b.List(req.Context(), store.ListOptions{Prefix: out.Prefix}) {
+			if err != nil {
+				clusterFail(w, err)
+				return
+			}
+			if !e.IsPrefix {
+				out.Objects++
+				out.Bytes += e.Info.Size
+			}
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+
 	r.Get("/egress", func(w http.ResponseWriter, req *http.Request) {
 		q := req.URL.Query()
 		until := time.Now().UTC()

@@ -22,12 +22,23 @@ type EgressRow struct {
 	Bucket    string
 	Store     string
 	Direction string
-	Bytes     int64
-	Served    int64 `json:",omitempty"`
+	// Prefix is the part of the bucket's keys the bytes belong to (reads
+	// only; "" for the rest), so reads can be advised on per prefix.
+	Prefix string `json:",omitempty"`
+	Bytes  int64
+	Served int64 `json:",omitempty"`
+	// Logical counts bytes of objects read through a composite placement
+	// (the egress itself is in its member stores' rows): Served - Bytes -
+	// Logical is what the cache avoided.
+	Logical int64 `json:",omitempty"`
 }
 
 func (r EgressRow) key() string {
-	return strings.Join([]string{strconv.FormatInt(r.Hour, 10), r.Src, r.Dst, r.Bucket, r.Store, r.Direction}, "\x00")
+	parts := []string{strconv.FormatInt(r.Hour, 10), r.Src, r.Dst, r.Bucket, r.Store, r.Direction}
+	if r.Prefix != "" {
+		parts = append(parts, r.Prefix)
+	}
+	return strings.Join(parts, "\x00")
 }
 
 // AddEgress adds each row's counts to the ledger (rows with the same hour,
@@ -46,7 +57,7 @@ type egressTable struct {
 
 func (c *AddEgress) apply(b *batch) error {
 	for _, r := range c.Rows {
-		if r.Hour <= 0 || r.Src == "" || r.Dst == "" || r.Store == "" || r.Bytes < 0 || r.Served < 0 ||
+		if r.Hour <= 0 || r.Src == "" || r.Dst == "" || r.Store == "" || r.Bytes < 0 || r.Served < 0 || r.Logical < 0 ||
 			r.Direction != "read" && r.Direction != "write" {
 			return invalid("egress row %+v: needs an hour, locations, a store, a direction (read or write) and counts >= 0", r)
 		}
@@ -59,10 +70,11 @@ func (c *AddEgress) apply(b *batch) error {
 		cur := t.m[k]
 		if cur.Hour == 0 {
 			cur = r
-			cur.Bytes, cur.Served = 0, 0
+			cur.Bytes, cur.Served, cur.Logical = 0, 0, 0
 		}
 		cur.Bytes += r.Bytes
 		cur.Served += r.Served
+		cur.Logical += r.Logical
 		t.m[k] = cur
 		b.put(tEgress, k, mustJSON(cur))
 	}
@@ -79,7 +91,7 @@ func (c *catalog) loadEgress(key, val []byte) error {
 }
 
 // Egress returns the ledger rows of hours [fromHour, toHour), sorted by
-// hour, then source, destination, bucket, store and direction.
+// hour, then source, destination, bucket, store, direction and prefix.
 func (s *State) Egress(fromHour, toHour int64) []EgressRow {
 	t := s.load().egress
 	t.mu.RLock()
@@ -92,7 +104,7 @@ func (s *State) Egress(fromHour, toHour int64) []EgressRow {
 	t.mu.RUnlock()
 	slices.SortFunc(out, func(a, b EgressRow) int {
 		return cmp.Or(cmp.Compare(a.Hour, b.Hour), strings.Compare(a.Src, b.Src), strings.Compare(a.Dst, b.Dst),
-			strings.Compare(a.Bucket, b.Bucket), strings.Compare(a.Store, b.Store), strings.Compare(a.Direction, b.Direction))
+			strings.Compare(a.Bucket, b.Bucket), strings.Compare(a.Store, b.Store), strings.Compare(a.Direction, b.Direction), strings.Compare(a.Prefix, b.Prefix))
 	})
 	return out
 }

@@ -24,4 +24,18 @@ func TestAddEgressSums(t *testing.T) {
 	if got := n.State().Egress(10, 11); got[0].Bytes != 123 {
 		t.Fatalf("a rejected batch changed the ledger: %+v", got)
 	}
+
+	// Rows of one key but different prefixes stay apart; Logical sums.
+	p1, p2 := row, row
+	p1.Prefix, p1.Bytes, p1.Logical = "train/", 40, 3
+	p2.Prefix, p2.Bytes, p2.Logical = "val/", 2, 1
+	apply(t, n, AddEgress{Rows: []EgressRow{p1, p2, p1}})
+	got = n.State().Egress(10, 11)
+	if len(got) != 3 || got[0].Prefix != "" || got[0].Bytes != 123 || got[1].Prefix != "train/" || got[1].Bytes != 80 ||
+		got[1].Logical != 6 || got[2].Prefix != "val/" || got[2].Bytes != 2 {
+		t.Fatalf("Egress with prefixes = %+v", got)
+	}
+	neg := p1
+	neg.Logical = -1
+	wantErr(t, n, AddEgress{Rows: []EgressRow{neg}}, ErrInvalid)
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/fedgate/fedgate/federation/egress"
@@ -33,6 +35,7 @@ built-in per-GB table and the policy's egress.prices overrides. See docs/egress.
 	fl.StringVar(&base.region, "s3-region", "us-east-1", "the servers' signing region")
 	fl.StringVar(&base.dataDir, "data-dir", "./var", "where a locally started server keeps root-credentials.json")
 	var since, until, by, format string
+	var measure bool
 	window := func(c *cobra.Command) {
 		c.Flags().StringVar(&since, "since", "", "start: RFC 3339 time, a date (2026-12-01) or a duration back from now (7d, 36h); default: the start of this month")
 		c.Flags().StringVar(&until, "until", "", "end (exclusive): RFC 3339 time, a date or a duration back from now; default: now")
@@ -80,8 +83,13 @@ built-in per-GB table and the policy's egress.prices overrides. See docs/egress.
 
 	advise := &cobra.Command{
 		Use:   "advise",
-		Short: "Recommend copies of hot buckets into the reading region's cloud where egress saved beats storage cost",
-		Args:  cobra.NoArgs,
+		Short: "Recommend copies of hot prefixes into the reading region's cloud where egress saved beats storage cost",
+		Long: `Advise weighs, for every key prefix (the first two path segments of the keys read) of every
+bucket whose cache misses paid egress, a copy in the reading region's cloud: the egress it would
+save each month against the copy's storage and one-time transfer (a ski-rental break-even), and
+shows the numbers. Each advised prefix is listed through the first --endpoint to size its copy
+(--measure=false skips that and assumes a copy holds a month of reads).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, u, err := egressWindow(since, until, time.Now().UTC())
 			if err != nil {
@@ -97,7 +105,25 @@ built-in per-GB table and the policy's egress.prices overrides. See docs/egress.
 					inWindow = append(inWindow, p)
 				}
 			}
-			advice := egress.Advise(inWindow, egress.AdviseOptions{Since: s, Until: u})
+			opts := egress.AdviseOptions{Since: s, Until: u}
+			if measure {
+				first := base
+				if len(endpoints) > 0 {
+					first.endpoint = endpoints[0]
+				}
+				if err := first.resolve(); err != nil {
+					return err
+				}
+				sizes, err := measureAdvice(cmd.Context(), first, egress.Advise(inWindow, opts), cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				opts.Size = func(bucket, prefix, _ string) (int64, bool) {
+					n, ok := sizes[[2]string{bucket, prefix}]
+					return n, ok
+				}
+			}
+			advice := egress.Advise(inWindow, opts)
 			if format == "json" {
 				return egress.WriteAdviceJSON(cmd.OutOrStdout(), advice)
 			}
@@ -106,6 +132,7 @@ built-in per-GB table and the policy's egress.prices overrides. See docs/egress.
 	}
 	window(advise)
 	advise.Flags().StringVar(&format, "format", "table", "table or json")
+	advise.Flags().BoolVar(&measure, "measure", true, "list each advised prefix through the first --endpoint to size its copy (false: assume a copy holds a month of reads)")
 	cmd.AddCommand(report, advise)
 	return cmd
 }
@@ -191,4 +218,53 @@ func parseWhen(v string, now time.Time) (time.Time, error) {
 		return now.Add(-d), nil
 	}
 	return time.Time{}, fmt.Errorf("%q: want an RFC 3339 time (2026-12-01T00:00:00Z), a date (2026-12-01) or a duration back from now (7d)", v)
+}
+
+// measureAdvice lists, through the region at c, every (bucket, prefix) the
+// advice is about and returns their sizes; prefix "" (the rest of a
+// bucket) is the bucket's size less its advised prefixes'. A bar on w
+// shows the progress.
+func measureAdvice(ctx context.Context, c adminClient, advice []egress.Advice, w io.Writer) (map[[2]string]int64, error) {
+	type target struct{ bucket, prefix string }
+	var todo []target
+	seen := map[target]bool{}
+	for _, a := range advice {
+		t := target{a.Bucket, a.Prefix}
+		if !seen[t] {
+			seen[t] = true
+			todo = append(todo, t)
+		}
+	}
+	sizes := map[[2]string]int64{}
+	if len(todo) == 0 {
+		return sizes, nil
+	}
+	bar := progressbar.NewOptions(len(todo), progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("measuring prefixes"),
+		progressbar.OptionShowCount(), progressbar.OptionSetWidth(30), progressbar.OptionClearOnFinish())
+	defer bar.Finish()
+	prefixed := map[string]int64{} // bytes under a bucket's advised prefixes
+	for _, t := range todo {
+		q := url.Values{}
+		q.Set("bucket", t.bucket)
+		q.Set("prefix", t.prefix)
+		var u gateway.AdminUsage
+		if err := c.do(ctx, http.MethodGet, "/usage?"+q.Encode(), nil, &u); err != nil {
+			if strings.HasSuffix(err.Error(), "(NoSuchBucket)") {
+				bar.Add(1)
+				continue // gone since: no size, the advice estimates it
+			}
+			return nil, fmt.Errorf("measuring bucket %q prefix %q: %w", t.bucket, t.prefix, err)
+		}
+		sizes[[2]string{t.bucket, t.prefix}] = u.Bytes
+		if t.prefix != "" {
+			prefixed[t.bucket] += u.Bytes
+		}
+		bar.Add(1)
+	}
+	for k, n := range sizes {
+		if k[1] == "" {
+			sizes[k] = max(n-prefixed[k[0]], 0)
+		}
+	}
+	return sizes, nil
 }

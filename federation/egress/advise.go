@@ -92,20 +92,27 @@ type AdviseOptions struct {
 	Since, Until time.Time
 	// Storage prices the copy; nil: the built-in prices.
 	Storage *StorageTable
-	// Size returns the bytes a copy of bucket's data in store would hold
-	// (from a listing), when the caller knows it. Otherwise the copy is
+	// Size returns the bytes a copy of the bucket's data under prefix in
+	// store would hold (from a listing), when the caller knows it; prefix
+	// "" is the rest of the bucket (see Key.Prefix). Otherwise the copy is
 	// taken to be as large as the bytes read per month: the most distinct
 	// data that a month's reads can have touched.
-	Size func(bucket, store string) (int64, bool)
+	Size func(bucket, prefix, store string) (int64, bool)
 	// HorizonMonths: recommend a copy only when it pays for itself within
 	// this many months; 0 means 12.
 	HorizonMonths int
 }
 
-// Advice is the case for or against keeping a copy of a bucket's data
-// (read from one store) in the region that reads it, with the numbers.
+// Advice is the case for or against keeping a copy of the data under one
+// prefix of a bucket (read from one store) in the region that reads it,
+// with the numbers.
 type Advice struct {
 	Bucket, Store string
+	// Prefix is the part of the bucket (Key.Prefix): "" is the objects
+	// outside the prefixes the ledger tracked; Rest says that the bucket
+	// has advice on prefixes too, so "" is not all of it.
+	Prefix        string
+	Rest          bool
 	From, To      string // the store's location and the reading region's: the copy would live in To
 	Schedule      *Schedule
 	WindowHours   int64
@@ -133,20 +140,19 @@ type Advice struct {
 }
 
 // Advise looks at the reads that paid egress (cache misses from a store in
-// another region or cloud) per (bucket, store, reading region) and weighs
+// another region or cloud) per (bucket, key prefix, store, reading region)
+// and weighs
 // a copy in the reading region, the ski-rental way: renting is paying
 // egress every month; buying is a one-time transfer of the data plus its
 // storage every month. It recommends buying when the egress saved each
 // month exceeds the copy's storage and the copy pays for itself within
 // the horizon. Advice comes recommended first, then by saving.
-//
-// The ledger knows buckets and stores, not prefixes: advice is per bucket.
 func Advise(priced []Priced, opts AdviseOptions) []Advice {
 	horizon := opts.HorizonMonths
 	if horizon <= 0 {
 		horizon = 12
 	}
-	type key struct{ bucket, store, src, dst string }
+	type key struct{ bucket, prefix, store, src, dst string }
 	groups := map[key]*Advice{}
 	var order []key
 	first, last := int64(math.MaxInt64), int64(math.MinInt64)
@@ -159,10 +165,10 @@ func Advise(priced []Priced, opts AdviseOptions) []Advice {
 		if p.Direction != Read || p.Cost.Sign() <= 0 {
 			continue
 		}
-		k := key{p.Bucket, p.Store, p.Src, p.Dst}
+		k := key{p.Bucket, p.Prefix, p.Store, p.Src, p.Dst}
 		a, ok := groups[k]
 		if !ok {
-			a = &Advice{Bucket: p.Bucket, Store: p.Store, From: p.Src, To: p.Dst, Schedule: p.Schedule}
+			a = &Advice{Bucket: p.Bucket, Prefix: p.Prefix, Store: p.Store, From: p.Src, To: p.Dst, Schedule: p.Schedule}
 			groups[k] = a
 			order = append(order, k)
 		}
@@ -181,16 +187,21 @@ func Advise(priced []Priced, opts AdviseOptions) []Advice {
 	hours := max(last-first+1, 1)
 	perMonth := big.NewRat(HoursPerMonth, hours)
 
+	prefixed := map[string]bool{}
+	for _, k := range order {
+		prefixed[k.bucket] = prefixed[k.bucket] || k.prefix != ""
+	}
 	out := make([]Advice, 0, len(order))
 	for _, k := range order {
 		a := groups[k]
+		a.Rest = a.Prefix == "" && prefixed[a.Bucket]
 		a.WindowHours = hours
 		bpm := new(big.Rat).Mul(new(big.Rat).SetInt64(a.BytesRead), perMonth)
 		a.BytesPerMonth = new(big.Int).Quo(bpm.Num(), bpm.Denom()).Int64()
 		a.EgressPerMonth = a.Paid.MulRat(perMonth)
 		a.CopyBytes, a.CopyEstimated = a.BytesPerMonth, true
 		if opts.Size != nil {
-			if n, ok := opts.Size(a.Bucket, a.Store); ok {
+			if n, ok := opts.Size(a.Bucket, a.Prefix, a.Store); ok {
 				a.CopyBytes, a.CopyEstimated = n, false
 			}
 		}
@@ -229,13 +240,25 @@ func Advise(priced []Priced, opts AdviseOptions) []Advice {
 			return 1
 		}
 		return cmp.Or(y.SavingPerMonth.Cmp(x.SavingPerMonth),
-			cmp.Compare(x.Bucket, y.Bucket), cmp.Compare(x.Store, y.Store), cmp.Compare(x.To, y.To))
+			cmp.Compare(x.Bucket, y.Bucket), cmp.Compare(x.Prefix, y.Prefix), cmp.Compare(x.Store, y.Store), cmp.Compare(x.To, y.To))
 	})
 	return out
 }
 
+// What names the data the advice is about: `bucket "b" prefix "p/"`, or
+// `bucket "b"` (objects outside tracked prefixes: "rest of the bucket").
+func (a Advice) What() string {
+	switch {
+	case a.Prefix == "" && a.Rest:
+		return fmt.Sprintf("bucket %q (objects outside the prefixes listed)", a.Bucket)
+	case a.Prefix == "":
+		return fmt.Sprintf("bucket %q", a.Bucket)
+	}
+	return fmt.Sprintf("bucket %q prefix %q", a.Bucket, a.Prefix)
+}
+
 // WriteAdvice writes advice for a terminal: one paragraph per (bucket,
-// store, reading region) with the numbers behind it.
+// prefix, store, reading region) with the numbers behind it.
 func WriteAdvice(w io.Writer, advice []Advice) error {
 	ew := &errWriter{w: w}
 	if len(advice) == 0 {
@@ -250,10 +273,10 @@ func WriteAdvice(w io.Writer, advice []Advice) error {
 		if a.Recommend {
 			verdict = "REPLICATE"
 		}
-		fmt.Fprintf(ew, "%s  bucket %s (store %s, %s) read from %s\n", verdict, a.Bucket, a.Store, a.From, a.To)
+		fmt.Fprintf(ew, "%s  %s (store %s, %s) read from %s\n", verdict, a.What(), a.Store, a.From, a.To)
 		est := ""
 		if a.CopyEstimated {
-			est = " (estimated: bytes read per month; the bucket's size is not known)"
+			est = " (estimated: bytes read per month; the size is not known)"
 		}
 		fmt.Fprintf(ew, "  read %s in %d h: %s/month; egress %s USD/month at %s\n",
 			HumanBytes(a.BytesRead), a.WindowHours, HumanBytes(a.BytesPerMonth), a.EgressPerMonth, a.Schedule.Name)
@@ -268,7 +291,7 @@ func WriteAdvice(w io.Writer, advice []Advice) error {
 	return ew.err
 }
 
-// WriteAdviceJSON writes advice as {"advice": [{"bucket", "store", "from",
+// WriteAdviceJSON writes advice as {"advice": [{"bucket", "prefix", "store", "from",
 // "to", "rate", "window_hours", "bytes_read", "paid_usd", "bytes_per_month",
 // "egress_usd_per_month", "copy_bytes", "copy_bytes_estimated",
 // "storage_price", "storage_usd_per_month", "copy_usd", "saving_usd_per_month",
@@ -276,6 +299,7 @@ func WriteAdvice(w io.Writer, advice []Advice) error {
 func WriteAdviceJSON(w io.Writer, advice []Advice) error {
 	type item struct {
 		Bucket          string   `json:"bucket"`
+		Prefix          string   `json:"prefix"`
 		Store           string   `json:"store"`
 		From            string   `json:"from"`
 		To              string   `json:"to"`
@@ -306,7 +330,7 @@ func WriteAdviceJSON(w io.Writer, advice []Advice) error {
 		if a.Schedule != nil {
 			rate = a.Schedule.Name
 		}
-		items = append(items, item{a.Bucket, a.Store, a.From, a.To, rate, a.WindowHours, a.BytesRead, a.Paid, a.BytesPerMonth,
+		items = append(items, item{a.Bucket, a.Prefix, a.Store, a.From, a.To, rate, a.WindowHours, a.BytesRead, a.Paid, a.BytesPerMonth,
 			a.EgressPerMonth, a.CopyBytes, a.CopyEstimated, a.Storage.Name, a.StoragePerMonth, a.CopyCost, a.SavingPerMonth,
 			be, a.Recommend, a.Reason})
 	}

@@ -44,7 +44,7 @@ func TestAdvise(t *testing.T) {
 		t.Fatal(err)
 	}
 	sizes := map[string]int64{"hot": 1000 * GB, "cold": 1000 * GB, "warm": 200 * GB, "gcs": 1024 * GiB}
-	adv := Advise(priced, AdviseOptions{Since: since, Until: until, Size: func(bucket, store string) (int64, bool) {
+	adv := Advise(priced, AdviseOptions{Since: since, Until: until, Size: func(bucket, prefix, store string) (int64, bool) {
 		n, ok := sizes[bucket]
 		return n, ok
 	}})
@@ -110,7 +110,7 @@ func TestAdvise(t *testing.T) {
 	if err := WriteAdvice(&b, adv); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"REPLICATE  bucket hot", "break-even 0.4 months", "break-even never", "estimated"} {
+	for _, s := range []string{"REPLICATE  bucket \"hot\" (store g", "break-even 0.4 months", "break-even never", "estimated"} {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("advice text lacks %q:\n%s", s, b.String())
 		}
@@ -131,6 +131,69 @@ func TestAdvise(t *testing.T) {
 	}
 	if Advise(nil, AdviseOptions{}) != nil {
 		t.Error("advice from nothing")
+	}
+}
+
+// Reads are advised on per key prefix: a hot prefix is worth a copy while
+// the rest of its bucket is not, each with its own size.
+func TestAdvisePerPrefix(t *testing.T) {
+	since := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	until := since.Add(HoursPerMonth * time.Hour) // one month: monthly = window
+	h := HourOf(since)
+	mk := func(hour int64, prefix string, bytes int64) Row {
+		r := row(hour, "aws:us-east-1", "gcp:us-central1", "data", "s3", Read, bytes, 0)
+		r.Prefix = prefix
+		return r
+	}
+	rows := []Row{mk(h, "train/imagenet/", 2000*GB), mk(h+1, "train/imagenet/", 1000*GB), mk(h+2, "scratch/", 10*GB), mk(h+3, "", 5*GB)}
+	priced, err := Price(rows, DefaultTable(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := map[string]bool{}
+	adv := Advise(priced, AdviseOptions{Since: since, Until: until, Size: func(bucket, prefix, store string) (int64, bool) {
+		asked[bucket+" "+prefix+" "+store] = true
+		switch prefix {
+		case "train/imagenet/":
+			return 1000 * GB, true
+		case "scratch/":
+			return 5000 * GB, true
+		}
+		return 1000 * GB, true
+	}})
+	if len(adv) != 3 || !asked["data train/imagenet/ s3"] || !asked["data scratch/ s3"] || !asked["data  s3"] {
+		t.Fatalf("advice %+v; sizes asked %v", adv, asked)
+	}
+	if a := adv[0]; a.Prefix != "train/imagenet/" || !a.Recommend || a.BytesRead != 3000*GB || a.CopyBytes != 1000*GB {
+		t.Errorf("hot prefix: %+v", a)
+	}
+	for _, a := range adv[1:] {
+		if a.Recommend {
+			t.Errorf("%s recommended: %s", a.What(), a.Reason)
+		}
+	}
+	var rest Advice
+	for _, a := range adv {
+		if a.Prefix == "" {
+			rest = a
+		}
+	}
+	if !rest.Rest || rest.What() != `bucket "data" (objects outside the prefixes listed)` || rest.CopyBytes != 1000*GB {
+		t.Errorf("rest of the bucket: %+v %q", rest, rest.What())
+	}
+	var b bytes.Buffer
+	if err := WriteAdvice(&b, adv); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `REPLICATE  bucket "data" prefix "train/imagenet/" (store s3, aws:us-east-1) read from gcp:us-central1`) {
+		t.Errorf("advice text:\n%s", b.String())
+	}
+	b.Reset()
+	if err := WriteAdviceJSON(&b, adv); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"prefix": "train/imagenet/"`) {
+		t.Errorf("advice JSON lacks the prefix:\n%s", b.String())
 	}
 }
 

@@ -137,6 +137,7 @@ func compareKey(a, b Key) int {
 		cmp.Compare(a.Bucket, b.Bucket),
 		cmp.Compare(a.Store, b.Store),
 		cmp.Compare(a.Direction, b.Direction),
+		cmp.Compare(a.Prefix, b.Prefix),
 	)
 }
 

@@ -17,15 +17,22 @@ const (
 )
 
 // Key is one aggregation bucket of the ledger: an hour, a pair of
-// locations written "cloud:region", the fedgate bucket and store, and the
-// direction. Src is where the bytes left from (the store for a read, the
-// region for a write); Dst where they arrived.
+// locations written "cloud:region", the fedgate bucket and store, the
+// direction, and for reads the key prefix. Src is where the bytes left
+// from (the store for a read, the region for a write); Dst where they
+// arrived.
 type Key struct {
 	Hour      int64 // Unix time / 3600
 	Src, Dst  string
 	Bucket    string
 	Store     string
 	Direction Direction
+	// Prefix is the part of the bucket the bytes were read from: the
+	// object key's first two path segments ("train/shard-00/"), fewer when
+	// the key has fewer; "" for keys without one, writes, and what a busy
+	// hour could not track separately. Reports add prefixes up; advice
+	// weighs each one.
+	Prefix string `json:",omitempty"`
 }
 
 // Counts are the bytes of one Key.

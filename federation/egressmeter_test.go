@@ -1,0 +1,174 @@
+package federation_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/federation/egress"
+	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/federation/store/posix"
+	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/raft"
+)
+
+// meterFixture is a region in gcp:us-central1 (no cache: reads go to the
+// stores) with a replicated bucket over an AWS and a GCP store and an
+// erasure-coded bucket (2+1) over AWS, GCP and Azure stores.
+func meterFixture(t *testing.T) *federation.Namespace {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node, err := raft.Open(ctx, raft.Config{NodeID: "n1", Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Close() })
+	stores := map[string]store.Store{}
+	for name, loc := range map[string]string{"s3": "aws:us-east-1", "gcs": "gcp:us-central1", "blob": "azure:eastus", "local": "gcp:us-central1"} {
+		l, err := store.ParseLocation(loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stores[name], err = posix.New(name, l, t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol := &policies.Policy{Buckets: []policies.Bucket{
+		{Name: "rep", Placement: policies.Placement{Kind: policies.PlacementReplicate, Stores: []string{"s3", "gcs"}}},
+		{Name: "ec", Placement: policies.Placement{Kind: policies.PlacementErasure, Stores: []string{"s3", "gcs", "blob"}, Data: 2, Parity: 1}},
+	}}
+	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: "local", Policy: pol,
+		Region: region{self: "solo", members: []string{"solo"}}, RegionLocation: "gcp:us-central1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func putGet(t *testing.T, ns *federation.Namespace, bucket, key string, data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := ns.Bucket(bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(ctx, key, bytes.NewReader(data), int64(len(data)), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := b.Stat(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := b.Open(ctx, info, 0, info.Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read %s/%s: %v", bucket, key, err)
+	}
+}
+
+// sums adds the ledger's bytes up by (bucket, store, direction) and by
+// (bucket, prefix) for reads.
+func ledger(t *testing.T, ns *federation.Namespace) (byStore map[string]int64, byPrefix map[string]int64) {
+	t.Helper()
+	ctx := context.Background()
+	if err := ns.FlushEgress(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ns.EgressLedger(ctx, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byStore, byPrefix = map[string]int64{}, map[string]int64{}
+	for _, r := range rows {
+		byStore[fmt.Sprintf("%s %s %s %s->%s", r.Bucket, r.Store, r.Direction, r.Src, r.Dst)] += r.Bytes
+		if r.Direction == egress.Read {
+			byPrefix[r.Bucket+" "+r.Prefix] += r.Bytes
+		}
+	}
+	return byStore, byPrefix
+}
+
+// Bytes moved by a composite placement are counted per member store, at
+// that store's location: a replicated PUT once per copy, a GET at the copy
+// read; erasure-coded writes at every shard's store (about (K+M)/K of the
+// object) and reads at the stores of the shards read.
+func TestEgressPerMemberOfComposites(t *testing.T) {
+	ns := meterFixture(t)
+	const size = 1 << 20
+	data := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	putGet(t, ns, "rep", "train/part-0/a.tar", data)
+	putGet(t, ns, "ec", "ckpt/step-100/model.pt", data)
+	byStore, byPrefix := ledger(t, ns)
+
+	// Replicated: one copy written to each store; read from GCS, the
+	// region's own (free) location.
+	for k, want := range map[string]int64{
+		"rep s3 write gcp:us-central1->aws:us-east-1":    size,
+		"rep gcs write gcp:us-central1->gcp:us-central1": size,
+		"rep gcs read gcp:us-central1->gcp:us-central1":  size,
+		"rep s3 read aws:us-east-1->gcp:us-central1":     0,
+	} {
+		if got := byStore[k]; got != want {
+			t.Errorf("%s: %d bytes, want %d\nledger: %v", k, got, want, byStore)
+		}
+	}
+	for k := range byStore {
+		if bytes.Contains([]byte(k), []byte("replicate(")) || bytes.Contains([]byte(k), []byte("erasure(")) {
+			if byStore[k] != 0 {
+				t.Errorf("a composite store has egress bytes of its own: %s %d", k, byStore[k])
+			}
+		}
+	}
+	// Erasure 2+1 over three stores: each store gets one shard of every
+	// segment (half the object, plus a manifest): 1.5x in all.
+	var written, read int64
+	for _, st := range []string{"s3", "gcs", "blob"} {
+		loc := map[string]string{"s3": "aws:us-east-1", "gcs": "gcp:us-central1", "blob": "azure:eastus"}[st]
+		w := byStore[fmt.Sprintf("ec %s write gcp:us-central1->%s", st, loc)]
+		if w < size/2 || w > size/2+64<<10 {
+			t.Errorf("ec: %d bytes written to %s, want about half of %d", w, st, size)
+		}
+		written += w
+		read += byStore[fmt.Sprintf("ec %s read %s->gcp:us-central1", st, loc)]
+	}
+	if read < size || read > size+size/2+64<<10 {
+		t.Errorf("ec: %d bytes read from the stores for a %d-byte object", read, size)
+	}
+	// Reads are counted under the keys' first two segments.
+	if byPrefix["rep train/part-0/"] != size || byPrefix["ec ckpt/step-100/"] < size {
+		t.Errorf("read bytes by prefix: %v", byPrefix)
+	}
+}
+
+// Reads are counted per key prefix, at most a bounded number of prefixes
+// per bucket and hour; the rest count under "".
+func TestEgressPrefixesBounded(t *testing.T) {
+	ns := meterFixture(t)
+	data := []byte("x")
+	for i := range 40 {
+		putGet(t, ns, "rep", fmt.Sprintf("p%02d/obj", i), data)
+	}
+	putGet(t, ns, "rep", "top-level-object", data)
+	_, byPrefix := ledger(t, ns)
+	tracked := 0
+	for k, v := range byPrefix {
+		if k != "rep " && v != 1 {
+			t.Errorf("prefix %q: %d bytes, want 1", k, v)
+		}
+		if k != "rep " {
+			tracked++
+		}
+	}
+	if tracked != 32 || byPrefix["rep "] != 40-32+1 {
+		t.Errorf("%d prefixes tracked, %d bytes untracked; want 32 and 9: %v", tracked, byPrefix["rep "], byPrefix)
+	}
+}
