@@ -143,6 +143,13 @@ func TestEgressPerMemberOfComposites(t *testing.T) {
 	if read < size || read > size+size/2+64<<10 {
 		t.Errorf("ec: %d bytes read from the stores for a %d-byte object", read, size)
 	}
+	// From gcp:us-central1, GCS is free and Azure (0.087 USD/GB at 1 TiB)
+	// is cheaper than AWS (0.09): the K=2 cheapest shards of every stripe
+	// are GCS's and Azure's, so the read never touches S3, wherever the
+	// key put its data shards.
+	if got := byStore["ec s3 read aws:us-east-1->gcp:us-central1"]; got != 0 {
+		t.Errorf("ec: %d bytes read from S3, the dearest store; want the cheapest K shards only", got)
+	}
 	// Reads are counted under the keys' first two segments.
 	if byPrefix["rep train/part-0/"] != size || byPrefix["ec ckpt/step-100/"] < size {
 		t.Errorf("read bytes by prefix: %v", byPrefix)

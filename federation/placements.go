@@ -60,6 +60,7 @@ func (n *Namespace) openPlacement(p *policies.Policy, pb policies.Bucket, stores
 		members = append(members, n.meter(st))
 	}
 	var rank []int
+	var costs []float64 // erasure: by price with the cheapest rule only
 	switch {
 	case len(pb.Routing.Order) > 0:
 		rank = explicitRank(pl.Stores, pb.Routing.Order)
@@ -67,6 +68,7 @@ func (n *Namespace) openPlacement(p *policies.Policy, pb policies.Bucket, stores
 		rank = n.rankByDistance(members)
 	default:
 		rank = n.rankByPrice(p, members)
+		costs = n.readPrices(p, members)
 	}
 	loc := members[rank[0]].Location()
 	var st store.Store
@@ -75,7 +77,11 @@ func (n *Namespace) openPlacement(p *policies.Policy, pb policies.Bucket, stores
 	case policies.PlacementReplicate:
 		st, err = placement.NewReplicated(name, loc, members, placement.WithRank(func() []int { return rank }))
 	case policies.PlacementErasure:
-		st, err = placement.NewErasure(name, loc, members, pl.Data, pl.Parity, placement.WithRank(func() []int { return rank }))
+		opts := []placement.Option{placement.WithRank(func() []int { return rank })}
+		if costs != nil {
+			opts = append(opts, placement.WithCosts(func() []float64 { return costs }))
+		}
+		st, err = placement.NewErasure(name, loc, members, pl.Data, pl.Parity, opts...)
 	default:
 		return nil, fmt.Errorf("placement %q is not a composite placement", pl.Kind)
 	}
@@ -111,12 +117,24 @@ func (n *Namespace) rankBy(members []store.Store, score func(src, dst policies.L
 	for i := range order {
 		order[i] = i
 	}
-	if n.egress == nil {
+	scores := n.scores(members, score)
+	if scores == nil {
 		return order
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(scores[a], scores[b]) })
+	return order
+}
+
+// scores returns score(member location, region location) per member
+// (+Inf for a location that does not parse); nil without a region
+// location.
+func (n *Namespace) scores(members []store.Store, score func(src, dst policies.Location) float64) []float64 {
+	if n.egress == nil {
+		return nil
 	}
 	dst, err := egress.ParseLocation(n.egress.region)
 	if err != nil {
-		return order
+		return nil
 	}
 	scores := make([]float64, len(members))
 	for i, m := range members {
@@ -127,8 +145,7 @@ func (n *Namespace) rankBy(members []store.Store, score func(src, dst policies.L
 		}
 		scores[i] = score(src, dst)
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(scores[a], scores[b]) })
-	return order
+	return scores
 }
 
 // rankByDistance orders members nearest first: the region's own location,
@@ -150,6 +167,20 @@ func (n *Namespace) rankByDistance(members []store.Store) []int {
 // rankByPrice orders members by the egress price per byte of reading from
 // them into this region (cheapest first; listed order breaks ties).
 func (n *Namespace) rankByPrice(p *policies.Policy, members []store.Store) []int {
+	return n.rankBy(members, priceScore(p))
+}
+
+// readPrices returns each member's egress price per byte into this region
+// (nil without a region location): an erasure placement reads the K
+// cheapest shards of a stripe by them.
+func (n *Namespace) readPrices(p *policies.Policy, members []store.Store) []float64 {
+	return n.scores(members, priceScore(p))
+}
+
+// priceScore is the egress price per byte from src to dst, by the price
+// table with the policy's overrides: the marginal rate once free tiers are
+// used up (1 TiB into the month).
+func priceScore(p *policies.Policy) func(src, dst policies.Location) float64 {
 	var prices []policies.Price
 	if p != nil {
 		prices = p.Egress.Prices
@@ -158,14 +189,13 @@ func (n *Namespace) rankByPrice(p *policies.Policy, members []store.Store) []int
 	if err != nil {
 		table = egress.DefaultTable()
 	}
-	return n.rankBy(members, func(src, dst policies.Location) float64 {
+	return func(src, dst policies.Location) float64 {
 		s := table.Schedule(src, dst)
 		if s == nil || s.Unit <= 0 {
 			return 0
 		}
-		// The marginal rate once free tiers are used up (1 TiB into the month).
 		return float64(s.RateAt(1<<40)) / float64(s.Unit)
-	})
+	}
 }
 
 // Repairer is a store that can rebuild what its members lost.

@@ -32,6 +32,7 @@ type Option func(*options)
 
 type options struct {
 	rank        func() []int
+	costs       func() []float64
 	cooldown    time.Duration
 	segmentSize int64
 	blockSize   int64
@@ -64,6 +65,19 @@ const (
 // failed within the cooldown (WithCooldown) go last whatever their rank.
 func WithRank(rank func() []int) Option { return func(o *options) { o.rank = rank } }
 
+// WithCosts sets what reading from each store costs, for an Erasure
+// placement's choice of shards: costs()[i] is the relative price per byte
+// of reading from stores[i] (the index as given to the constructor), say
+// its egress price to this region. It is called once per read, so it may
+// change as prices do. For each stripe a read needs, the placement reads
+// the data shards that hold the bytes directly, unless reading that
+// stripe from the K cheapest shards and decoding costs strictly less (see
+// the package documentation). An entry that is missing, negative or NaN
+// counts as the dearest valid one. Default: every store costs the same,
+// so healthy reads take the data shards. A Replicated placement ignores
+// it (its read order is WithRank's).
+func WithCosts(costs func() []float64) Option { return func(o *options) { o.costs = costs } }
+
 // WithCooldown sets how long a store that failed a call (an error other
 // than not-found, a precondition or an invalid key) is tried only after
 // every healthy one. Default 10s; 0 turns the demotion off.
@@ -74,9 +88,12 @@ func WithCooldown(d time.Duration) Option { return func(o *options) { o.cooldown
 // Default DefaultSegmentSize (32 MiB).
 func WithSegmentSize(n int64) Option { return func(o *options) { o.segmentSize = n } }
 
-// WithBlockSize sets the erasure checksum block: each shard carries one
-// CRC32C per block, so a ranged read verifies (and, when a shard is bad,
-// rebuilds) whole blocks only. Default DefaultBlockSize (1 MiB).
+// WithBlockSize sets the erasure block: segments are striped over the
+// data shards in blocks of this size (a stripe is one block of each
+// shard), and each shard carries one CRC32C per block, so a ranged read
+// reads, verifies and, when it must, decodes whole blocks of the stripes
+// that hold it only; a reader holds at most K+M blocks. Default
+// DefaultBlockSize (1 MiB).
 func WithBlockSize(n int64) Option { return func(o *options) { o.blockSize = n } }
 
 // WithInlineLimit sets the size up to which an erasure-coded object's bytes

@@ -118,13 +118,17 @@ func (e *Erasure) Stat(ctx context.Context, key string) (store.ObjectInfo, error
 	return m.info(key), nil
 }
 
-// ReadRange streams the range: it reads the manifest, then only the data
-// shards (and only the checksum blocks of them) that hold the range,
-// verifying each block; a shard that is missing, unreadable or fails its
-// checksum is rebuilt from K others of its segment, block by block. With
-// ifMatch, ErrPreconditionFailed unless the manifest read holds that
-// version. A GET that started before an overwrite may fail once the old
-// version's shards are removed; the caller retries with the new version.
+// ReadRange streams the range: it reads the manifest, then only the
+// stripes that hold the range, each from the needed data shards' blocks
+// or, when that costs less (WithCosts) or a data shard is missing,
+// unreachable or fails its checksum, from the K cheapest shards of the
+// segment, decoded; every block is verified. ErrUnrecoverable when fewer
+// than K shards of a segment can be read. With ifMatch,
+// ErrPreconditionFailed unless the manifest read holds that version. A
+// GET that started before an overwrite may fail once the old version's
+// shards are removed; the caller retries with the new version. An object
+// written in manifest format 1 (contiguous shards) is refused with
+// ErrCorrupt naming the format.
 func (e *Erasure) ReadRange(ctx context.Context, key string, offset, length int64, ifMatch store.Validator) (io.ReadCloser, error) {
 	if err := e.checkKey("read", key); err != nil {
 		return nil, err

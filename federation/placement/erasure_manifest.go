@@ -33,12 +33,17 @@ const (
 	// after it has left the reserved names behind.
 	reservedSkip = reservedPrefix + "~"
 
-	manifestType    = "application/vnd.fedgate.erasure-manifest+json"
-	metaECVersion   = "fedgate-ec-version"
-	manifestFormat  = 1
-	headerProbe     = 16 << 10
-	maxManifestSize = 256 << 20
-	validatorPrefix = "ec-"
+	manifestType  = "application/vnd.fedgate.erasure-manifest+json"
+	metaECVersion = "fedgate-ec-version"
+	// manifestFormat is the format this package writes: 2, striped
+	// shards (see segment). Format 1 (contiguous shards, never released)
+	// is still parsed, so Stat, List, Delete, overwrites and Repair work
+	// on such objects, but reads refuse it (see loadManifest).
+	manifestFormat   = 2
+	contiguousFormat = 1
+	headerProbe      = 16 << 10
+	maxManifestSize  = 256 << 20
+	validatorPrefix  = "ec-"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -78,8 +83,18 @@ type body struct {
 }
 
 // segment is up to a segment size of the object's bytes, cut into Data
-// shards of Shard bytes each (the last padded with zeros) plus Parity
-// parity shards of the same length.
+// shards of Shard bytes each plus Parity parity shards of the same length.
+//
+// The data shards are striped in blocks of the manifest's Block size B
+// (format 2): stripe (row) r is block r of every shard, and data shard j's
+// block r holds the segment's bytes [(r*K+j)*B, (r*K+j+1)*B). The last
+// stripe holds the rem <= K*B bytes left, in blocks of B' = ceil(rem/K)
+// bytes (zero padded at the end of the last data shards), so every
+// shard's blocks are B bytes but the last, B', and Shard = (R-1)*B + B'
+// for R stripes. Parity block r is the Reed-Solomon parity of stripe r.
+// Each block of each shard has its CRC32C in Sums. (Format 1 cut the
+// segment into K contiguous shards, shard j holding [j*Shard,
+// (j+1)*Shard); its blocks are checksummed the same way.)
 type segment struct {
 	Set   string `json:"set"`
 	Index int    `json:"i"`
@@ -118,8 +133,22 @@ func (m *manifest) encode() []byte {
 	return b.Bytes()
 }
 
-// blocks is the number of checksum blocks of a shard of n bytes.
+// blocks is the number of checksum blocks of a shard of n bytes (for a
+// striped segment, its number of stripes).
 func blocks(n, block int64) int64 { return (n + block - 1) / block }
+
+// stripedShard is the shard size of a segment of n bytes striped over k
+// data shards in blocks of b bytes: full stripes of b bytes per shard,
+// then a last one of ceil(rem/k) for the rem bytes left.
+func stripedShard(n int64, k int, b int64) int64 {
+	w := int64(k) * b
+	rows := (n + w - 1) / w
+	rem := n - (rows-1)*w
+	return (rows-1)*b + (rem+int64(k)-1)/int64(k)
+}
+
+// blockLen is the length of block (stripe) r of the segment's shards.
+func (s *segment) blockLen(r, block int64) int64 { return min(block, s.Shard-r*block) }
 
 // decodeManifest parses a manifest of key; with headerOnly, b may hold just
 // the first line.
@@ -134,7 +163,7 @@ func decodeManifest(b []byte, key string, headerOnly bool) (*manifest, error) {
 	}
 	h := &m.header
 	switch {
-	case h.Format != manifestFormat:
+	case h.Format != manifestFormat && h.Format != contiguousFormat:
 		return nil, fmt.Errorf("%w: format %d, want %d", ErrCorrupt, h.Format, manifestFormat)
 	case h.KeyHash != keyHash(key):
 		return nil, fmt.Errorf("%w: manifest of another key", ErrCorrupt)
@@ -173,6 +202,10 @@ func (m *manifest) check() error {
 		if !validID(s.Set) || s.Index < 0 || s.Size < 1 || s.Shard < 1 || s.Shard*int64(m.Data) < s.Size ||
 			len(s.Stores) != n || len(s.Sums) != n {
 			return fmt.Errorf("%w: segment %d", ErrCorrupt, i)
+		}
+		if want := stripedShard(s.Size, m.Data, m.Block); m.Format == manifestFormat && s.Shard != want {
+			return fmt.Errorf("%w: segment %d: shards of %d bytes, want %d for %d bytes striped over %d in %d-byte blocks",
+				ErrCorrupt, i, s.Shard, want, s.Size, m.Data, m.Block)
 		}
 		for j := range n {
 			if s.Stores[j] < 0 || s.Stores[j] >= len(m.Stores) || int64(len(s.Sums[j])) != 4*blocks(s.Shard, m.Block) {
@@ -255,12 +288,20 @@ func (e *Erasure) readManifest(ctx context.Context, i int, key string, ifMatch s
 
 // loadManifest reads key's manifest from the first store in read order
 // that has an intact one. ErrNotFound when no reachable store has one.
+// A whole manifest (not headerOnly) is for reading the object, so one of
+// format 1 (contiguous shards, which this version no longer reads) is
+// skipped like a damaged copy, and ErrCorrupt names its format when no
+// store has a readable one.
 func (e *Erasure) loadManifest(ctx context.Context, op, key string, headerOnly bool) (*manifest, error) {
 	var errs []error
 	notFound := false
 	for _, i := range e.order() {
 		m, err := e.readManifest(ctx, i, key, "", headerOnly)
 		e.observe(i, err)
+		if err == nil && !headerOnly && m.Format != manifestFormat {
+			err = fmt.Errorf("%w: format %d (contiguous shards, from before the striped format %d) is no longer readable: delete the object, or read it with the build that wrote it",
+				ErrCorrupt, m.Format, manifestFormat)
+		}
 		switch {
 		case err == nil:
 			return m, nil

@@ -225,6 +225,12 @@ func (e *Erasure) CompleteMultipart(ctx context.Context, key, uploadID string, p
 	}
 	etag := fmt.Sprintf("%s-%d", hex.EncodeToString(h.Sum(nil)), len(parts))
 	m := e.newManifest(key, enc, etag, up.Meta.Override(opts.Metadata))
+	if err := m.check(); err != nil {
+		// A part encoded with another layout (data, parity or block size)
+		// than the placement's now.
+		return store.ObjectInfo{}, fmt.Errorf("placement %s: complete multipart %s: a part does not fit the layout %d+%d in %d-byte blocks, upload it again: %w (%v)",
+			e.name, quote(key), e.k, e.m, e.opts.blockSize, store.ErrInvalidPart, err)
+	}
 	res, err := e.install(ctx, key, m, opts)
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()

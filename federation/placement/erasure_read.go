@@ -6,18 +6,26 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"slices"
 
 	"github.com/klauspost/reedsolomon"
 )
 
-// ecReader streams [pos, end) of an erasure-coded object. It walks the
-// range one checksum block at a time: a block of a data shard is read from
-// that shard (one ranged read per shard, streamed) and verified; when the
-// shard is missing, unreadable or fails a checksum, its remaining blocks
-// are rebuilt from K other shards of the segment, read in lockstep from the
-// same offsets. Memory: one block when the data shards are healthy, K+1
-// blocks while rebuilding.
+// ecReader streams [pos, end) of an erasure-coded object, one stripe (a
+// row of blocks, see segment) at a time, touching only the stripes that
+// hold the range. For each stripe it picks the cheaper of two plans (see
+// plan): read the needed data shards' blocks directly, or read the
+// stripe's block from the K cheapest shards and decode the needed data
+// blocks. Every block read is checked against its CRC32C. A shard that
+// fails (an error, a short read) is marked bad for the rest of the read;
+// one whose block fails its checksum is left out of that stripe only, as
+// bit rot spoils a block rather than a shard, until a second block of it
+// fails; either way the stripe is planned again without it.
+//
+// Each shard in use has one ranged read open over the stripes of the
+// segment still needed (opened when first needed, reopened at the right
+// block after a plan skipped it). Memory: at most K+M blocks.
 type ecReader struct {
 	ctx      context.Context
 	e        *Erasure
@@ -26,19 +34,81 @@ type ecReader struct {
 	coder    reedsolomon.Encoder
 	pos, end int64
 	pending  []byte
-	src      *shardSource
 	bad      map[shardRef]bool
 	err      error
+	// cost[i] is the price per byte of reading from e.stores[i]; rank[i]
+	// its place in the read order; both fixed when the read starts.
+	cost []float64
+	rank []int
+
+	seg     int            // the segment streams belong to (-1: none)
+	lastRow int64          // the last stripe of seg the range needs
+	needEnd [2]int         // the data shards the last stripe needs: [lo, hi)
+	streams []*shardStream // by shard of seg
+	row     int64          // the stripe in blocks (-1: none)
+	blocks  [][]byte       // by shard: its verified block of row, or nil
+	skip    []bool         // by shard: its block of row failed its checksum
+	bufs    [][]byte       // by shard: reusable block buffers
+	// sumFails counts the blocks of a shard that failed their checksum:
+	// one is skipped (the rest of the shard may be sound), a second makes
+	// the shard bad.
+	sumFails map[shardRef]int
 }
 
 type shardRef struct{ seg, shard int }
+
+// shardStream is a ranged read of one shard, positioned at block next and
+// ending before block end.
+type shardStream struct {
+	rc        io.ReadCloser
+	next, end int64
+}
 
 func (e *Erasure) newReader(ctx context.Context, key string, m *manifest, pos, end int64) (io.ReadCloser, error) {
 	coder, err := e.enc(m.Data, m.Parity)
 	if err != nil {
 		return nil, fmt.Errorf("placement %s: read %s: %w", e.name, quote(key), err)
 	}
-	return &ecReader{ctx: ctx, e: e, m: m, kh: keyHash(key), coder: coder, pos: pos, end: end, bad: map[shardRef]bool{}}, nil
+	r := &ecReader{ctx: ctx, e: e, m: m, kh: keyHash(key), coder: coder, pos: pos, end: end,
+		bad: map[shardRef]bool{}, seg: -1, row: -1}
+	if len(m.Segments) > 0 && pos < end {
+		r.cost = e.readCosts()
+		r.rank = make([]int, len(e.stores))
+		for p, i := range e.order() {
+			r.rank[i] = p
+		}
+		n := m.Data + m.Parity
+		r.streams = make([]*shardStream, n)
+		r.blocks = make([][]byte, n)
+		r.skip = make([]bool, n)
+		r.bufs = make([][]byte, n)
+		r.sumFails = map[shardRef]int{}
+	}
+	return r, nil
+}
+
+// readCosts returns the price per byte of reading from each store (see
+// WithCosts): all 0 without a cost function.
+func (e *Erasure) readCosts() []float64 {
+	out := make([]float64, len(e.stores))
+	if e.opts.costs == nil {
+		return out
+	}
+	c := e.opts.costs()
+	valid := func(i int) bool { return i < len(c) && c[i] >= 0 } // false for NaN
+	dear := 0.0
+	for i := range out {
+		if valid(i) {
+			dear = max(dear, c[i])
+		}
+	}
+	for i := range out {
+		out[i] = dear
+		if valid(i) {
+			out[i] = c[i]
+		}
+	}
+	return out
 }
 
 func (r *ecReader) Read(p []byte) (int, error) {
@@ -51,11 +121,12 @@ func (r *ecReader) Read(p []byte) (int, error) {
 		}
 		if err := r.ctx.Err(); err != nil {
 			r.err = err
+			r.closeStreams()
 			return 0, err
 		}
 		if err := r.fill(); err != nil {
 			r.err = err
-			r.closeSrc()
+			r.closeStreams()
 			return 0, err
 		}
 	}
@@ -66,21 +137,25 @@ func (r *ecReader) Read(p []byte) (int, error) {
 }
 
 func (r *ecReader) Close() error {
-	r.closeSrc()
+	r.closeStreams()
 	if r.err == nil {
 		r.err = errors.New("placement: read after close")
 	}
 	return nil
 }
 
-func (r *ecReader) closeSrc() {
-	if r.src != nil {
-		r.src.close()
-		r.src = nil
+func (r *ecReader) closeStreams() {
+	for j, s := range r.streams {
+		if s != nil {
+			s.rc.Close()
+			r.streams[j] = nil
+		}
 	}
 }
 
-// fill sets pending to the next bytes of the range (without moving pos).
+// fill sets pending to the next bytes of the range (without moving pos):
+// the rest of the block that holds pos, from the stripe in hand or after
+// reading the stripe.
 func (r *ecReader) fill() error {
 	m := r.m
 	if len(m.Segments) == 0 {
@@ -89,213 +164,319 @@ func (r *ecReader) fill() error {
 	}
 	s := m.segmentAt(r.pos)
 	sg := &m.Segments[s]
-	base := m.offs[s]
-	S, B := sg.Shard, m.Block
+	base, B, k := m.offs[s], m.Block, int64(m.Data)
 	o := r.pos - base
-	j := int(o / S)
-	col := o - int64(j)*S
-	b := col / B
-	if r.src == nil || r.src.ref != (shardRef{s, j}) || r.src.next != b {
-		r.closeSrc()
-		// The shard's columns the range needs end at endCol.
-		endCol := min(S, min(r.end, base+sg.Size)-base-int64(j)*S)
-		r.src = &shardSource{r: r, ref: shardRef{s, j}, sg: sg, next: b, endBlock: blocks(endCol, B)}
-		r.src.open()
+	row := o / (k * B)
+	bs := sg.blockLen(row, B)
+	x := o - row*k*B // offset in the stripe
+	j := int(x / bs)
+	if s != r.seg || row != r.row || r.blocks[j] == nil {
+		if err := r.loadRow(s, row); err != nil {
+			return fmt.Errorf("placement %s: read: segment %d (bytes %d-%d): %w", r.e.name, s, base, base+sg.Size-1, err)
+		}
 	}
-	blk, err := r.src.read()
-	if err != nil {
-		return fmt.Errorf("placement %s: read: segment %d (bytes %d-%d): %w", r.e.name, s, base, base+sg.Size-1, err)
-	}
-	start := base + int64(j)*S + b*B // object offset of the block
-	hi := min(int64(len(blk)), base+sg.Size-start, r.end-start)
-	r.pending = blk[r.pos-start : hi]
+	start := base + row*k*B + int64(j)*bs // object offset of the block
+	hi := min(bs, base+sg.Size-start, r.end-start)
+	r.pending = r.blocks[j][x-int64(j)*bs : hi]
 	return nil
 }
 
-// shardSource yields the verified blocks [next, endBlock) of one data
-// shard, read directly or rebuilt.
-type shardSource struct {
-	r        *ecReader
-	ref      shardRef
-	sg       *segment
-	next     int64
-	endBlock int64
-	direct   io.ReadCloser
-	buf      []byte
-	// while rebuilding:
-	rebuilding bool
-	inputs     []*shardInput
-	cands      []int // shards not yet tried as inputs
-	shards     [][]byte
+// rowNeeds returns the data shards [lo, hi) whose blocks of stripe row of
+// segment s hold bytes of the range from pos on.
+func (r *ecReader) rowNeeds(s int, row, pos int64) (lo, hi int) {
+	m := r.m
+	sg := &m.Segments[s]
+	base, B, k := m.offs[s], m.Block, int64(m.Data)
+	bs := sg.blockLen(row, B)
+	rowStart := base + row*k*B
+	from := max(pos, rowStart) - rowStart
+	to := min(r.end, base+sg.Size, rowStart+k*bs) - rowStart
+	return int(from / bs), int((to-1)/bs) + 1
 }
 
-type shardInput struct {
-	shard int
-	rc    io.ReadCloser
-	buf   []byte
-}
-
-func (src *shardSource) blockLen(b int64) int64 {
-	return min(src.r.m.Block, src.sg.Shard-b*src.r.m.Block)
-}
-
-// store returns the index in the placement of shard j's store, or -1.
-func (src *shardSource) store(j int) int { return src.r.e.storeOf(src.r.m, src.sg.Stores[j]) }
-
-// openShard opens shard j's blocks [from, endBlock).
-func (src *shardSource) openShard(j int, from int64) (io.ReadCloser, error) {
-	i := src.store(j)
-	if i < 0 {
-		return nil, fmt.Errorf("store %s is no longer in the layout", src.r.m.Stores[src.sg.Stores[j]])
+// loadRow reads stripe row of segment s: the data blocks the range needs
+// from r.pos on end up in r.blocks.
+func (r *ecReader) loadRow(s int, row int64) error {
+	m := r.m
+	sg := &m.Segments[s]
+	n := m.Data + m.Parity
+	if s != r.seg {
+		r.closeStreams()
+		r.seg = s
+		base, k := m.offs[s], int64(m.Data)
+		r.lastRow = (min(r.end, base+sg.Size) - 1 - base) / (k * m.Block)
+		r.needEnd[0], r.needEnd[1] = r.rowNeeds(s, r.lastRow, r.pos)
 	}
-	B := src.r.m.Block
-	off := from * B
-	n := min(src.endBlock*B, src.sg.Shard) - off
-	rc, err := src.r.e.stores[i].ReadRange(src.r.ctx, shardKey(src.r.kh, src.sg.Set, src.sg.Index, j), off, n, "")
-	src.r.e.observe(i, err)
-	return rc, err
-}
-
-func (src *shardSource) open() {
-	j := src.ref.shard
-	if i := src.store(j); i >= 0 && !src.r.bad[src.ref] && src.r.e.healthy(i) {
-		if rc, err := src.openShard(j, src.next); err == nil {
-			src.direct = rc
-			return
-		}
-	}
-	src.r.bad[src.ref] = true
-}
-
-// readBlock reads block b of shard j from rc into buf and verifies it.
-func (src *shardSource) readBlock(rc io.Reader, j int, b int64, buf []byte) ([]byte, error) {
-	n := src.blockLen(b)
-	if int64(cap(buf)) < n {
-		buf = make([]byte, n)
-	}
-	buf = buf[:n]
-	if _, err := io.ReadFull(rc, buf); err != nil {
-		return buf, err
-	}
-	if crc32.Checksum(buf, castagnoli) != src.sg.blockSum(j, b) {
-		return buf, fmt.Errorf("shard %d block %d fails its checksum", j, b)
-	}
-	return buf, nil
-}
-
-func (src *shardSource) read() ([]byte, error) {
-	if src.next >= src.endBlock {
-		return nil, errors.New("placement: read past the range")
-	}
-	if src.direct != nil {
-		blk, err := src.readBlock(src.direct, src.ref.shard, src.next, src.buf)
-		src.buf = blk
-		if err == nil {
-			src.next++
-			return blk, nil
-		}
-		if ctxErr := src.r.ctx.Err(); ctxErr != nil {
-			return nil, ctxErr
-		}
-		src.direct.Close()
-		src.direct = nil
-		src.r.bad[src.ref] = true
-	}
-	return src.rebuild()
-}
-
-// rebuild returns block next of the shard, rebuilt from K other shards.
-func (src *shardSource) rebuild() ([]byte, error) {
-	r := src.r
-	k, n := r.m.Data, r.m.Data+r.m.Parity
-	if !src.rebuilding {
-		src.rebuilding = true
-		// Candidates: healthy stores first, then in read order, then data
-		// shards before parity (a tie goes to the lower index).
-		rank := map[int]int{}
-		for pos, i := range r.e.order() {
-			rank[i] = pos
-		}
-		for j := range n {
-			if j != src.ref.shard && !r.bad[shardRef{src.ref.seg, j}] && src.store(j) >= 0 {
-				src.cands = append(src.cands, j)
-			}
-		}
-		slices.SortStableFunc(src.cands, func(a, b int) int { return rank[src.store(a)] - rank[src.store(b)] })
-		src.shards = make([][]byte, n)
-	}
-	b := src.next
+	r.row = row
+	clear(r.blocks)
+	clear(r.skip)
+	lo, hi := r.rowNeeds(s, row, r.pos)
+	bs := sg.blockLen(row, m.Block)
 	for {
-		// Top the inputs up to K.
-		for len(src.inputs) < k && len(src.cands) > 0 {
-			j := src.cands[0]
-			src.cands = src.cands[1:]
-			rc, err := src.openShard(j, b)
-			if err != nil {
-				if r.ctx.Err() != nil {
-					return nil, r.ctx.Err()
+		if err := r.ctx.Err(); err != nil {
+			return err
+		}
+		use, decode, err := r.plan(s, lo, hi, r.blocks, r.skip)
+		if err != nil {
+			return err
+		}
+		if !r.readBlocks(s, row, bs, use) {
+			continue // a shard failed: plan again without it
+		}
+		// Streams the plan did not read from are behind now.
+		for j, st := range r.streams {
+			if st != nil && st.next <= row {
+				st.rc.Close()
+				r.streams[j] = nil
+			}
+		}
+		if !decode {
+			return nil
+		}
+		shards := make([][]byte, n)
+		required := make([]bool, m.Data)
+		missing := false
+		for j := range n {
+			switch {
+			case r.blocks[j] != nil:
+				shards[j] = r.blocks[j]
+			case j >= lo && j < hi:
+				required[j], missing = true, true
+				if int64(cap(r.bufs[j])) < bs {
+					r.bufs[j] = make([]byte, 0, m.Block)
 				}
-				r.bad[shardRef{src.ref.seg, j}] = true
-				continue
+				shards[j] = r.bufs[j][:0]
 			}
-			src.inputs = append(src.inputs, &shardInput{shard: j, rc: rc})
 		}
-		if len(src.inputs) < k {
-			return nil, fmt.Errorf("%w: %d of the %d needed shards of segment %d are readable", ErrUnrecoverable, len(src.inputs), k, src.ref.seg)
+		if !missing {
+			return nil
 		}
-		clear(src.shards)
-		failed := false
-		for x := 0; x < len(src.inputs); x++ {
-			in := src.inputs[x]
-			blk, err := src.readBlock(in.rc, in.shard, b, in.buf)
-			in.buf = blk
-			if err != nil {
-				if r.ctx.Err() != nil {
-					return nil, r.ctx.Err()
+		if err := r.coder.ReconstructSome(shards, required); err != nil {
+			return fmt.Errorf("%w: %v", ErrUnrecoverable, err)
+		}
+		for j := lo; j < hi; j++ {
+			if required[j] {
+				if crc32.Checksum(shards[j], castagnoli) != sg.blockSum(j, row) {
+					return fmt.Errorf("%w: rebuilt block %d of shard %d fails its checksum", ErrUnrecoverable, row, j)
 				}
-				in.rc.Close()
-				r.bad[shardRef{src.ref.seg, in.shard}] = true
-				src.inputs = slices.Delete(src.inputs, x, x+1)
-				x--
-				failed = true
-				continue
+				r.blocks[j] = shards[j]
 			}
-			src.shards[in.shard] = blk
 		}
-		if failed {
-			// Replacements start at block b; the inputs that read block b
-			// already are past it, so start them all over at b.
-			for _, in := range src.inputs {
-				in.rc.Close()
-				src.cands = append([]int{in.shard}, src.cands...)
+		return nil
+	}
+}
+
+// price orders plans: first by how many shards on stores that failed
+// lately they read (avoided unless needed), then by the price.
+type price struct {
+	down int
+	sum  float64
+}
+
+func (a price) less(b price) bool { return a.down < b.down || a.down == b.down && a.sum < b.sum }
+
+// cheaper reports whether a is strictly less than b, beyond rounding (so
+// two sums of one price list in different orders tie).
+func cheaper(a, b float64) bool {
+	if !(a < b) {
+		return false
+	}
+	return math.IsInf(b, 1) || b-a > 1e-9*math.Abs(b)
+}
+
+// shardPrice is what reading a block of shard j of segment s costs; a
+// block in hand costs nothing.
+func (r *ecReader) shardPrice(s, j int, hand [][]byte) price {
+	if hand != nil && hand[j] != nil {
+		return price{}
+	}
+	i := r.e.storeOf(r.m, r.m.Segments[s].Stores[j])
+	p := price{sum: r.cost[i]}
+	if !r.e.healthy(i) {
+		p.down = 1
+	}
+	return p
+}
+
+// usable reports whether shard j of segment s is in hand or may still be
+// read.
+func (r *ecReader) usable(s, j int, hand [][]byte, skip []bool) bool {
+	if hand != nil && hand[j] != nil {
+		return true
+	}
+	return (skip == nil || !skip[j]) && !r.bad[shardRef{s, j}] && r.e.storeOf(r.m, r.m.Segments[s].Stores[j]) >= 0
+}
+
+// plan chooses the shards to read for a stripe of segment s whose data
+// blocks [lo, hi) are needed: those blocks directly, or the K cheapest
+// usable shards to decode them from, whichever costs less (a tie goes to
+// the direct read, fewer bytes). Among shards of one price, data shards
+// come first, then the read order, then the lower index.
+// ErrUnrecoverable when neither is possible.
+//
+// hand holds the blocks of the stripe already read (they cost nothing),
+// skip the shards whose block of the stripe failed its checksum; both may
+// be nil.
+func (r *ecReader) plan(s, lo, hi int, hand [][]byte, skip []bool) (use []int, decode bool, _ error) {
+	k, n := r.m.Data, r.m.Data+r.m.Parity
+	sg := &r.m.Segments[s]
+	prices := make([]price, n)
+	var cands []int
+	for j := range n {
+		if r.usable(s, j, hand, skip) {
+			cands = append(cands, j)
+			prices[j] = r.shardPrice(s, j, hand)
+		}
+	}
+	total := func(js []int) price {
+		var t price
+		costs := make([]float64, 0, len(js))
+		for _, j := range js {
+			t.down += prices[j].down
+			costs = append(costs, prices[j].sum)
+		}
+		// Summed in one order, so equal sets of prices sum alike.
+		slices.Sort(costs)
+		for _, c := range costs {
+			t.sum += c
+		}
+		return t
+	}
+	direct := true
+	for j := lo; j < hi; j++ {
+		if !r.usable(s, j, hand, skip) {
+			direct = false
+		}
+		use = append(use, j)
+	}
+	if len(cands) >= k {
+		slices.SortFunc(cands, func(a, b int) int {
+			pa, pb := prices[a], prices[b]
+			switch {
+			case pa.less(pb):
+				return -1
+			case pb.less(pa):
+				return 1
+			case (a < k) != (b < k):
+				if a < k {
+					return -1
+				}
+				return 1
 			}
-			src.inputs = src.inputs[:0]
+			ra, rb := r.rank[r.e.storeOf(r.m, sg.Stores[a])], r.rank[r.e.storeOf(r.m, sg.Stores[b])]
+			if ra != rb {
+				return ra - rb
+			}
+			return a - b
+		})
+		cands = cands[:k]
+		if !direct {
+			return cands, true, nil
+		}
+		dp, cp := total(use), total(cands)
+		if cp.down < dp.down || cp.down == dp.down && cheaper(cp.sum, dp.sum) {
+			return cands, true, nil
+		}
+	}
+	if direct {
+		return use, false, nil
+	}
+	return nil, false, fmt.Errorf("%w: %d of the %d needed shards of segment %d are readable", ErrUnrecoverable, len(cands), k, s)
+}
+
+// readBlocks reads block row (bs bytes) of each shard of use that is not
+// in hand yet, opening the streams it lacks (in parallel). It reports
+// false when a shard failed (it is marked bad).
+func (r *ecReader) readBlocks(s int, row, bs int64, use []int) bool {
+	var open []int
+	for _, j := range use {
+		if r.blocks[j] != nil {
 			continue
 		}
-		break
+		if st := r.streams[j]; st != nil && (st.next != row || row >= st.end) {
+			st.rc.Close()
+			r.streams[j] = nil
+		}
+		if r.streams[j] == nil {
+			open = append(open, j)
+		}
 	}
-	out := src.buf[:0]
-	if int64(cap(out)) < src.blockLen(b) {
-		out = make([]byte, 0, src.blockLen(b))
+	ok := true
+	if len(open) > 0 {
+		// A stream ends at the last stripe the range needs, or before it
+		// when that stripe's plan leaves the shard out.
+		var last []int
+		if r.lastRow > row {
+			last, _, _ = r.plan(s, r.needEnd[0], r.needEnd[1], nil, nil)
+		}
+		streams := make([]*shardStream, len(open))
+		errs := parallel(len(open), len(open), func(x int) error {
+			end := r.lastRow + 1
+			if last != nil && !slices.Contains(last, open[x]) {
+				end--
+			}
+			st, err := r.openStream(s, open[x], row, end)
+			streams[x] = st
+			return err
+		})
+		for x, j := range open {
+			if errs[x] != nil {
+				r.bad[shardRef{s, j}] = true
+				ok = false
+				continue
+			}
+			r.streams[j] = streams[x]
+		}
 	}
-	src.shards[src.ref.shard] = out
-	required := make([]bool, k)
-	required[src.ref.shard] = true
-	if err := r.coder.ReconstructSome(src.shards, required); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnrecoverable, err)
+	if !ok {
+		return false
 	}
-	src.buf = src.shards[src.ref.shard]
-	src.next++
-	return src.buf, nil
+	sg := &r.m.Segments[s]
+	for _, j := range use {
+		if r.blocks[j] != nil {
+			continue
+		}
+		st := r.streams[j]
+		buf := r.bufs[j]
+		if int64(cap(buf)) < bs {
+			buf = make([]byte, r.m.Block)
+		}
+		buf = buf[:bs]
+		r.bufs[j] = buf
+		_, err := io.ReadFull(st.rc, buf)
+		st.next++
+		if err != nil {
+			st.rc.Close()
+			r.streams[j] = nil
+			r.bad[shardRef{s, j}] = true
+			return false
+		}
+		if crc32.Checksum(buf, castagnoli) != sg.blockSum(j, row) {
+			// The stream is past the block: it reads on at the next one.
+			ref := shardRef{s, j}
+			r.sumFails[ref]++
+			r.skip[j] = true
+			if r.sumFails[ref] > 1 {
+				r.bad[ref] = true
+			}
+			return false
+		}
+		r.blocks[j] = buf
+	}
+	return true
 }
 
-func (src *shardSource) close() {
-	if src.direct != nil {
-		src.direct.Close()
-		src.direct = nil
+// openStream opens shard j of segment s at block row, up to block end.
+func (r *ecReader) openStream(s, j int, row, end int64) (*shardStream, error) {
+	m := r.m
+	sg := &m.Segments[s]
+	i := r.e.storeOf(m, sg.Stores[j])
+	from := row * m.Block
+	to := min(end*m.Block, sg.Shard)
+	rc, err := r.e.stores[i].ReadRange(r.ctx, shardKey(r.kh, sg.Set, sg.Index, j), from, to-from, "")
+	r.e.observe(i, err)
+	if err != nil {
+		return nil, err
 	}
-	for _, in := range src.inputs {
-		in.rc.Close()
-	}
-	src.inputs = nil
+	return &shardStream{rc: rc, next: row, end: end}, nil
 }

@@ -20,15 +20,18 @@ import (
 //   - reads the manifest of every store and picks the newest intact
 //     version (by version id);
 //   - reads every shard of that version in full, verifies its checksums,
-//     and rebuilds the missing or corrupt ones from the intact ones (each
-//     segment needs K intact shards), writing them back to their stores;
+//     and rebuilds the missing or corrupt blocks from the intact ones
+//     (each stripe needs K intact blocks), writing the shards that had
+//     one back to their stores;
 //   - writes that manifest to every store that lacks it, holds an older
 //     version or a damaged copy (compare-and-swap, as a Put does), and then
 //     removes the shards of the older versions it replaced.
 //
 // progress, when set, is called after each object with the objects done
 // and the total (counted by a first listing pass). Memory: one segment's
-// K+M shards. The returned error names the objects it could not repair
+// K+M shards. Shards are checked block by block and rebuilt stripe by
+// stripe, so a segment is repairable while no stripe has lost more than
+// M of its K+M blocks. The returned error names the objects it could not repair
 // (a store still down, fewer than K intact shards); the others are
 // repaired all the same.
 func (e *Erasure) Repair(ctx context.Context, prefix string, progress func(done, total int64)) (RepairStats, error) {
@@ -209,8 +212,13 @@ func (e *Erasure) putManifestCopy(ctx context.Context, i int, key string, m *man
 	return false, fmt.Errorf("manifest kept changing")
 }
 
-// repairSegment reads all K+M shards of segment s in full, verifies them
-// block by block, and rebuilds and rewrites the missing or damaged ones.
+// repairSegment reads all K+M shards of segment s in full and verifies
+// them block by block; then it rebuilds, stripe by stripe, every block
+// that is missing or damaged from K intact blocks of its stripe (so
+// damage spread over more than M shards is repaired as long as no stripe
+// lost more than M blocks), and rewrites the shards that had one.
+// Reed-Solomon works byte position by byte position, so this holds for
+// both manifest formats.
 func (e *Erasure) repairSegment(ctx context.Context, kh string, m *manifest, s int, st *RepairStats) (int, error) {
 	sg := &m.Segments[s]
 	k, n := m.Data, m.Data+m.Parity
@@ -218,59 +226,99 @@ func (e *Erasure) repairSegment(ctx context.Context, kh string, m *manifest, s i
 	if err != nil {
 		return 0, err
 	}
+	rows := blocks(sg.Shard, m.Block)
 	shards := make([][]byte, n)
-	bad := make([]bool, n)
+	// badBlock[j][r]: block r of shard j is missing or damaged; nil when
+	// the whole shard is intact.
+	badBlock := make([][]bool, n)
+	allBad := func(j int) {
+		badBlock[j] = make([]bool, rows)
+		for r := range badBlock[j] {
+			badBlock[j][r] = true
+		}
+	}
 	var read atomic.Int64
 	parallel(n, n, func(j int) error {
 		i := e.storeOf(m, sg.Stores[j])
 		if i < 0 {
-			bad[j] = true
+			allBad(j)
 			return nil
 		}
 		rc, err := e.stores[i].ReadRange(ctx, shardKey(kh, sg.Set, sg.Index, j), 0, -1, "")
 		e.observe(i, err)
 		if err != nil {
-			bad[j] = true
+			allBad(j)
 			return nil
 		}
 		defer rc.Close()
 		b := make([]byte, sg.Shard)
 		got, err := io.ReadFull(rc, b)
 		read.Add(int64(got))
+		shards[j] = b
 		if err != nil || store.ExpectEOF(rc) != nil {
-			bad[j] = true
+			// Missing bytes or extra ones: not this write's shard.
+			allBad(j)
 			return nil
 		}
-		for blk := range blocks(sg.Shard, m.Block) {
-			lo := blk * m.Block
-			if crc32.Checksum(b[lo:min(lo+m.Block, sg.Shard)], castagnoli) != sg.blockSum(j, blk) {
-				bad[j] = true
-				return nil
+		for r := range rows {
+			lo := r * m.Block
+			if crc32.Checksum(b[lo:lo+sg.blockLen(r, m.Block)], castagnoli) != sg.blockSum(j, r) {
+				if badBlock[j] == nil {
+					badBlock[j] = make([]bool, rows)
+				}
+				badBlock[j][r] = true
 			}
 		}
-		shards[j] = b
 		return nil
 	})
 	st.BytesRead += read.Load()
-	var missing []int
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	var damaged []int
 	for j := range n {
-		if bad[j] {
-			shards[j] = nil
-			missing = append(missing, j)
+		if badBlock[j] != nil {
+			damaged = append(damaged, j)
+			if shards[j] == nil {
+				shards[j] = make([]byte, sg.Shard)
+			}
 		}
 	}
-	if len(missing) == 0 {
-		return 0, ctx.Err()
+	if len(damaged) == 0 {
+		return 0, nil
 	}
-	if n-len(missing) < k {
-		return 0, fmt.Errorf("segment %d: %w: %d of %d shards intact, %d needed", s, ErrUnrecoverable, n-len(missing), n, k)
-	}
-	if err := coder.Reconstruct(shards); err != nil {
-		return 0, fmt.Errorf("segment %d: %w: %v", s, ErrUnrecoverable, err)
+	row := make([][]byte, n)
+	required := make([]bool, n)
+	for r := range rows {
+		lo, bl := r*m.Block, sg.blockLen(r, m.Block)
+		intact := 0
+		for j := range n {
+			required[j] = badBlock[j] != nil && badBlock[j][r]
+			if required[j] {
+				row[j] = shards[j][lo : lo : lo+bl]
+			} else {
+				row[j] = shards[j][lo : lo+bl]
+				intact++
+			}
+		}
+		if intact == n {
+			continue
+		}
+		if intact < k {
+			return 0, fmt.Errorf("segment %d: %w: block %d is intact in %d of %d shards, %d needed", s, ErrUnrecoverable, r, intact, n, k)
+		}
+		if err := coder.ReconstructSome(row, required); err != nil {
+			return 0, fmt.Errorf("segment %d: %w: %v", s, ErrUnrecoverable, err)
+		}
+		for j := range n {
+			if required[j] {
+				copy(shards[j][lo:lo+bl], row[j])
+			}
+		}
 	}
 	fixed := 0
 	var errs []error
-	for _, j := range missing {
+	for _, j := range damaged {
 		if !bytes.Equal(sumBlocks(shards[j], m.Block), sg.Sums[j]) {
 			// The intact shards disagree with the manifest: not fixable by
 			// rebuilding.

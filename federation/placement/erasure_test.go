@@ -224,7 +224,8 @@ func TestErasureCorruptShard(t *testing.T) {
 	for _, s := range stores {
 		byName[s.Name()] = s
 	}
-	// Data shard 1 of segment 1: its bytes come from the middle of the object.
+	// Data shard 1 of segment 1: one block of it in every stripe of the
+	// segment, in the middle of the object.
 	locs := shardLocations(t, e, "obj")
 	victim := locs[6+1]
 	s := byName[victim[0]]

@@ -33,12 +33,13 @@ func (e *Erasure) rotation(kh string, part int) int {
 }
 
 // encodeStream reads body (exactly size bytes when size >= 0, then checks
-// its end) one segment at a time, encodes each segment into K+M shards and
-// writes them, in parallel, to their stores under set. Memory: one segment
-// and its parity, segmentSize × (K+M)/K, allocated only as far as the
-// body goes (a small body takes a small buffer). With allowInline, a body
-// of at most inlineLimit bytes is returned in inline and nothing is
-// written.
+// its end) one segment at a time, stripes each segment over K data shards
+// (see segment), encodes M parity shards and writes the K+M shards, in
+// parallel, to their stores under set. Memory: one segment's shards and
+// their parity, segmentSize × (K+M)/K, plus one stripe being read (K
+// blocks), allocated only as far as the body goes (a small body takes
+// small buffers). With allowInline, a body of at most inlineLimit bytes
+// is returned in inline and nothing is written.
 func (e *Erasure) encodeStream(ctx context.Context, kh, set string, rot int, body io.Reader, size int64, allowInline bool) (encoded, error) {
 	var out encoded
 	k, m := e.k, e.m
@@ -51,60 +52,56 @@ func (e *Erasure) encodeStream(ctx context.Context, kh, set string, rot int, bod
 		src = io.LimitReader(src, size)
 	}
 	h := md5.New()
-	segSize := e.opts.segmentSize
-	var buf, parity []byte
-	if size > 0 {
-		// The size is known: one buffer of the first segment's shards.
-		n := min(size, segSize)
-		buf = make([]byte, 0, (n+int64(k)-1)/int64(k)*int64(k))
-	}
+	segSize, B := e.opts.segmentSize, e.opts.blockSize
+	st := striper{k: k, block: B, maxShard: stripedShard(segSize, k, B), data: make([][]byte, k)}
+	var parity []byte
+	// head keeps the first bytes while the body may still be inlined.
+	var head []byte
+	inlining := allowInline
 	for idx := 0; ; idx++ {
 		limit := segSize
 		if size >= 0 {
 			limit = min(segSize, size-out.size)
 		}
-		var eof bool
-		buf, eof, err = readUpTo(src, buf[:0], limit)
+		n, eof, err := st.read(src, limit, size >= 0, func(p []byte) {
+			h.Write(p)
+			if inlining && int64(len(head)+len(p)) <= e.opts.inlineLimit {
+				head = append(head, p...)
+			} else {
+				inlining, head = false, nil
+			}
+		})
 		if err != nil {
 			return out, fmt.Errorf("read body: %w", err)
 		}
-		n := int64(len(buf))
-		h.Write(buf)
 		out.size += n
 		last := eof || (size >= 0 && out.size == size)
 		if n == 0 {
 			break
 		}
-		if idx == 0 && last && allowInline && n <= e.opts.inlineLimit {
-			out.inline = bytes.Clone(buf)
+		if idx == 0 && last && inlining {
+			out.inline = head
 			break
 		}
-		// Cut into K data shards of S bytes (zero padded) and M parity.
-		S := (n + int64(k) - 1) / int64(k)
-		if int64(cap(buf)) < S*int64(k) {
-			nb := make([]byte, n, S*int64(k))
-			copy(nb, buf)
-			buf = nb
-		}
-		buf = buf[:S*int64(k)]
-		clear(buf[n:])
+		inlining, head = false, nil
+		S := int64(len(st.data[0]))
 		if int64(cap(parity)) < S*int64(m) {
 			parity = make([]byte, S*int64(m))
 		}
 		shards := make([][]byte, k+m)
-		for j := range k {
-			shards[j] = buf[int64(j)*S : int64(j+1)*S]
-		}
+		copy(shards, st.data)
 		for j := range m {
 			shards[k+j] = parity[int64(j)*S : int64(j+1)*S]
 		}
+		// Reed-Solomon works byte position by byte position, so encoding
+		// the whole shards encodes every stripe.
 		if err := coder.Encode(shards); err != nil {
 			return out, err
 		}
 		seg := segment{Set: set, Index: idx, Size: n, Shard: S, Stores: make([]int, k+m), Sums: make([][]byte, k+m)}
 		for j := range k + m {
 			seg.Stores[j] = (rot + idx + j) % len(e.stores)
-			seg.Sums[j] = sumBlocks(shards[j], e.opts.blockSize)
+			seg.Sums[j] = sumBlocks(shards[j], B)
 		}
 		out.tried = append(out.tried, seg)
 		errs := parallel(k+m, k+m, func(j int) error {
@@ -124,7 +121,6 @@ func (e *Erasure) encodeStream(ctx context.Context, kh, set string, rot int, bod
 			return out, err
 		}
 		out.segs = append(out.segs, seg)
-		buf = buf[:0]
 		if last {
 			break
 		}
@@ -139,6 +135,73 @@ func (e *Erasure) encodeStream(ctx context.Context, kh, set string, rot int, bod
 	}
 	out.md5 = h.Sum(nil)
 	return out, nil
+}
+
+// striper reads a segment's bytes into its K data shards, striped: each
+// stripe of K blocks is read whole, then dealt out block by block.
+type striper struct {
+	k        int
+	block    int64
+	maxShard int64    // the shard size of a whole segment: the most a shard grows to
+	data     [][]byte // the data shards of the segment read last
+	stripe   []byte
+}
+
+// read reads up to limit bytes (a segment) from src into st.data, calling
+// seen with the bytes in order; n is how many it read, eof whether src
+// ended. With known, limit bytes are expected, so the shards are allocated
+// at their size at once; otherwise they grow with the body.
+func (st *striper) read(src io.Reader, limit int64, known bool, seen func([]byte)) (n int64, eof bool, err error) {
+	k := int64(st.k)
+	w := k * st.block
+	for j := range st.data {
+		st.data[j] = st.data[j][:0]
+		if known && limit > 0 {
+			if S := stripedShard(limit, st.k, st.block); int64(cap(st.data[j])) < S {
+				st.data[j] = make([]byte, 0, S)
+			}
+		}
+	}
+	for n < limit && !eof {
+		st.stripe, eof, err = readUpTo(src, st.stripe[:0], min(w, limit-n))
+		if err != nil {
+			return n, eof, err
+		}
+		L := int64(len(st.stripe))
+		if L == 0 {
+			break
+		}
+		seen(st.stripe)
+		n += L
+		// A whole stripe has blocks of B bytes; a short one, the last of
+		// the segment, of ceil(L/K).
+		bs := (L + k - 1) / k
+		for j := range k {
+			lo := min(j*bs, L)
+			st.data[j] = appendPadded(st.data[j], st.stripe[lo:min(lo+bs, L)], bs, st.maxShard)
+		}
+		if L < w {
+			break
+		}
+	}
+	return n, eof, nil
+}
+
+// appendPadded appends p to dst and zeros up to n bytes, growing dst by
+// doubling up to maxCap (or what it must hold).
+func appendPadded(dst, p []byte, n, maxCap int64) []byte {
+	need := int64(len(dst)) + n
+	if need > int64(cap(dst)) {
+		c := min(max(2*int64(cap(dst)), need), max(maxCap, need))
+		nb := make([]byte, len(dst), c)
+		copy(nb, dst)
+		dst = nb
+	}
+	l := len(dst)
+	dst = dst[:need]
+	copy(dst[l:], p)
+	clear(dst[l+len(p):])
+	return dst
 }
 
 // readUpTo appends to buf from r until it holds limit bytes or r ends
