@@ -41,6 +41,7 @@ func meterFixture(t *testing.T) *federation.Namespace {
 	pol := &policies.Policy{Buckets: []policies.Bucket{
 		{Name: "rep", Placement: policies.Placement{Kind: policies.PlacementReplicate, Stores: []string{"s3", "gcs"}}},
 		{Name: "ec", Placement: policies.Placement{Kind: policies.PlacementErasure, Stores: []string{"s3", "gcs", "blob"}, Data: 2, Parity: 1}},
+		{Name: "plain", Origin: &policies.Origin{Store: "s3"}},
 	}}
 	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: "local", Policy: pol,
 		Region: region{self: "solo", members: []string{"solo"}}, RegionLocation: "gcp:us-central1"})
@@ -177,5 +178,28 @@ func TestEgressPrefixesBounded(t *testing.T) {
 	}
 	if tracked != 32 || byPrefix["rep "] != 40-32+1 {
 		t.Errorf("%d prefixes tracked, %d bytes untracked; want 32 and 9: %v", tracked, byPrefix["rep "], byPrefix)
+	}
+}
+
+// A posix store's file served straight to the client (sendfile) is
+// counted through LocalRead, at the store's location.
+func TestEgressLocalFileReads(t *testing.T) {
+	ns := meterFixture(t)
+	ctx := context.Background()
+	b, err := ns.Bucket("plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lf, _ := b.LocalFiler(); lf == nil {
+		t.Fatal("a posix bucket has no local files")
+	}
+	sent, err := b.LocalRead(ctx, "train/x/obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent(12345)
+	byStore, byPrefix := ledger(t, ns)
+	if got := byStore["plain s3 read aws:us-east-1->gcp:us-central1"]; got != 12345 || byPrefix["plain train/x/"] != 12345 {
+		t.Fatalf("local file read not counted: %v %v", byStore, byPrefix)
 	}
 }

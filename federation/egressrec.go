@@ -326,6 +326,9 @@ func (n *Namespace) EgressLedger(ctx context.Context, since, until time.Time) ([
 		if r.Direction == "read" && r.Served > r.Bytes+r.Logical {
 			row.AvoidedBytes = r.Served - r.Bytes - r.Logical
 		}
+		if row.Bytes == 0 && row.AvoidedBytes == 0 {
+			continue // a composite's read that its members counted
+		}
 		out = append(out, row)
 	}
 	return out, nil

@@ -457,6 +457,20 @@ func (b *Bucket) LocalFiler() (store.LocalFiler, string) {
 	return lf, b.prefix
 }
 
+// LocalRead accounts for a read the caller serves straight from the
+// store's local file (LocalFiler): it refuses it, like any read from the
+// store, when a spent block-cold-reads budget covers it, and returns the
+// function that counts the bytes sent (a posix store may be priced: an
+// on-prem NAS read by a cloud region).
+func (b *Bucket) LocalRead(ctx context.Context, key string) (sent func(n int64), err error) {
+	if err := b.ns.checkColdRead(ctx, b.Name, b.store); err != nil {
+		return nil, err
+	}
+	return func(n int64) {
+		b.ns.egress.add(egressTag{bucket: b.Name, key: key}, b.store, "read", countBytes, n)
+	}, nil
+}
+
 // Put writes an object.
 func (b *Bucket) Put(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
 	if b.writeBack {

@@ -226,6 +226,10 @@ func (s *Server) serveObject(q *request, withBody bool) error {
 		defer f.Close()
 		info.Key = q.key
 		return s.sendObject(q, info, withBody, func(start, n int64) (io.Reader, func(), error) {
+			sent, err := b.LocalRead(ctx, q.key)
+			if err != nil {
+				return nil, nil, err
+			}
 			// A fresh file is at offset 0; seek only for ranges.
 			if off+start != 0 {
 				if _, err := f.Seek(off+start, io.SeekStart); err != nil {
@@ -233,7 +237,8 @@ func (s *Server) serveObject(q *request, withBody bool) error {
 				}
 			}
 			// Exactly *io.LimitedReader over *os.File: net/http sends it with sendfile.
-			return &io.LimitedReader{R: f, N: n}, func() {}, nil
+			lr := &io.LimitedReader{R: f, N: n}
+			return lr, func() { sent(n - lr.N) }, nil
 		})
 	}
 	info, err := b.Stat(ctx, q.key)
