@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fedgate/fedgate/federation/egress"
+	"github.com/fedgate/fedgate/federation/placement"
 	"github.com/fedgate/fedgate/federation/store"
 )
 
@@ -93,8 +95,12 @@ func (n *Namespace) budgetStatuses(ctx context.Context) []egress.Status {
 
 // checkColdRead refuses a read from st for bucket when a spent budget with
 // action block-cold-reads covers it.
+//
+// A composite placement is not checked here: each member store is, as it
+// is read (meteredStore), so a read routes around members whose pair is
+// blocked and is refused only when it cannot (see blockedRead).
 func (n *Namespace) checkColdRead(ctx context.Context, bucket string, st store.Store) error {
-	if n.egress == nil {
+	if n.egress == nil || isComposite(st) {
 		return nil
 	}
 	statuses := n.budgetStatuses(ctx)
@@ -105,4 +111,38 @@ func (n *Namespace) checkColdRead(ctx context.Context, bucket string, st store.S
 		return fmt.Errorf("%w: %s; cached data is still served", ErrEgressBudget, s.Message())
 	}
 	return nil
+}
+
+// blockedRead remembers that a member store of a composite placement
+// refused a read of this request because of a budget, so that a read the
+// placement then cannot serve from the other members fails with that
+// clear budget error rather than a generic one.
+type blockedRead struct{ err atomic.Pointer[error] }
+
+func (b *blockedRead) set(err error) {
+	if b != nil {
+		b.err.Store(&err)
+	}
+}
+
+func (b *blockedRead) get() error {
+	if b == nil {
+		return nil
+	}
+	if e := b.err.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// budgetError returns the budget refusal behind a failed read of a
+// composite placement, if a member refused it, else err.
+func budgetError(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, ErrEgressBudget) {
+		return err
+	}
+	if berr := egressTagOf(ctx).blocked.get(); berr != nil && errors.Is(err, placement.ErrUnrecoverable) {
+		return fmt.Errorf("%w (%v)", berr, err)
+	}
+	return err
 }

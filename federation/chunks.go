@@ -47,6 +47,8 @@ func (n *Namespace) fetcher(t egressTag, st store.Store, key string, v store.Val
 		if err := n.checkColdRead(ctx, t.bucket, st); err != nil {
 			return nil, err
 		}
+		t := t
+		t.blocked = &blockedRead{}
 		ctx = withEgressTag(ctx, t)
 		rc, err := openResuming(ctx, st, key, v, off, length)
 		if err != nil {

@@ -33,7 +33,7 @@ func (n *Namespace) meter(st store.Store) store.Store {
 	if n.egress == nil {
 		return st
 	}
-	m := &meteredStore{inner: st, rec: n.egress}
+	m := &meteredStore{inner: st, rec: n.egress, ns: n}
 	if mp, ok := st.(store.Multiparter); ok {
 		return &meteredMultiparter{meteredStore: m, mp: mp}
 	}
@@ -43,6 +43,7 @@ func (n *Namespace) meter(st store.Store) store.Store {
 type meteredStore struct {
 	inner store.Store
 	rec   *egressRecorder
+	ns    *Namespace
 }
 
 func (m *meteredStore) Name() string             { return m.inner.Name() }
@@ -52,12 +53,22 @@ func (m *meteredStore) Stat(ctx context.Context, key string) (store.ObjectInfo, 
 	return m.inner.Stat(ctx, key)
 }
 
+// ReadRange refuses a read of a bucket's object whose path from this
+// member is under a spent block-cold-reads budget (the placement then
+// reads other members, or fails), and counts the bytes read.
 func (m *meteredStore) ReadRange(ctx context.Context, key string, offset, length int64, ifMatch store.Validator) (io.ReadCloser, error) {
+	t := egressTagOf(ctx)
+	if t.bucket != "" {
+		if err := m.ns.checkColdRead(ctx, t.bucket, m.inner); err != nil {
+			t.blocked.set(err)
+			return nil, err
+		}
+	}
 	rc, err := m.inner.ReadRange(ctx, key, offset, length, ifMatch)
 	if err != nil {
 		return nil, err
 	}
-	return &countingReader{ReadCloser: rc, rec: m.rec, tag: egressTagOf(ctx), st: m.inner, dir: "read", kind: countBytes}, nil
+	return &countingReader{ReadCloser: rc, rec: m.rec, tag: t, st: m.inner, dir: "read", kind: countBytes}, nil
 }
 
 func (m *meteredStore) Put(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {

@@ -5,8 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
+
+	"errors"
+	"sync/atomic"
 
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/egress"
@@ -20,6 +24,12 @@ import (
 // stores) with a replicated bucket over an AWS and a GCP store and an
 // erasure-coded bucket (2+1) over AWS, GCP and Azure stores.
 func meterFixture(t *testing.T) *federation.Namespace {
+	t.Helper()
+	return meterFixtureWith(t, nil, time.Now)
+}
+
+// meterFixtureWith is meterFixture with egress settings and a clock.
+func meterFixtureWith(t *testing.T, eg *policies.Egress, now func() time.Time) *federation.Namespace {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -43,8 +53,11 @@ func meterFixture(t *testing.T) *federation.Namespace {
 		{Name: "ec", Placement: policies.Placement{Kind: policies.PlacementErasure, Stores: []string{"s3", "gcs", "blob"}, Data: 2, Parity: 1}},
 		{Name: "plain", Origin: &policies.Origin{Store: "s3"}},
 	}}
+	if eg != nil {
+		pol.Egress = *eg
+	}
 	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: "local", Policy: pol,
-		Region: region{self: "solo", members: []string{"solo"}}, RegionLocation: "gcp:us-central1"})
+		Region: region{self: "solo", members: []string{"solo"}}, RegionLocation: "gcp:us-central1", Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +97,7 @@ func ledger(t *testing.T, ns *federation.Namespace) (byStore map[string]int64, b
 	if err := ns.FlushEgress(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := ns.EgressLedger(ctx, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	rows, err := ns.EgressLedger(ctx, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), time.Now().Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,4 +215,73 @@ func TestEgressLocalFileReads(t *testing.T) {
 	if got := byStore["plain s3 read aws:us-east-1->gcp:us-central1"]; got != 12345 || byPrefix["plain train/x/"] != 12345 {
 		t.Fatalf("local file read not counted: %v %v", byStore, byPrefix)
 	}
+}
+
+// A spent region-pair budget with block-cold-reads refuses reads from the
+// members of a composite placement on that pair: an erasure-coded read
+// routes around them while K shards remain on other pairs, and fails with
+// the budget's error when they do not.
+func TestEgressPairBudgetOnComposite(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 11, 10, 12, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	usd := func(m int64) policies.Money { return policies.Money{Micros: m, Currency: "USD"} }
+	eg := &policies.Egress{
+		Prices: []policies.Price{
+			{From: policies.Location{Cloud: "aws"}, To: policies.Location{Cloud: "gcp"}, PerGB: usd(100e6)},
+			{From: policies.Location{Cloud: "azure"}, To: policies.Location{Cloud: "gcp"}, PerGB: usd(50e6)},
+		},
+		Budgets: []policies.Budget{
+			{From: policies.Location{Cloud: "aws"}, To: policies.Location{Cloud: "gcp"}, Monthly: usd(10_000), Action: policies.ActionBlockColdReads},
+			{From: policies.Location{Cloud: "azure"}, Monthly: usd(10_000), Action: policies.ActionBlockColdReads},
+		},
+	}
+	ns := meterFixtureWith(t, eg, now)
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("fedgate!"), 1<<17) // 1 MiB
+	putGet(t, ns, "ec", "a/obj", data)              // reads GCS (free) and Azure (50 USD/GB): spends the Azure budget
+	if err := ns.FlushEgress(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(int64(time.Minute)) // past the budgets' refresh
+	read := func(bucket, key string) error {
+		b, err := ns.Bucket(bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := b.Stat(ctx, key)
+		if err != nil {
+			return err
+		}
+		rc, err := b.Open(ctx, info, 0, info.Size)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		got, err := io.ReadAll(rc)
+		if err == nil && !bytes.Equal(got, data) {
+			t.Fatalf("%s/%s: wrong bytes", bucket, key)
+		}
+		return err
+	}
+	// Azure's pair is blocked: the read routes around it, to GCS and AWS.
+	before, _ := ledger(t, ns)
+	if err := read("ec", "a/obj"); err != nil {
+		t.Fatalf("ec read with azure blocked: %v", err)
+	}
+	after, _ := ledger(t, ns)
+	az, aws := "ec blob read azure:eastus->gcp:us-central1", "ec s3 read aws:us-east-1->gcp:us-central1"
+	if after[az] != before[az] || after[aws] <= before[aws] {
+		t.Fatalf("ec read with azure blocked: azure %d -> %d bytes, aws %d -> %d; want azure unchanged, aws read",
+			before[az], after[az], before[aws], after[aws])
+	}
+	clock.Add(int64(time.Minute))
+	// Both pairs into GCP are blocked now (that read spent AWS's budget):
+	// GCS alone holds one shard of two.
+	err := read("ec", "a/obj")
+	if !errors.Is(err, federation.ErrEgressBudget) || !strings.Contains(err.Error(), "region pair") {
+		t.Fatalf("ec read with both pairs blocked: %v; want the budget's error", err)
+	}
+	// The replicated bucket still reads its GCS copy (free, and not on a blocked pair).
+	putGet(t, ns, "rep", "b/obj", data)
 }

@@ -54,7 +54,10 @@ type egressRecorder struct {
 // egressTag says which bucket and object (the key in the bucket) a store
 // call is for: it travels in the context into composite placements, whose
 // member stores count their own bytes (see meteredStore).
-type egressTag struct{ bucket, key string }
+type egressTag struct {
+	bucket, key string
+	blocked     *blockedRead // reads only: a member's budget refusal, if any
+}
 
 type egressTagKey struct{}
 
@@ -319,19 +322,36 @@ func (n *Namespace) EgressLedger(ctx context.Context, since, until time.Time) ([
 		return nil, err
 	}
 	from, to := since.Unix()/3600, (until.Unix()+3599)/3600
+	// The bytes avoided are worked out over all prefixes of a key: the
+	// node serving a client and the node filling the cache may count one
+	// read under different prefixes (each tracks its own), so a prefix's
+	// served and read bytes need not meet in one row. They are reported on
+	// the key's "" row.
+	type sums struct{ bytes, served, logical int64 }
+	all := map[egress.Key]*sums{}
 	var out []egress.Row
 	for _, r := range n.j.State().Egress(from, to) {
-		row := egress.Row{Key: egress.Key{Hour: r.Hour, Src: r.Src, Dst: r.Dst, Bucket: r.Bucket, Store: r.Store,
-			Direction: egress.Direction(r.Direction), Prefix: r.Prefix}, Counts: egress.Counts{Bytes: r.Bytes}}
-		if r.Direction == "read" && r.Served > r.Bytes+r.Logical {
-			row.AvoidedBytes = r.Served - r.Bytes - r.Logical
+		k := egress.Key{Hour: r.Hour, Src: r.Src, Dst: r.Dst, Bucket: r.Bucket, Store: r.Store, Direction: egress.Direction(r.Direction)}
+		if r.Direction == "read" {
+			t := all[k]
+			if t == nil {
+				t = &sums{}
+				all[k] = t
+			}
+			t.bytes, t.served, t.logical = t.bytes+r.Bytes, t.served+r.Served, t.logical+r.Logical
 		}
-		if row.Bytes == 0 && row.AvoidedBytes == 0 {
-			continue // a composite's read that its members counted
+		if r.Bytes > 0 {
+			k.Prefix = r.Prefix
+			out = append(out, egress.Row{Key: k, Counts: egress.Counts{Bytes: r.Bytes}})
 		}
-		out = append(out, row)
 	}
-	return out, nil
+	for k, t := range all {
+		if avoided := t.served - t.bytes - t.logical; avoided > 0 {
+			out = append(out, egress.Row{Key: k, Counts: egress.Counts{AvoidedBytes: avoided}})
+		}
+	}
+	// One row per key: the avoided bytes join the key's "" row.
+	return egress.Merge(out), nil
 }
 
 // RegionLocation is this region's location for egress accounting.

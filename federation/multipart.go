@@ -43,7 +43,7 @@ func (n *Namespace) CreateUpload(ctx context.Context, u User, b *Bucket, key str
 	if err != nil {
 		return Upload{}, err
 	}
-	sid, err := mp.CreateMultipart(ctx, b.prefix+key, store.PutOptions{Metadata: meta})
+	sid, err := mp.CreateMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key, store.PutOptions{Metadata: meta})
 	if err != nil {
 		return Upload{}, err
 	}
@@ -54,7 +54,7 @@ func (n *Namespace) CreateUpload(ctx context.Context, u User, b *Bucket, key str
 		Initiator: u.Name, Created: n.now().UTC(), Meta: toRaftMeta(meta, checksumAlg),
 	}
 	if err := n.j.Apply(ctx, raft.CreateUpload{Upload: up}); err != nil {
-		_ = mp.AbortMultipart(context.WithoutCancel(ctx), b.prefix+key, sid)
+		_ = mp.AbortMultipart(withEgressTag(context.WithoutCancel(ctx), egressTag{bucket: b.Name, key: key}), b.prefix+key, sid)
 		return Upload{}, err
 	}
 	return up, nil
@@ -179,7 +179,7 @@ func (n *Namespace) AbortUpload(ctx context.Context, b *Bucket, up Upload) error
 		if err != nil {
 			return err
 		}
-		if err := mp.AbortMultipart(ctx, b.prefix+up.Key, up.StoreUploadID); err != nil {
+		if err := mp.AbortMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.prefix+up.Key, up.StoreUploadID); err != nil {
 			return err
 		}
 	}

@@ -503,7 +503,7 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 		return b.deleteStaged(ctx, key)
 	}
 	defer b.invalidate(key)
-	if err := b.store.Delete(ctx, b.prefix+key); err != nil {
+	if err := b.store.Delete(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key); err != nil {
 		return err
 	}
 	return b.touch(ctx, key)

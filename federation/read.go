@@ -48,7 +48,7 @@ func retryable(err error) bool {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrPreconditionFailed),
 		errors.Is(err, store.ErrAccessDenied), errors.Is(err, store.ErrInvalidKey),
-		errors.Is(err, store.ErrNotSupported):
+		errors.Is(err, store.ErrNotSupported), errors.Is(err, ErrEgressBudget):
 		return false
 	}
 	return true
@@ -106,6 +106,7 @@ func (r *resumingReader) open() error {
 // fail counts a failure and waits, or returns err when it is final.
 func (r *resumingReader) fail(err error) error {
 	r.failures++
+	err = budgetError(r.ctx, err)
 	if !retryable(err) || r.failures >= readAttempts {
 		return err
 	}
@@ -286,7 +287,9 @@ func (b *Bucket) Open(ctx context.Context, info store.ObjectInfo, off, n int64) 
 		if err := b.ns.checkColdRead(ctx, b.Name, b.store); err != nil {
 			return nil, err
 		}
-		rc, err := openResuming(withEgressTag(ctx, tag), b.store, skey, info.Validator, off, n)
+		t := tag
+		t.blocked = &blockedRead{}
+		rc, err := openResuming(withEgressTag(ctx, t), b.store, skey, info.Validator, off, n)
 		if err != nil {
 			return nil, err
 		}

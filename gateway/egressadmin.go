@@ -23,12 +23,14 @@ type AdminEgress struct {
 	PolicyYAML string `json:"policy_yaml,omitempty"`
 }
 
-// AdminUsage is the answer of GET /_fedgate/admin/usage?bucket=B&prefix=P:
-// the objects and bytes under a prefix of a bucket, from a listing (for
-// egress advice: what a copy would hold).
+// AdminUsage is the answer of GET /_fedgate/admin/usage?bucket=B&prefix=P
+// [&direct=true]: the objects and bytes under a prefix of a bucket (with
+// direct, only the objects right under it, not under deeper "/"
+// prefixes), from a listing (for egress advice: what a copy would hold).
 type AdminUsage struct {
 	Bucket  string `json:"bucket"`
 	Prefix  string `json:"prefix"`
+	Direct  bool   `json:"direct,omitempty"`
 	Objects int64  `json:"objects"`
 	Bytes   int64  `json:"bytes"`
 }
@@ -36,7 +38,7 @@ type AdminUsage struct {
 func (s *Server) egressRoutes(r chi.Router) {
 	r.Get("/usage", func(w http.ResponseWriter, req *http.Request) {
 		q := req.URL.Query()
-		out := AdminUsage{Bucket: q.Get("bucket"), Prefix: q.Get("prefix")}
+		out := AdminUsage{Bucket: q.Get("bucket"), Prefix: q.Get("prefix"), Direct: q.Get("direct") == "true"}
 		if out.Bucket == "" {
 			writeJSON(w, http.StatusBadRequest, AdminError{Error: "bucket: required", Code: "InvalidArgument"})
 			return
@@ -46,7 +48,11 @@ func (s *Server) egressRoutes(r chi.Router) {
 			adminFail(w, err, "", out.Bucket)
 			return
 		}
-		for e, err := range b.List(req.Context(), store.ListOptions{Prefix: out.Prefix}) {
+		opts := store.ListOptions{Prefix: out.Prefix}
+		if out.Direct {
+			opts.Delimiter = "/"
+		}
+		for e, err := range b.List(req.Context(), opts) {
 			if err != nil {
 				clusterFail(w, err)
 				return

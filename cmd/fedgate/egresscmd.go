@@ -221,8 +221,10 @@ func parseWhen(v string, now time.Time) (time.Time, error) {
 }
 
 // measureAdvice lists, through the region at c, every (bucket, prefix) the
-// advice is about and returns their sizes; prefix "" (the rest of a
-// bucket) is the bucket's size less its advised prefixes'. A bar on w
+// advice is about and returns their sizes (a one-segment prefix "a/" only
+// its direct objects, as keys under "a/b/" count under that prefix);
+// prefix "" (the rest of a bucket) is the bucket's size less its advised
+// prefixes'. A bar on w
 // shows the progress.
 func measureAdvice(ctx context.Context, c adminClient, advice []egress.Advice, w io.Writer) (map[[2]string]int64, error) {
 	type target struct{ bucket, prefix string }
@@ -247,6 +249,11 @@ func measureAdvice(ctx context.Context, c adminClient, advice []egress.Advice, w
 		q := url.Values{}
 		q.Set("bucket", t.bucket)
 		q.Set("prefix", t.prefix)
+		if strings.Count(t.prefix, "/") == 1 {
+			// Reads of keys one level deep ("a/x") count under "a/";
+			// deeper keys count under "a/b/": measure only the former.
+			q.Set("direct", "true")
+		}
 		var u gateway.AdminUsage
 		if err := c.do(ctx, http.MethodGet, "/usage?"+q.Encode(), nil, &u); err != nil {
 			if strings.HasSuffix(err.Error(), "(NoSuchBucket)") {

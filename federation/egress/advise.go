@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/big"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fedgate/fedgate/policies"
@@ -111,9 +112,13 @@ type Advice struct {
 	// Prefix is the part of the bucket (Key.Prefix): "" is the objects
 	// outside the prefixes the ledger tracked; Rest says that the bucket
 	// has advice on prefixes too, so "" is not all of it.
-	Prefix        string
-	Rest          bool
-	From, To      string // the store's location and the reading region's: the copy would live in To
+	Prefix string
+	Rest   bool
+	// From is the store's location and To the reading region's: the copy
+	// would live in To. A bucket read from several member stores (replicate
+	// or erasure placements) lists them all in Store and From, ", "
+	// separated: one copy in To replaces the reads from every one.
+	From, To      string
 	Schedule      *Schedule
 	WindowHours   int64
 	BytesRead     int64 // in the window (cache misses that crossed)
@@ -140,8 +145,8 @@ type Advice struct {
 }
 
 // Advise looks at the reads that paid egress (cache misses from a store in
-// another region or cloud) per (bucket, key prefix, store, reading region)
-// and weighs
+// another region or cloud) per (bucket, key prefix, reading region), over
+// whichever stores they were read from, and weighs
 // a copy in the reading region, the ski-rental way: renting is paying
 // egress every month; buying is a one-time transfer of the data plus its
 // storage every month. It recommends buying when the egress saved each
@@ -152,7 +157,7 @@ func Advise(priced []Priced, opts AdviseOptions) []Advice {
 	if horizon <= 0 {
 		horizon = 12
 	}
-	type key struct{ bucket, prefix, store, src, dst string }
+	type key struct{ bucket, prefix, dst string }
 	groups := map[key]*Advice{}
 	var order []key
 	first, last := int64(math.MaxInt64), int64(math.MinInt64)
@@ -165,12 +170,19 @@ func Advise(priced []Priced, opts AdviseOptions) []Advice {
 		if p.Direction != Read || p.Cost.Sign() <= 0 {
 			continue
 		}
-		k := key{p.Bucket, p.Prefix, p.Store, p.Src, p.Dst}
+		k := key{p.Bucket, p.Prefix, p.Dst}
 		a, ok := groups[k]
 		if !ok {
 			a = &Advice{Bucket: p.Bucket, Prefix: p.Prefix, Store: p.Store, From: p.Src, To: p.Dst, Schedule: p.Schedule}
 			groups[k] = a
 			order = append(order, k)
+		}
+		// A replicated or erasure-coded bucket reads several member
+		// stores: one copy in the reading region replaces them all.
+		a.Store = addName(a.Store, p.Store)
+		a.From = addName(a.From, p.Src)
+		if a.Schedule != nil && (p.Schedule == nil || p.Schedule.Name != a.Schedule.Name) {
+			a.Schedule = nil // several rates
 		}
 		a.BytesRead += p.Bytes
 		a.Paid = a.Paid.Add(p.Cost)
@@ -245,6 +257,26 @@ func Advise(priced []Priced, opts AdviseOptions) []Advice {
 	return out
 }
 
+// addName adds name to a ", "-separated list of names, once.
+func addName(list, name string) string {
+	if list == "" {
+		return name
+	}
+	if slices.Contains(strings.Split(list, ", "), name) {
+		return list
+	}
+	return list + ", " + name
+}
+
+// rate names the price schedule the reads paid, or says there were
+// several (the member stores of a composite placement in several clouds).
+func (a Advice) rate() string {
+	if a.Schedule == nil {
+		return "several rates"
+	}
+	return a.Schedule.Name
+}
+
 // What names the data the advice is about: `bucket "b" prefix "p/"`, or
 // `bucket "b"` (objects outside tracked prefixes: "rest of the bucket").
 func (a Advice) What() string {
@@ -279,7 +311,7 @@ func WriteAdvice(w io.Writer, advice []Advice) error {
 			est = " (estimated: bytes read per month; the size is not known)"
 		}
 		fmt.Fprintf(ew, "  read %s in %d h: %s/month; egress %s USD/month at %s\n",
-			HumanBytes(a.BytesRead), a.WindowHours, HumanBytes(a.BytesPerMonth), a.EgressPerMonth, a.Schedule.Name)
+			HumanBytes(a.BytesRead), a.WindowHours, HumanBytes(a.BytesPerMonth), a.EgressPerMonth, a.rate())
 		fmt.Fprintf(ew, "  copy %s%s: storage %s USD/month (%s), one-time transfer %s USD\n",
 			HumanBytes(a.CopyBytes), est, a.StoragePerMonth, a.Storage.Name, a.CopyCost)
 		be := "never"
@@ -327,8 +359,8 @@ func WriteAdviceJSON(w io.Writer, advice []Advice) error {
 			be = &v
 		}
 		rate := ""
-		if a.Schedule != nil {
-			rate = a.Schedule.Name
+		if a.Schedule != nil || a.BytesRead > 0 {
+			rate = a.rate()
 		}
 		items = append(items, item{a.Bucket, a.Prefix, a.Store, a.From, a.To, rate, a.WindowHours, a.BytesRead, a.Paid, a.BytesPerMonth,
 			a.EgressPerMonth, a.CopyBytes, a.CopyEstimated, a.Storage.Name, a.StoragePerMonth, a.CopyCost, a.SavingPerMonth,

@@ -212,3 +212,29 @@ func TestStorageTable(t *testing.T) {
 		t.Errorf("GCS: %+v", p)
 	}
 }
+
+// A composite bucket's reads come from several member stores, at several
+// rates: one piece of advice covers them all.
+func TestAdviseCompositeMembers(t *testing.T) {
+	since := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	until := since.Add(HoursPerMonth * time.Hour)
+	h := HourOf(since)
+	mk := func(src, st string, bytes int64) Row {
+		r := row(h, src, "gcp:us-central1", "ckpt", st, Read, bytes, 0)
+		r.Prefix = "run1/step-9/"
+		return r
+	}
+	priced, err := Price([]Row{mk("aws:us-east-1", "s3", 600*GB), mk("azure:eastus", "blob", 600*GB), mk("gcp:us-central1", "gcs", 600*GB)},
+		DefaultTable(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adv := Advise(priced, AdviseOptions{Since: since, Until: until})
+	if len(adv) != 1 {
+		t.Fatalf("advice %+v", adv)
+	}
+	a := adv[0]
+	if a.Store != "s3, blob" || a.From != "aws:us-east-1, azure:eastus" || a.BytesRead != 1200*GB || a.rate() != "several rates" {
+		t.Errorf("composite advice: store %q from %q read %d rate %q", a.Store, a.From, a.BytesRead, a.rate())
+	}
+}

@@ -37,6 +37,12 @@ type partRecord struct {
 	ModTime  time.Time `json:"mtime"`
 	Set      string    `json:"set"`
 	Segments []segment `json:"segments"`
+	// Format is the shard layout the part was encoded in (manifestFormat;
+	// absent, so 0, in records of builds before the striped layout), and
+	// Block its checksum block: a part completes only into a manifest of
+	// the same layout, as the shard sizes alone cannot tell them apart.
+	Format int   `json:"format,omitempty"`
+	Block  int64 `json:"block,omitempty"`
 }
 
 func uploadDir(kh, id string) string { return reservedPrefix + kh + "/u-" + id + "/" }
@@ -128,7 +134,8 @@ func (e *Erasure) UploadPart(ctx context.Context, key, uploadID string, number i
 		e.removeSegments(cctx, kh, nil, enc.tried)
 		return store.PartInfo{}, fmt.Errorf("placement %s: upload part %d of %s: %w", e.name, number, quote(key), err)
 	}
-	rec := partRecord{Number: number, Size: enc.size, ETag: hex.EncodeToString(enc.md5), ModTime: e.opts.now().UTC(), Set: set, Segments: enc.segs}
+	rec := partRecord{Number: number, Size: enc.size, ETag: hex.EncodeToString(enc.md5), ModTime: e.opts.now().UTC(), Set: set, Segments: enc.segs,
+		Format: manifestFormat, Block: e.opts.blockSize}
 	old, err := e.replacePart(ctx, kh, uploadID, rec)
 	if err != nil {
 		e.removeSegments(cctx, kh, nil, enc.tried)
@@ -209,6 +216,9 @@ func (e *Erasure) CompleteMultipart(ctx context.Context, key, uploadID string, p
 			return e.storeErr(0, err)
 		case strings.Trim(p.ETag, `"`) != recs[x].ETag:
 			return fmt.Errorf("part %d has ETag %s, not %s: %w", p.Number, recs[x].ETag, p.ETag, store.ErrInvalidPart)
+		case recs[x].Format != manifestFormat || recs[x].Block != e.opts.blockSize:
+			return fmt.Errorf("part %d was encoded in shard format %d with %d-byte blocks, not format %d with %d-byte blocks (a gateway of another version or a changed placement took it); upload it again: %w",
+				p.Number, recs[x].Format, recs[x].Block, manifestFormat, e.opts.blockSize, store.ErrInvalidPart)
 		}
 		return nil
 	})

@@ -391,3 +391,40 @@ func TestErasureMultipartLayoutChange(t *testing.T) {
 	}
 	readRandom(t, e1, "mp", b, rand.New(rand.NewPCG(4, 4)), 10)
 }
+
+// TestErasureMultipartOldPartRecord: a part recorded without its shard
+// format (by a build before the striped layout, whose shards have the same
+// sizes) is refused at completion instead of being read back scrambled.
+func TestErasureMultipartOldPartRecord(t *testing.T) {
+	stores, _ := posixStores(t, 4)
+	e, err := NewErasure("ec", placementLoc, stores, 2, 2, WithSegmentSize(50_000), WithBlockSize(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := e.CreateMultipart(t.Context(), "mp", store.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := testData(86, 120_001)
+	p, err := e.UploadPart(t.Context(), "mp", id, 1, bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := partKey(keyHash("mp"), id, 1)
+	var rec partRecord
+	if err := e.readJSON(t.Context(), 0, key, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Format != manifestFormat || rec.Block != 1000 {
+		t.Fatalf("part record format %d block %d", rec.Format, rec.Block)
+	}
+	rec.Format, rec.Block = 0, 0
+	if err := e.putJSON(t.Context(), key, rec, store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.CompleteMultipart(t.Context(), "mp", id, []store.PartInfo{p}, store.PutOptions{})
+	wantErrIs(t, "completing a part of an older format", err, store.ErrInvalidPart)
+	if err == nil || !strings.Contains(err.Error(), "upload it again") {
+		t.Fatalf("error %v", err)
+	}
+}
