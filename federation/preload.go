@@ -350,8 +350,9 @@ type preloadRun struct {
 // preloadObject is an object whose own chunks are being warmed.
 type preloadObject struct {
 	key     string
-	pending int  // chunk warms not finished, plus one while listing it
-	aborted bool // a warm ended with the run: never finished by this run
+	pending int   // chunk warms not finished, plus one while listing it
+	aborted bool  // a warm ended with the run: never finished by this run
+	bytes   int64 // of its chunks warmed so far
 }
 
 // runPreload runs this node's share of job; it reports whether the node
@@ -360,6 +361,12 @@ func (n *Namespace) runPreload(ctx context.Context, job raft.PreloadJob, sem cha
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	r := &preloadRun{n: n, job: job, self: n.region.Self(), sem: sem, stop: stop, p: job.Nodes[n.region.Self()]}
+	// The objects past After are warmed again (their cached chunks count
+	// at once): only the bytes up to After carry over. (A record without
+	// AfterBytes, from an older build, keeps its count.)
+	if r.p.AfterBytes > 0 || r.p.Objects == 0 {
+		r.p.Bytes = r.p.AfterBytes
+	}
 	r.p.Done = false
 	b, err := n.Bucket(job.Bucket)
 	if err != nil {
@@ -593,6 +600,7 @@ func (r *preloadRun) settle(obj *preloadObject, length int64, err error) {
 	switch {
 	case err == nil:
 		r.p.Bytes += length
+		obj.bytes += length
 	case errors.Is(err, store.ErrNotFound):
 		// Deleted since it was listed: nothing to cache.
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, cachetier.ErrClosed):
@@ -609,6 +617,7 @@ func (r *preloadRun) settle(obj *preloadObject, length int64, err error) {
 	r.dirty = true
 	for len(r.queue) > 0 && r.queue[0].pending == 0 && !r.queue[0].aborted {
 		r.p.After = r.queue[0].key
+		r.p.AfterBytes += r.queue[0].bytes
 		r.p.Objects++
 		r.queue = r.queue[1:]
 	}

@@ -357,3 +357,28 @@ func TestPreloadResumesAndCancels(t *testing.T) {
 // preloadSettle is how long a canceled job may take to stop (a poll, and
 // the warms in flight giving up).
 const preloadSettle = 1500 * time.Millisecond
+
+// A run stopped while an object is half warmed resumes from the last
+// finished object: the half object's chunks are warmed (found cached)
+// again, and counted once.
+func TestPreloadResumeCountsBytesOnce(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	// 3 chunks an object, 4 warms in flight at 64 KiB/s each: the first
+	// second finishes object 0 and one chunk of object 1.
+	total := f.put("", 4, 3*testChunk)
+	f.origin.SetConfig(faulty.Config{BandwidthPerStream: 64 << 10})
+	stop := f.run()
+	job, err := f.ns[0].StartPreload(ctx, "data", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.waitJob(job.ID, func(st federation.PreloadStatus) bool { return st.Nodes["solo"].Objects >= 1 })
+	stop()
+	f.origin.SetConfig(faulty.Config{})
+	f.run()
+	st := f.waitJob(job.ID, done)
+	if st.Objects != 4 || st.Bytes != total {
+		t.Fatalf("resumed job: %d objects, %d bytes; want 4 and %d", st.Objects, st.Bytes, total)
+	}
+}

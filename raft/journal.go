@@ -108,6 +108,9 @@ type JobProgress struct {
 	After   string `json:",omitempty"` // the last key this node finished
 	Objects int64
 	Bytes   int64 // bytes of the chunks it warmed
+	// AfterBytes is the part of Bytes of the objects up to After: a
+	// resumed run starts from it, as it warms the objects past After again.
+	AfterBytes int64 `json:",omitempty"`
 	Errors  int64 `json:",omitempty"`
 	Done    bool  `json:",omitempty"`
 	Updated time.Time
