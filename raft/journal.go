@@ -111,9 +111,9 @@ type JobProgress struct {
 	// AfterBytes is the part of Bytes of the objects up to After: a
 	// resumed run starts from it, as it warms the objects past After again.
 	AfterBytes int64 `json:",omitempty"`
-	Errors  int64 `json:",omitempty"`
-	Done    bool  `json:",omitempty"`
-	Updated time.Time
+	Errors     int64 `json:",omitempty"`
+	Done       bool  `json:",omitempty"`
+	Updated    time.Time
 }
 
 func (j PreloadJob) clone() PreloadJob {
