@@ -132,7 +132,10 @@ func (r *egressRecorder) add(t egressTag, st store.Store, dir string, kind int, 
 		c.logical = n
 	}
 	r.mu.Lock()
-	if dir == "read" {
+	if dir == "read" && kind == countBytes && k.storeLoc != r.region {
+		// Only bytes that crossed a location boundary are split by prefix:
+		// advice weighs nothing else, and the ledger stays small (served
+		// and logical bytes are summed over prefixes anyway).
 		k.prefix = r.trackLocked(hour, t.bucket, advisePrefix(t.key))
 	}
 	r.bumpLocked(k, c)

@@ -27,10 +27,12 @@ type Key struct {
 	Bucket    string
 	Store     string
 	Direction Direction
-	// Prefix is the part of the bucket the bytes were read from: the
-	// object key's first two path segments ("train/shard-00/"), fewer when
-	// the key has fewer; "" for keys without one, writes, and what a busy
-	// hour could not track separately. Reports add prefixes up; advice
+	// Prefix is the part of the bucket the bytes were read from (reads
+	// from another location than the region's): the object key's first two
+	// path segments ("train/shard-00/"), fewer when the key has fewer; ""
+	// for keys without one, writes, reads in the region's own location,
+	// the bytes the cache avoided, and what a busy hour could not track
+	// separately. Reports add prefixes up; advice
 	// weighs each one.
 	Prefix string `json:",omitempty"`
 }
