@@ -25,11 +25,11 @@ import (
 // erasure-coded bucket (2+1) over AWS, GCP and Azure stores.
 func meterFixture(t *testing.T) *federation.Namespace {
 	t.Helper()
-	return meterFixtureWith(t, nil, time.Now)
+	return meterFixtureWith(t, nil, time.Now, 0)
 }
 
 // meterFixtureWith is meterFixture with egress settings and a clock.
-func meterFixtureWith(t *testing.T, eg *policies.Egress, now func() time.Time) *federation.Namespace {
+func meterFixtureWith(t *testing.T, eg *policies.Egress, now func() time.Time, retention time.Duration) *federation.Namespace {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -57,7 +57,7 @@ func meterFixtureWith(t *testing.T, eg *policies.Egress, now func() time.Time) *
 		pol.Egress = *eg
 	}
 	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: "local", Policy: pol,
-		Region: region{self: "solo", members: []string{"solo"}}, RegionLocation: "gcp:us-central1", Now: now})
+		Region: region{self: "solo", members: []string{"solo"}}, RegionLocation: "gcp:us-central1", Now: now, EgressRetention: retention})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestEgressPairBudgetOnComposite(t *testing.T) {
 			{From: policies.Location{Cloud: "azure"}, Monthly: usd(10_000), Action: policies.ActionBlockColdReads},
 		},
 	}
-	ns := meterFixtureWith(t, eg, now)
+	ns := meterFixtureWith(t, eg, now, 0)
 	ctx := context.Background()
 	data := bytes.Repeat([]byte("fedgate!"), 1<<17) // 1 MiB
 	putGet(t, ns, "ec", "a/obj", data)              // reads GCS (free) and Azure (50 USD/GB): spends the Azure budget
@@ -286,4 +286,28 @@ func TestEgressPairBudgetOnComposite(t *testing.T) {
 	}
 	// The replicated bucket still reads its GCS copy (free, and not on a blocked pair).
 	putGet(t, ns, "rep", "b/obj", data)
+}
+
+// PruneEgress drops the ledger's hours older than the retention.
+func TestEgressRetention(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	ns := meterFixtureWith(t, nil, now, 48*time.Hour)
+	data := []byte("some bytes")
+	putGet(t, ns, "plain", "old/obj", data) // Nov 1
+	clock.Add(int64(24 * time.Hour))
+	putGet(t, ns, "plain", "new/obj", data) // Nov 2
+	ctx := context.Background()
+	if err := ns.FlushEgress(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(int64(36 * time.Hour)) // Nov 3, 24:00: Nov 1's hour is past 48 h, Nov 2's is not
+	if err := ns.PruneEgress(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, byPrefix := ledger(t, ns)
+	if byPrefix["plain old/"] != 0 || byPrefix["plain new/"] != int64(len(data)) {
+		t.Fatalf("after pruning: %v", byPrefix)
+	}
 }

@@ -255,6 +255,7 @@ func (n *Namespace) RunEgress(ctx context.Context) {
 	}
 	t := time.NewTicker(egressFlush)
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -265,8 +266,29 @@ func (n *Namespace) RunEgress(ctx context.Context) {
 		case <-t.C:
 			n.flushEgress(ctx)
 			n.budgetStatuses(ctx) // logs and meters budgets spent (action alert too)
+			if n.retention > 0 && n.now().Sub(pruned) >= time.Hour {
+				if err := n.PruneEgress(ctx); err != nil {
+					n.log.Warn("egress ledger not pruned yet; retrying", "error", err)
+				} else {
+					pruned = n.now()
+				}
+			}
 		}
 	}
+}
+
+// PruneEgress removes the ledger's hours older than the retention
+// (EgressRetention; nothing without one). Every node does it about once an
+// hour; it is idempotent.
+func (n *Namespace) PruneEgress(ctx context.Context) error {
+	if n.egress == nil || n.retention <= 0 {
+		return nil
+	}
+	before := n.now().Add(-n.retention).Unix() / 3600
+	if before <= 0 {
+		return nil
+	}
+	return n.j.Apply(ctx, raft.PruneEgress{BeforeHour: before})
 }
 
 // FlushEgress adds the counts gathered so far to the ledger now.

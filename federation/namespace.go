@@ -79,6 +79,9 @@ type Config struct {
 	// RegionLocation is this region's location ("cloud:region") for egress
 	// accounting ("" turns accounting off).
 	RegionLocation string
+	// EgressRetention is how long egress ledger rows are kept (0: for
+	// ever); older hours are pruned about once an hour.
+	EgressRetention time.Duration
 	Logger         *slog.Logger
 	Now            func() time.Time
 }
@@ -118,6 +121,7 @@ type Namespace struct {
 	region    Region
 	egress    *egressRecorder // nil: accounting off
 	budget    *budgets
+	retention time.Duration // of the egress ledger; 0: for ever
 	wb        WriteBackConfig
 	recent    recentStaged
 	metrics   *drainMetrics
@@ -169,6 +173,7 @@ func New(cfg Config) (*Namespace, error) {
 		// Before the view: placements rank their members from the region's
 		// location and meter them.
 		n.egress = newEgressRecorder(cfg.RegionLocation, cfg.Now)
+		n.retention = cfg.EgressRetention
 		n.budget = newBudgets()
 	}
 	view, err := n.buildView(cfg.Policy, cfg.Stores, cfg.DefaultStore)

@@ -41,6 +41,9 @@ const (
 	TypeAddEgress CommandType = 21
 	// TypeLeaderMark is ignorable: it changes no state (see LeaderMark).
 	TypeLeaderMark CommandType = 22 | IgnoreUnknown
+	// TypePruneEgress is ignorable: a node that does not know it keeps old
+	// ledger rows, which changes no answer about the hours still kept.
+	TypePruneEgress CommandType = 23 | IgnoreUnknown
 )
 
 // Command is a typed FSM command. Type must return a constant.
@@ -76,28 +79,29 @@ func def[T any, P interface {
 
 // commands is indexed by CommandType without the IgnoreUnknown bit.
 var commands = [IgnoreUnknown]commandDef{
-	TypeCreateBucket:                def[CreateBucket]("CreateBucket"),
-	TypeDeleteBucket:                def[DeleteBucket]("DeleteBucket"),
-	TypePutUser:                     def[PutUser]("PutUser"),
-	TypeDeleteUser:                  def[DeleteUser]("DeleteUser"),
-	TypeGrant:                       def[Grant]("Grant"),
-	TypeRevoke:                      def[Revoke]("Revoke"),
-	TypeCreateUpload:                def[CreateUpload]("CreateUpload"),
-	TypePutPart:                     def[PutPart]("PutPart"),
-	TypeCompleteUpload:              def[CompleteUpload]("CompleteUpload"),
-	TypeAbortUpload:                 def[AbortUpload]("AbortUpload"),
-	TypeSetPolicy:                   def[SetPolicy]("SetPolicy"),
-	TypeSetSetting:                  def[SetSetting]("SetSetting"),
-	TypeStageObject:                 def[StageObject]("StageObject"),
-	TypeClaimDrain:                  def[ClaimDrain]("ClaimDrain"),
-	TypeFinishDrain:                 def[FinishDrain]("FinishDrain"),
-	TypeSetPin:                      def[SetPin]("SetPin"),
-	TypePutJob:                      def[PutJob]("PutJob"),
-	TypeJobProgress:                 def[JobProgressUpdate]("JobProgressUpdate"),
-	TypeDeleteJob:                   def[DeleteJob]("DeleteJob"),
-	TypeTouch &^ IgnoreUnknown:      def[Touch]("Touch"),
-	TypeAddEgress:                   def[AddEgress]("AddEgress"),
-	TypeLeaderMark &^ IgnoreUnknown: def[LeaderMark]("LeaderMark"),
+	TypeCreateBucket:                 def[CreateBucket]("CreateBucket"),
+	TypeDeleteBucket:                 def[DeleteBucket]("DeleteBucket"),
+	TypePutUser:                      def[PutUser]("PutUser"),
+	TypeDeleteUser:                   def[DeleteUser]("DeleteUser"),
+	TypeGrant:                        def[Grant]("Grant"),
+	TypeRevoke:                       def[Revoke]("Revoke"),
+	TypeCreateUpload:                 def[CreateUpload]("CreateUpload"),
+	TypePutPart:                      def[PutPart]("PutPart"),
+	TypeCompleteUpload:               def[CompleteUpload]("CompleteUpload"),
+	TypeAbortUpload:                  def[AbortUpload]("AbortUpload"),
+	TypeSetPolicy:                    def[SetPolicy]("SetPolicy"),
+	TypeSetSetting:                   def[SetSetting]("SetSetting"),
+	TypeStageObject:                  def[StageObject]("StageObject"),
+	TypeClaimDrain:                   def[ClaimDrain]("ClaimDrain"),
+	TypeFinishDrain:                  def[FinishDrain]("FinishDrain"),
+	TypeSetPin:                       def[SetPin]("SetPin"),
+	TypePutJob:                       def[PutJob]("PutJob"),
+	TypeJobProgress:                  def[JobProgressUpdate]("JobProgressUpdate"),
+	TypeDeleteJob:                    def[DeleteJob]("DeleteJob"),
+	TypeTouch &^ IgnoreUnknown:       def[Touch]("Touch"),
+	TypeAddEgress:                    def[AddEgress]("AddEgress"),
+	TypeLeaderMark &^ IgnoreUnknown:  def[LeaderMark]("LeaderMark"),
+	TypePruneEgress &^ IgnoreUnknown: def[PruneEgress]("PruneEgress"),
 }
 
 // Encode returns the log entry for cmd: its type byte and JSON body.

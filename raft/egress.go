@@ -81,6 +81,29 @@ func (c *AddEgress) apply(b *batch) error {
 	return nil
 }
 
+// PruneEgress removes the ledger rows of hours before BeforeHour (the
+// retention of the egress ledger). Idempotent.
+type PruneEgress struct{ BeforeHour int64 }
+
+// Type implements Command.
+func (PruneEgress) Type() CommandType { return TypePruneEgress }
+
+func (c *PruneEgress) apply(b *batch) error {
+	if c.BeforeHour <= 0 {
+		return invalid("prune egress before hour %d", c.BeforeHour)
+	}
+	t := b.cat.egress
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, r := range t.m {
+		if r.Hour < c.BeforeHour {
+			delete(t.m, k)
+			b.del(tEgress, k)
+		}
+	}
+	return nil
+}
+
 func (c *catalog) loadEgress(key, val []byte) error {
 	var r EgressRow
 	if err := json.Unmarshal(val, &r); err != nil {

@@ -42,6 +42,8 @@ type serverFlags struct {
 	stagingSize                                         string
 	writeBackCopies                                     int
 	stagingWait                                         time.Duration
+	egressRetention                                     string
+	retention                                           time.Duration // parsed egressRetention
 	raftSnapshotThreshold, raftTrailingLogs             uint64
 	internalAddr                                        string
 	shutdownTimeout                                     time.Duration
@@ -139,6 +141,7 @@ kept in the region's state and in DATA-DIR/root-credentials.json, and printed on
 	fl.Uint64Var(&f.raftSnapshotThreshold, "raft-snapshot-threshold", 8192, "Raft log entries between automatic snapshots")
 	fl.Uint64Var(&f.raftTrailingLogs, "raft-trailing-logs", 10240, "Raft log entries a snapshot keeps, so a briefly absent node catches up from the log, not a snapshot")
 	fl.DurationVar(&f.stagingWait, "staging-wait", 30*time.Second, "how long a write-back write waits for staging room before it gets 503 SlowDown")
+	fl.StringVar(&f.egressRetention, "egress-retention", "400d", "how long the egress ledger keeps its hourly rows, like 90d or 400d (0: for ever)")
 	fl.StringVar(&f.debugListen, "debug-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long SIGTERM waits for in-flight requests")
 	fl.StringVar(&f.raftAddr, "raft-addr", "", "HOST:PORT of this node's Raft transport (TCP), the address peers dial; enables a multi-node region")
@@ -171,6 +174,11 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	}
 	if err := f.checkCluster(); err != nil {
 		return err
+	}
+	if f.egressRetention != "0" {
+		if f.retention, err = policies.ParseDuration(f.egressRetention); err != nil {
+			return fmt.Errorf("--egress-retention %q: %v", f.egressRetention, err)
+		}
 	}
 	for i, j := range f.join {
 		f.join[i] = normalizeHTTP(j)
@@ -342,9 +350,10 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	}
 	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: defStore, Policy: pol, PolicyVersion: activeVersion,
 		Cache: cache, FillConcurrency: f.fillConcurrency, Logger: log.With("component", "federation"),
-		Region:         cl,
-		RegionLocation: regionLocation(pol, f.region),
-		WriteBack:      federation.WriteBackConfig{Staging: stage, Copies: f.writeBackCopies, Wait: f.stagingWait}})
+		Region:          cl,
+		RegionLocation:  regionLocation(pol, f.region),
+		EgressRetention: f.retention,
+		WriteBack:       federation.WriteBackConfig{Staging: stage, Copies: f.writeBackCopies, Wait: f.stagingWait}})
 	if err != nil {
 		return err
 	}
