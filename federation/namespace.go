@@ -82,8 +82,8 @@ type Config struct {
 	// EgressRetention is how long egress ledger rows are kept (0: for
 	// ever); older hours are pruned about once an hour.
 	EgressRetention time.Duration
-	Logger         *slog.Logger
-	Now            func() time.Time
+	Logger          *slog.Logger
+	Now             func() time.Time
 }
 
 // ChunkCache is the region's chunk cache as the namespace uses it; a
