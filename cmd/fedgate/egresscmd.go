@@ -220,6 +220,9 @@ func parseWhen(v string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q: want an RFC 3339 time (2026-12-01T00:00:00Z), a date (2026-12-01) or a duration back from now (7d)", v)
 }
 
+// measureTimeout bounds the listing of one advised prefix.
+const measureTimeout = 15 * time.Minute
+
 // measureAdvice lists, through the region at c, every (bucket, prefix) the
 // advice is about and returns their sizes (a one-segment prefix "a/" only
 // its direct objects, as keys under "a/b/" count under that prefix);
@@ -255,7 +258,13 @@ func measureAdvice(ctx context.Context, c adminClient, advice []egress.Advice, w
 			q.Set("direct", "true")
 		}
 		var u gateway.AdminUsage
-		if err := c.do(ctx, http.MethodGet, "/usage?"+q.Encode(), nil, &u); err != nil {
+		// A listing of a large prefix takes a while: no 30 s bound, but
+		// not for ever either.
+		c.timeout = -1
+		lctx, cancel := context.WithTimeout(ctx, measureTimeout)
+		err := c.do(lctx, http.MethodGet, "/usage?"+q.Encode(), nil, &u)
+		cancel()
+		if err != nil {
 			if strings.HasSuffix(err.Error(), "(NoSuchBucket)") {
 				bar.Add(1)
 				continue // gone since: no size, the advice estimates it

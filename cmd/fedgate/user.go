@@ -28,6 +28,9 @@ import (
 type adminClient struct {
 	endpoint, region, accessKey, secretKey, dataDir string
 	http                                            *http.Client
+	// timeout bounds each request (0: 30 s; negative: only the context
+	// bounds it, for requests that list a whole bucket).
+	timeout time.Duration
 }
 
 func (c *adminClient) bind(cmd *cobra.Command) {
@@ -66,7 +69,14 @@ func (c *adminClient) resolve() error {
 	if c.accessKey == "" || c.secretKey == "" {
 		return errors.New("no root credentials: set FEDGATE_ACCESS_KEY and FEDGATE_SECRET_KEY (or --root-access-key/--root-secret-key)")
 	}
-	c.http = &http.Client{Timeout: 30 * time.Second}
+	switch {
+	case c.timeout == 0:
+		c.http = &http.Client{Timeout: 30 * time.Second}
+	case c.timeout < 0:
+		c.http = &http.Client{}
+	default:
+		c.http = &http.Client{Timeout: c.timeout}
+	}
 	return nil
 }
 
