@@ -385,8 +385,9 @@ func (r *ecReader) plan(s, lo, hi int, hand [][]byte, skip []bool) (use []int, d
 }
 
 // readBlocks reads block row (bs bytes) of each shard of use that is not
-// in hand yet, opening the streams it lacks (in parallel). It reports
-// false when a shard failed (it is marked bad).
+// in hand yet, opening the streams it lacks, all in parallel. It reports
+// false when a shard failed (it is marked bad, or skipped for the stripe
+// after a checksum failure); the blocks read well stay in hand.
 func (r *ecReader) readBlocks(s int, row, bs int64, use []int) bool {
 	var open []int
 	for _, j := range use {
@@ -431,11 +432,25 @@ func (r *ecReader) readBlocks(s int, row, bs int64, use []int) bool {
 	if !ok {
 		return false
 	}
+	// The blocks are read at once, one goroutine per shard: each stream is
+	// a ranged read of its own store (a connection, capped on its own by
+	// a cloud), so a stripe takes as long as its slowest block, not the
+	// sum of them.
 	sg := &r.m.Segments[s]
+	var todo []int
 	for _, j := range use {
-		if r.blocks[j] != nil {
-			continue
+		if r.blocks[j] == nil {
+			todo = append(todo, j)
 		}
+	}
+	const (
+		readOK = iota
+		readFailed
+		sumFailed
+	)
+	res := make([]int, len(todo))
+	parallel(len(todo), len(todo), func(x int) error {
+		j := todo[x]
 		st := r.streams[j]
 		buf := r.bufs[j]
 		if int64(cap(buf)) < bs {
@@ -445,13 +460,24 @@ func (r *ecReader) readBlocks(s int, row, bs int64, use []int) bool {
 		r.bufs[j] = buf
 		_, err := io.ReadFull(st.rc, buf)
 		st.next++
-		if err != nil {
-			st.rc.Close()
+		switch {
+		case err != nil:
+			res[x] = readFailed
+		case crc32.Checksum(buf, castagnoli) != sg.blockSum(j, row):
+			res[x] = sumFailed
+		}
+		return nil
+	})
+	for x, j := range todo {
+		switch res[x] {
+		case readOK:
+			r.blocks[j] = r.bufs[j]
+		case readFailed:
+			r.streams[j].rc.Close()
 			r.streams[j] = nil
 			r.bad[shardRef{s, j}] = true
-			return false
-		}
-		if crc32.Checksum(buf, castagnoli) != sg.blockSum(j, row) {
+			ok = false
+		case sumFailed:
 			// The stream is past the block: it reads on at the next one.
 			ref := shardRef{s, j}
 			r.sumFails[ref]++
@@ -459,11 +485,10 @@ func (r *ecReader) readBlocks(s int, row, bs int64, use []int) bool {
 			if r.sumFails[ref] > 1 {
 				r.bad[ref] = true
 			}
-			return false
+			ok = false
 		}
-		r.blocks[j] = buf
 	}
-	return true
+	return ok
 }
 
 // openStream opens shard j of segment s at block row, up to block end.
