@@ -3,14 +3,13 @@ package federation_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
-
-	"errors"
-	"sync/atomic"
 
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/egress"
@@ -74,19 +73,28 @@ func putGet(t *testing.T, ns *federation.Namespace, bucket, key string, data []b
 	if _, err := b.Put(ctx, key, bytes.NewReader(data), int64(len(data)), store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	info, err := b.Stat(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := b.Open(ctx, info, 0, info.Size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := io.ReadAll(rc)
-	rc.Close()
+	got, err := readObject(ctx, ns, bucket, key)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read %s/%s: %v", bucket, key, err)
 	}
+}
+
+// readObject reads the whole object through the bucket (Stat, then Open).
+func readObject(ctx context.Context, ns *federation.Namespace, bucket, key string) ([]byte, error) {
+	b, err := ns.Bucket(bucket)
+	if err != nil {
+		return nil, err
+	}
+	info, err := b.Stat(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := b.Open(ctx, info, 0, info.Size)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
 }
 
 // sums adds the ledger's bytes up by (bucket, store, direction) and by
@@ -247,20 +255,7 @@ func TestEgressPairBudgetOnComposite(t *testing.T) {
 	}
 	clock.Add(int64(time.Minute)) // past the budgets' refresh
 	read := func(bucket, key string) error {
-		b, err := ns.Bucket(bucket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := b.Stat(ctx, key)
-		if err != nil {
-			return err
-		}
-		rc, err := b.Open(ctx, info, 0, info.Size)
-		if err != nil {
-			return err
-		}
-		defer rc.Close()
-		got, err := io.ReadAll(rc)
+		got, err := readObject(ctx, ns, bucket, key)
 		if err == nil && !bytes.Equal(got, data) {
 			t.Fatalf("%s/%s: wrong bytes", bucket, key)
 		}

@@ -3,7 +3,6 @@ package federation_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"testing"
 	"time"
 
@@ -65,21 +64,7 @@ func TestCachePriorityFromPolicy(t *testing.T) {
 
 	read := func(bucket string) {
 		t.Helper()
-		b, err := ns.Bucket(bucket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := b.Stat(ctx, "a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc, err := b.Open(ctx, info, 0, info.Size)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil || !bytes.Equal(got, data) {
+		if got, err := readObject(ctx, ns, bucket, "a"); err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("read %s: %v (%d bytes)", bucket, err, len(got))
 		}
 	}
