@@ -10,6 +10,7 @@ import (
 
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/gateway/s3err"
 )
 
 func (s *Server) listBuckets(q *request) error {
@@ -34,13 +35,13 @@ func (s *Server) createBucket(q *request) error {
 				return err
 			}
 			if lc := cfg.LocationConstraint; lc != "" && lc != s.cfg.Region {
-				return errf(400, "InvalidLocationConstraint", "The specified location-constraint %q is not valid: this endpoint serves %q.", lc, s.cfg.Region)
+				return s3err.Newf(s3err.CodeInvalidLocationConstraint, "The specified location-constraint %q is not valid: this endpoint serves %q.", lc, s.cfg.Region)
 			}
 		}
 	}
 	if err := s.ns.CreateBucket(q.r.Context(), q.user, q.bucket); err != nil {
 		if errors.Is(err, federation.ErrInvalidBucketName) {
-			return errf(400, "InvalidBucketName", "The specified bucket is not valid: %s", strings.TrimPrefix(err.Error(), federation.ErrInvalidBucketName.Error()+": "))
+			return s3err.Newf(s3err.CodeInvalidBucketName, "The specified bucket is not valid: %s", strings.TrimPrefix(err.Error(), federation.ErrInvalidBucketName.Error()+": "))
 		}
 		return err
 	}
@@ -106,12 +107,12 @@ func (s *Server) deleteObjects(q *request) error {
 		return err
 	}
 	if len(data) > maxXMLBody {
-		return errf(400, "MalformedXML", "The XML body is larger than %d bytes.", maxXMLBody)
+		return s3err.Newf(s3err.CodeMalformedXML, "The XML body is larger than %d bytes.", maxXMLBody)
 	}
 	if cm := q.r.Header.Get("Content-MD5"); cm != "" {
 		sum := md5.Sum(data)
 		if cm != base64.StdEncoding.EncodeToString(sum[:]) {
-			return errf(400, "BadDigest", "The Content-MD5 you specified did not match what we received.")
+			return s3err.New(s3err.CodeBadDigest, "")
 		}
 	}
 	var req deleteRequest
@@ -126,7 +127,7 @@ func (s *Server) deleteObjects(q *request) error {
 	for _, o := range req.Objects {
 		err := checkKey(o.Key)
 		if err == nil && o.Key == "" {
-			err = errf(400, "InvalidArgument", "An object key may not be empty.")
+			err = s3err.New(s3err.CodeInvalidArgument, "An object key may not be empty.")
 		}
 		if err == nil && o.VersionID != "" && o.VersionID != "null" {
 			err = errNotImplemented("Deleting a specific object version")

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/gateway/s3err"
 )
 
 const maxListKeys = 1000
@@ -20,7 +21,7 @@ func maxKeysParam(q url.Values, name string) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
-		return 0, errf(400, "InvalidArgument", "Provided %s not an integer or within integer range", name)
+		return 0, s3err.Newf(s3err.CodeInvalidArgument, "Provided %s not an integer or within integer range", name)
 	}
 	return min(n, maxListKeys), nil
 }
@@ -33,7 +34,7 @@ func encoder(q url.Values) (func(string) string, string, error) {
 	case "url":
 		return s3URLEncode, "url", nil
 	default:
-		return nil, "", errf(400, "InvalidArgument", "Invalid Encoding Method specified in Request")
+		return nil, "", s3err.New(s3err.CodeInvalidArgument, "Invalid Encoding Method specified in Request")
 	}
 }
 
@@ -90,7 +91,7 @@ func (s *Server) listObjectsV2(q *request) error {
 	if _, ok := q.q["continuation-token"]; ok {
 		raw, err := base64.RawURLEncoding.DecodeString(token)
 		if err != nil || token == "" {
-			return errf(400, "InvalidArgument", "The continuation token provided is incorrect")
+			return s3err.New(s3err.CodeInvalidArgument, "The continuation token provided is incorrect")
 		}
 		marker = string(raw)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/gateway/s3err"
 )
 
 // maxPartSize and maxPartNumber are S3's multipart limits.
@@ -49,7 +50,7 @@ func (s *Server) upload(q *request, write bool) (*federation.Bucket, federation.
 func partNumber(q *request) (int, error) {
 	n, err := strconv.Atoi(q.q.Get("partNumber"))
 	if err != nil || n < 1 || n > maxPartNumber {
-		return 0, errf(400, "InvalidArgument", "Part number must be an integer between 1 and %d, inclusive", maxPartNumber)
+		return 0, s3err.Newf(s3err.CodeInvalidArgument, "Part number must be an integer between 1 and %d, inclusive", maxPartNumber)
 	}
 	return n, nil
 }
@@ -131,7 +132,7 @@ func (s *Server) completeMultipartUpload(q *request) error {
 		return err
 	}
 	if len(req.Parts) == 0 {
-		return errf(400, "MalformedXML", "You must specify at least one part")
+		return s3err.New(s3err.CodeMalformedXML, "You must specify at least one part")
 	}
 	refs := make([]federation.PartRef, len(req.Parts))
 	for i, p := range req.Parts {
@@ -149,7 +150,7 @@ func (s *Server) completeMultipartUpload(q *request) error {
 	case errors.Is(err, federation.ErrInvalidPartOrder):
 		return errInvalidPartOrder
 	case errors.Is(err, federation.ErrEntityTooSmall):
-		return errf(400, "EntityTooSmall", "Your proposed upload is smaller than the minimum allowed object size: %v", err)
+		return s3err.Newf(s3err.CodeEntityTooSmall, "Your proposed upload is smaller than the minimum allowed object size: %v", err)
 	case err != nil:
 		return err
 	}
@@ -182,7 +183,7 @@ func (s *Server) listParts(q *request) error {
 	marker := 0
 	if v := q.q.Get("part-number-marker"); v != "" {
 		if marker, err = strconv.Atoi(v); err != nil || marker < 0 {
-			return errf(400, "InvalidArgument", "Provided part-number-marker not an integer or within integer range")
+			return s3err.New(s3err.CodeInvalidArgument, "Provided part-number-marker not an integer or within integer range")
 		}
 	}
 	who := owner{ID: up.Initiator, DisplayName: up.Initiator}
@@ -280,7 +281,7 @@ func (s *Server) listMultipartUploads(q *request) error {
 // copySourceRange parses x-amz-copy-source-range strictly: bytes=first-last
 // with first <= last (no suffix or open ranges, no clamping).
 func copySourceRange(h string) (first, last int64, err error) {
-	bad := errf(400, "InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
+	bad := s3err.New(s3err.CodeInvalidArgument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
 	spec, ok := strings.CutPrefix(strings.TrimSpace(h), "bytes=")
 	if !ok {
 		return 0, 0, bad

@@ -77,7 +77,7 @@ func metadataFrom(h http.Header) (store.Metadata, error) {
 		total += len(name) + len(val)
 	}
 	if total > maxUserMetadata {
-		return m, errf(400, "MetadataTooLarge", "Your metadata headers exceed the maximum allowed metadata size (%d bytes).", maxUserMetadata)
+		return m, s3err.Newf(s3err.CodeMetadataTooLarge, "Your metadata headers exceed the maximum allowed metadata size (%d bytes).", maxUserMetadata)
 	}
 	return m, nil
 }
@@ -112,7 +112,7 @@ func (e *exactReader) Read(p []byte) (int, error) {
 		var one [1]byte
 		n, err := e.r.Read(one[:])
 		if n > 0 {
-			return 0, errf(400, "IncompleteBody", "The request body is longer than its declared length.")
+			return 0, s3err.New(s3err.CodeIncompleteBody, "The request body is longer than its declared length.")
 		}
 		if err == nil {
 			return 0, nil
@@ -266,7 +266,7 @@ func (s *Server) serveObject(q *request, withBody bool) error {
 
 // errObjectChanged: the object was replaced in its store between the
 // metadata lookup and the first read; the client should simply retry.
-var errObjectChanged = &s3err.Error{Status: 503, Code: "SlowDown", Message: "The object changed in its store while it was being opened; please retry."}
+var errObjectChanged = s3err.New(s3err.CodeSlowDown, "The object changed in its store while it was being opened; please retry.")
 
 func (s *Server) sendObject(q *request, info store.ObjectInfo, withBody bool, open func(start, n int64) (io.Reader, func(), error)) error {
 	if err := checkConditions(q.r.Header, "", info); err != nil {
@@ -282,11 +282,11 @@ func (s *Server) sendObject(q *request, info store.ObjectInfo, withBody bool, op
 		n, err := strconv.Atoi(pn)
 		switch {
 		case err != nil || n < 1 || n > maxPartNumber:
-			return errf(400, "InvalidArgument", "Part number must be an integer between 1 and %d, inclusive", maxPartNumber)
+			return s3err.Newf(s3err.CodeInvalidArgument, "Part number must be an integer between 1 and %d, inclusive", maxPartNumber)
 		case parts > 1:
 			return errNotImplemented("Reading one part of a multipart object (partNumber)")
 		case n > 1:
-			return errf(416, "InvalidPartNumber", "The requested partnumber is not satisfiable")
+			return s3err.New(s3err.CodeInvalidPartNumber, "The requested partnumber is not satisfiable")
 		}
 		q.w.Header().Set("x-amz-mp-parts-count", "1")
 	}
@@ -393,11 +393,11 @@ func copySource(h string) (bucket, key string, err error) {
 	}
 	dec, uerr := url.PathUnescape(src)
 	if uerr != nil {
-		return "", "", errf(400, "InvalidArgument", "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
+		return "", "", s3err.New(s3err.CodeInvalidArgument, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
 	}
 	bucket, key, ok := strings.Cut(strings.TrimPrefix(dec, "/"), "/")
 	if !ok || bucket == "" || key == "" {
-		return "", "", errf(400, "InvalidArgument", "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
+		return "", "", s3err.New(s3err.CodeInvalidArgument, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
 	}
 	if err := checkKey(key); err != nil {
 		return "", "", err
@@ -440,7 +440,7 @@ func (s *Server) copyObject(q *request) error {
 	switch directive {
 	case "", "COPY":
 		if src.Name == dst.Name && info.Key == q.key {
-			return errf(400, "InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
+			return s3err.New(s3err.CodeInvalidRequest, "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
 		}
 		meta = info.Metadata
 		meta.User = maps.Clone(info.User)
@@ -451,7 +451,7 @@ func (s *Server) copyObject(q *request) error {
 		}
 		meta.Checksums = maps.Clone(info.Checksums)
 	default:
-		return errf(400, "InvalidArgument", "Unknown metadata directive %q: use COPY or REPLACE.", directive)
+		return s3err.Newf(s3err.CodeInvalidArgument, "Unknown metadata directive %q: use COPY or REPLACE.", directive)
 	}
 	opts := store.PutOptions{Metadata: meta}
 	if err := s.writeConditions(q, dst, &opts); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/gateway/s3err"
 )
 
 // request is one authenticated S3 request as the handlers see it.
@@ -89,7 +90,7 @@ func (s *Server) route(r *http.Request, q url.Values, bucket, key string) (strin
 	}
 	if key != "" && m == http.MethodPut && has("partNumber") != has("uploadId") {
 		return "UploadPart", func(*request) error {
-			return errf(400, "InvalidRequest", "UploadPart needs both partNumber and uploadId.")
+			return s3err.New(s3err.CodeInvalidRequest, "UploadPart needs both partNumber and uploadId.")
 		}
 	}
 	switch {
@@ -204,7 +205,7 @@ func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, ri *requestInfo
 		return
 	}
 	if headerBytes(r.Header) > maxHeaderBytes {
-		writeError(w, r, errf(400, "RequestHeaderSectionTooLarge", "Your request header section exceeds the maximum allowed size (%d bytes).", maxHeaderBytes))
+		writeError(w, r, s3err.Newf(s3err.CodeRequestHeaderSectionTooLarge, "Your request header section exceeds the maximum allowed size (%d bytes).", maxHeaderBytes))
 		return
 	}
 	res, err := s.verifier.Verify(r)
@@ -219,7 +220,7 @@ func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, ri *requestInfo
 	}
 	user, ok := s.ns.Users().ByAccessKey(res.AccessKey)
 	if !ok {
-		writeError(w, r, errf(403, "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records."))
+		writeError(w, r, s3err.New(s3err.CodeInvalidAccessKeyID, ""))
 		return
 	}
 	ri.user = user.Name
@@ -262,11 +263,11 @@ func checkKey(key string) error {
 		return errKeyTooLong
 	}
 	if strings.IndexByte(key, 0) >= 0 {
-		return errf(400, "InvalidArgument", "Object key contains a NUL byte.")
+		return s3err.New(s3err.CodeInvalidArgument, "Object key contains a NUL byte.")
 	}
 	for seg := range strings.SplitSeq(key, "/") {
 		if seg == "." || seg == ".." {
-			return errf(400, "InvalidArgument", "Object key %q contains a '.' or '..' path segment, which fedgate does not accept.", key)
+			return s3err.Newf(s3err.CodeInvalidArgument, "Object key %q contains a '.' or '..' path segment, which fedgate does not accept.", key)
 		}
 	}
 	return nil

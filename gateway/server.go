@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/gateway/s3err"
 	"github.com/fedgate/fedgate/gateway/sigv4"
 )
 
@@ -129,7 +130,7 @@ func (s *Server) opsRouter() http.Handler {
 	r.Handle(ReservedPrefix+"metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	r.Route(ReservedPrefix+"admin", s.adminRoutes)
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
-		writeError(w, req, errf(404, "NoSuchResource", "No such fedgate endpoint: %s", req.URL.Path))
+		writeError(w, req, s3err.Newf(s3err.CodeNoSuchResource, "No such fedgate endpoint: %s", req.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, req, errMethodNotAllowed)

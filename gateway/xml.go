@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/fedgate/fedgate/gateway/s3err"
 )
 
 const s3NS = "http://s3.amazonaws.com/doc/2006-03-01/"
@@ -45,7 +47,7 @@ func readXML(body io.Reader, v any) error {
 		return err
 	}
 	if len(data) > maxXMLBody {
-		return errf(400, "MalformedXML", "The XML body is larger than %d bytes.", maxXMLBody)
+		return s3err.Newf(s3err.CodeMalformedXML, "The XML body is larger than %d bytes.", maxXMLBody)
 	}
 	return decodeXML(data, v)
 }
