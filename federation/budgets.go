@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/egress"
 	"github.com/fedgate/fedgate/federation/placement"
 	"github.com/fedgate/fedgate/federation/store"
@@ -18,7 +19,7 @@ import (
 // ErrEgressBudget: a cold read (a cache miss that would read from the
 // store) is refused because the bucket's egress budget with action
 // block-cold-reads is spent for the month. The message names the budget.
-var ErrEgressBudget = errors.New("egress budget spent")
+var ErrEgressBudget = backend.ErrEgressBudget
 
 // budgetRefresh bounds how stale the budget statuses a read sees may be.
 const budgetRefresh = 5 * time.Second

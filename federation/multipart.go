@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/raft"
 )
@@ -18,10 +19,10 @@ import (
 const MinPartSize = 5 << 20
 
 // ErrEntityTooSmall: a part other than the last is under MinPartSize.
-var ErrEntityTooSmall = errors.New("federation: part smaller than the 5 MiB minimum")
+var ErrEntityTooSmall = backend.ErrEntityTooSmall
 
 // ErrInvalidPartOrder: parts of a completion are not in ascending order.
-var ErrInvalidPartOrder = errors.New("federation: parts not in ascending order")
+var ErrInvalidPartOrder = backend.ErrInvalidPartOrder
 
 // Upload is a multipart upload in progress (a copy of Raft state).
 type Upload = raft.MultipartUpload
@@ -109,10 +110,7 @@ func (n *Namespace) UploadPart(ctx context.Context, b *Bucket, up Upload, number
 }
 
 // PartRef is one entry of a CompleteMultipartUpload request.
-type PartRef struct {
-	Number int
-	ETag   string
-}
+type PartRef = backend.PartRef
 
 // CompleteUpload joins the parts into the object. ErrInvalidPartOrder,
 // store.ErrInvalidPart (unknown part or ETag mismatch), ErrEntityTooSmall,

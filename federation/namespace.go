@@ -20,34 +20,30 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/raft"
 )
 
-// Errors the namespace returns besides the store sentinels.
+// Errors the namespace returns besides the store sentinels. They are the
+// backend package's (the gateway's contract), under the names federation
+// has always used.
 var (
-	ErrNoSuchBucket      = errors.New("federation: no such bucket")
-	ErrBucketNotEmpty    = errors.New("federation: bucket not empty")
-	ErrNoSuchUpload      = errors.New("federation: no such multipart upload")
-	ErrPolicyBucket      = errors.New("federation: bucket is declared in the policy file")
-	ErrInvalidBucketName = errors.New("federation: invalid bucket name")
-	ErrAccessDenied      = errors.New("federation: access denied")
-	ErrNoSuchUser        = errors.New("federation: no such user")
-	ErrUserExists        = errors.New("federation: user exists")
-	ErrAccessKeyInUse    = errors.New("federation: access key in use")
+	ErrNoSuchBucket      = backend.ErrNoSuchBucket
+	ErrBucketNotEmpty    = backend.ErrBucketNotEmpty
+	ErrNoSuchUpload      = backend.ErrNoSuchUpload
+	ErrPolicyBucket      = backend.ErrPolicyBucket
+	ErrInvalidBucketName = backend.ErrInvalidBucketName
+	ErrAccessDenied      = backend.ErrAccessDenied
+	ErrNoSuchUser        = backend.ErrNoSuchUser
+	ErrUserExists        = backend.ErrUserExists
+	ErrAccessKeyInUse    = backend.ErrAccessKeyInUse
 )
 
 // BucketExistsError answers CreateBucket on a name that is taken.
-type BucketExistsError struct {
-	Bucket        string
-	OwnedByCaller bool
-}
-
-func (e *BucketExistsError) Error() string {
-	return fmt.Sprintf("federation: bucket %q already exists", e.Bucket)
-}
+type BucketExistsError = backend.BucketExistsError
 
 // Journal is the region's replicated state as the namespace uses it; a
 // *raft.Node implements it.
@@ -165,10 +161,11 @@ func New(cfg Config) (*Namespace, error) {
 	if cfg.WriteBack.Wait <= 0 {
 		cfg.WriteBack.Wait = 30 * time.Second
 	}
-	n := &Namespace{j: cfg.Journal, log: cfg.Logger, now: cfg.Now,
+	j := regionJournal{cfg.Journal}
+	n := &Namespace{j: j, log: cfg.Logger, now: cfg.Now,
 		created: cfg.Now(), cache: cfg.Cache, fill: cfg.FillConcurrency,
 		region: cfg.Region, wb: cfg.WriteBack, metrics: newDrainMetrics(), drainWake: make(chan struct{}, 1)}
-	n.users = &Users{j: cfg.Journal, now: cfg.Now, catchUp: n.catchUp}
+	n.users = &Users{j: j, now: cfg.Now, catchUp: n.catchUp}
 	if cfg.RegionLocation != "" {
 		// Before the view: placements rank their members from the region's
 		// location and meter them.

@@ -3,12 +3,12 @@ package federation
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/egress"
 	"github.com/fedgate/fedgate/federation/placement"
 	"github.com/fedgate/fedgate/federation/store"
@@ -204,7 +204,7 @@ type Repairer interface {
 }
 
 // ErrNothingToRepair: the bucket's placement is a single store.
-var ErrNothingToRepair = errors.New("federation: the bucket's placement keeps one copy in one store: nothing to repair")
+var ErrNothingToRepair = backend.ErrNothingToRepair
 
 // Repair rebuilds missing or corrupt copies, shards and manifests of the
 // objects of bucket under prefix (a replicate or erasure placement).

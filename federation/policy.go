@@ -1,17 +1,17 @@
 package federation
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/policies"
 )
 
 // ErrPolicyChange: a new policy would strand data (a bucket it removes or
 // moves still has undrained write-back writes or multipart uploads).
-var ErrPolicyChange = errors.New("federation: policy change refused")
+var ErrPolicyChange = backend.ErrPolicyChange
 
 // Policy returns the policy in force on this node and its Raft version
 // (nil, 0 on embedded defaults).

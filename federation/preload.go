@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/raft"
@@ -25,10 +26,10 @@ import (
 
 // Errors of preload jobs and pins besides ErrNoSuchBucket.
 var (
-	ErrNoSuchJob = errors.New("federation: no such preload job")
-	ErrNoSuchPin = errors.New("federation: no such pin")
+	ErrNoSuchJob = backend.ErrNoSuchJob
+	ErrNoSuchPin = backend.ErrNoSuchPin
 	// ErrInvalidPrefix: a key prefix longer than 1024 bytes or with NUL.
-	ErrInvalidPrefix = errors.New("federation: invalid key prefix")
+	ErrInvalidPrefix = backend.ErrInvalidPrefix
 )
 
 // Preloader tuning.

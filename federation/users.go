@@ -8,19 +8,15 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/raft"
 )
 
 // RootUser is the name of the user who can do everything.
-const RootUser = "root"
+const RootUser = backend.RootUser
 
 // User is an identity that signs S3 requests.
-type User struct {
-	Name      string
-	AccessKey string
-	Root      bool
-	Created   time.Time
-}
+type User = backend.User
 
 // Users manages credentials and grants; they are Raft state.
 type Users struct {
@@ -64,10 +60,7 @@ func toUser(r raft.User) User {
 }
 
 // UserInfo is a user with its grants, as `fedgate user list` shows it.
-type UserInfo struct {
-	User
-	Grants map[string]string // bucket -> read|write
-}
+type UserInfo = backend.UserInfo
 
 // List returns every user and its grants.
 func (u *Users) List() []UserInfo {
@@ -87,10 +80,7 @@ var userNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+=-]{0,63}$`)
 var accessKeyRE = regexp.MustCompile(`^[A-Za-z0-9._~+/=-]{3,128}$`)
 
 // Credentials is a new user's key pair. The secret is shown only once.
-type Credentials struct {
-	AccessKey string `json:"access_key"`
-	SecretKey string `json:"secret_key"`
-}
+type Credentials = backend.Credentials
 
 // NewCredentials generates a random access key (20 upper-case letters and
 // digits) and secret key (40 characters), like AWS's.

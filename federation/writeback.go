@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/cachetier/staging"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/raft"
@@ -28,7 +29,7 @@ import (
 // ErrStagingUnavailable: a write-back write could not be staged in time on
 // enough nodes (staging full, or too few nodes reachable). Nothing was
 // acknowledged; the client should retry (S3: 503 SlowDown).
-var ErrStagingUnavailable = errors.New("federation: write-back staging unavailable")
+var ErrStagingUnavailable = backend.ErrStagingUnavailable
 
 // Region is the rest of the region as the namespace sees it; cmd/fedgate
 // implements it over the internal node-to-node API.

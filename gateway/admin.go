@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/backend"
 )
 
 // The admin API (what `fedgate user ...` talks to). Requests are SigV4-signed
@@ -51,10 +51,12 @@ func (s *Server) adminRoutes(r chi.Router) {
 	r.Post("/users/{name}/grants", s.adminGrant)
 	r.Delete("/users/{name}/grants/{bucket}", s.adminRevoke)
 	s.clusterRoutes(r)
-	s.cacheRoutes(r)
 	s.policyRoutes(r)
-	s.egressRoutes(r)
-	s.repairRoutes(r)
+	if s.admin != nil {
+		s.cacheRoutes(r)
+		s.egressRoutes(r)
+		s.repairRoutes(r)
+	}
 	r.Get("/version", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"version": s.cfg.Version})
 	})
@@ -73,7 +75,7 @@ func (s *Server) adminAuth(next http.Handler) http.Handler {
 			writeJSON(w, se.Status, AdminError{Error: se.Message, Code: se.Code})
 			return
 		}
-		u, ok := s.ns.Users().ByAccessKey(res.AccessKey)
+		u, ok := s.be.Users().ByAccessKey(res.AccessKey)
 		if res.Anonymous || !ok || !u.Root {
 			writeJSON(w, http.StatusForbidden, AdminError{Error: "the admin API needs the root user's credentials", Code: "AccessDenied"})
 			return
@@ -99,15 +101,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func adminFail(w http.ResponseWriter, err error, user, bucket string) {
 	status, code, msg := http.StatusBadRequest, "InvalidRequest", err.Error()
 	switch {
-	case errors.Is(err, federation.ErrNoSuchUser):
+	case errors.Is(err, backend.ErrNoSuchUser):
 		status, code, msg = http.StatusNotFound, "NoSuchUser", fmt.Sprintf("user %q does not exist", user)
-	case errors.Is(err, federation.ErrNoSuchBucket):
+	case errors.Is(err, backend.ErrNoSuchBucket):
 		status, code, msg = http.StatusNotFound, "NoSuchBucket", fmt.Sprintf("bucket %q does not exist", bucket)
-	case errors.Is(err, federation.ErrUserExists):
+	case errors.Is(err, backend.ErrUserExists):
 		status, code, msg = http.StatusConflict, "Conflict", fmt.Sprintf("user %q already exists", user)
-	case errors.Is(err, federation.ErrAccessKeyInUse):
+	case errors.Is(err, backend.ErrAccessKeyInUse):
 		status, code, msg = http.StatusConflict, "Conflict", "that access key belongs to another user"
-	case errors.Is(err, federation.ErrAccessDenied):
+	case errors.Is(err, backend.ErrAccessDenied):
 		status, code = http.StatusForbidden, "AccessDenied"
 	}
 	writeJSON(w, status, AdminError{Error: msg, Code: code})
@@ -124,7 +126,7 @@ func readJSON(r *http.Request, v any) error {
 
 func (s *Server) adminListUsers(w http.ResponseWriter, _ *http.Request) {
 	out := []AdminUser{}
-	for _, u := range s.ns.Users().List() {
+	for _, u := range s.be.Users().List() {
 		out = append(out, AdminUser{Name: u.Name, AccessKey: u.AccessKey, Root: u.Root, Created: s3Time(u.Created), Grants: u.Grants})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -136,7 +138,7 @@ func (s *Server) adminAddUser(w http.ResponseWriter, r *http.Request) {
 		adminFail(w, err, "", "")
 		return
 	}
-	c, err := s.ns.Users().Add(r.Context(), req.Name, federation.Credentials{AccessKey: req.AccessKey, SecretKey: req.SecretKey})
+	c, err := s.be.Users().Add(r.Context(), req.Name, backend.Credentials{AccessKey: req.AccessKey, SecretKey: req.SecretKey})
 	if err != nil {
 		adminFail(w, err, req.Name, "")
 		return
@@ -146,15 +148,15 @@ func (s *Server) adminAddUser(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) adminRemoveUser(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
-	if err := s.ns.Users().Remove(r.Context(), name); err != nil {
+	if err := s.be.Users().Remove(r.Context(), name); err != nil {
 		adminFail(w, err, name, "")
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) rootUser() federation.User {
-	return federation.User{Name: federation.RootUser, Root: true}
+func (s *Server) rootUser() backend.User {
+	return backend.User{Name: backend.RootUser, Root: true}
 }
 
 func (s *Server) adminGrant(w http.ResponseWriter, r *http.Request) {
@@ -164,12 +166,7 @@ func (s *Server) adminGrant(w http.ResponseWriter, r *http.Request) {
 		adminFail(w, err, name, "")
 		return
 	}
-	b, err := s.ns.Bucket(req.Bucket)
-	if err != nil {
-		adminFail(w, err, name, req.Bucket)
-		return
-	}
-	if err := s.ns.Users().Grant(r.Context(), s.rootUser(), name, b, req.Perm); err != nil {
+	if err := s.be.Users().Grant(r.Context(), s.rootUser(), name, req.Bucket, req.Perm); err != nil {
 		adminFail(w, err, name, req.Bucket)
 		return
 	}
@@ -178,12 +175,7 @@ func (s *Server) adminGrant(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) adminRevoke(w http.ResponseWriter, r *http.Request) {
 	name, bucket := chi.URLParam(r, "name"), chi.URLParam(r, "bucket")
-	b, err := s.ns.Bucket(bucket)
-	if err != nil {
-		adminFail(w, err, name, bucket)
-		return
-	}
-	if err := s.ns.Users().Revoke(r.Context(), s.rootUser(), name, b); err != nil {
+	if err := s.be.Users().Revoke(r.Context(), s.rootUser(), name, bucket); err != nil {
 		adminFail(w, err, name, bucket)
 		return
 	}

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/s3err"
 )
@@ -16,8 +16,8 @@ import (
 func (s *Server) listBuckets(q *request) error {
 	res := listAllMyBucketsResult{Xmlns: s3NS, Owner: owner{ID: q.user.Name, DisplayName: q.user.Name}}
 	res.Buckets = []bucketElem{}
-	for _, b := range s.ns.ListBuckets(q.user) {
-		res.Buckets = append(res.Buckets, bucketElem{Name: b.Name, CreationDate: s3Time(b.Created), BucketRegion: s.cfg.Region})
+	for _, b := range s.be.ListBuckets(q.user) {
+		res.Buckets = append(res.Buckets, bucketElem{Name: b.Name(), CreationDate: s3Time(b.Created()), BucketRegion: s.cfg.Region})
 	}
 	writeXML(q.w, http.StatusOK, res)
 	return nil
@@ -39,9 +39,9 @@ func (s *Server) createBucket(q *request) error {
 			}
 		}
 	}
-	if err := s.ns.CreateBucket(q.r.Context(), q.user, q.bucket); err != nil {
-		if errors.Is(err, federation.ErrInvalidBucketName) {
-			return s3err.Newf(s3err.CodeInvalidBucketName, "The specified bucket is not valid: %s", strings.TrimPrefix(err.Error(), federation.ErrInvalidBucketName.Error()+": "))
+	if err := s.be.CreateBucket(q.r.Context(), q.user, q.bucket); err != nil {
+		if errors.Is(err, backend.ErrInvalidBucketName) {
+			return s3err.Newf(s3err.CodeInvalidBucketName, "The specified bucket is not valid: %s", strings.TrimPrefix(err.Error(), backend.ErrInvalidBucketName.Error()+": "))
 		}
 		return err
 	}
@@ -64,10 +64,10 @@ func (s *Server) deleteBucket(q *request) error {
 	if err != nil {
 		return err
 	}
-	if !q.user.Root && b.Owner != q.user.Name {
+	if !q.user.Root && b.Owner() != q.user.Name {
 		return errAccessDenied
 	}
-	if err := s.ns.DeleteBucket(q.r.Context(), b); err != nil {
+	if err := s.be.DeleteBucket(q.r.Context(), b.Name()); err != nil {
 		return err
 	}
 	q.w.WriteHeader(http.StatusNoContent)
@@ -160,7 +160,7 @@ type listPage struct {
 // listBucket reads one page after marker. The store may yield a common
 // prefix equal to marker again (a page that ended on a prefix); anything not
 // strictly after marker is skipped.
-func listBucket(q *request, b *federation.Bucket, prefix, delim, marker string, max int) (listPage, error) {
+func listBucket(q *request, b backend.Bucket, prefix, delim, marker string, max int) (listPage, error) {
 	var p listPage
 	start := marker
 	if start != "" && start < prefix {

@@ -9,8 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/fedgate/fedgate/federation"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/backend"
 )
 
 // The admin API's cache routes (what `fedgate cache ...` talks to):
@@ -95,7 +94,7 @@ func (s *Server) cacheRoutes(r chi.Router) {
 	r.Delete("/cache/pins", s.adminUnpin)
 }
 
-func adminJob(st federation.PreloadStatus) AdminJob {
+func adminJob(st backend.PreloadStatus) AdminJob {
 	j := AdminJob{ID: st.ID, Bucket: st.Bucket, Prefix: st.Prefix, Pin: st.Pin, Created: s3Time(st.Created),
 		State: st.State(), Done: st.Done, Canceled: st.Canceled, Objects: st.Objects, TotalObjects: st.TotalObjects,
 		Bytes: st.Bytes, TotalBytes: st.TotalBytes, Errors: st.Errors, Pending: st.Pending}
@@ -115,14 +114,13 @@ func adminJob(st federation.PreloadStatus) AdminJob {
 // the request was about.
 func cacheFail(w http.ResponseWriter, err error, bucket, prefix, id string) {
 	switch {
-	case errors.Is(err, federation.ErrNoSuchJob):
+	case errors.Is(err, backend.ErrNoSuchJob):
 		writeJSON(w, http.StatusNotFound, AdminError{Error: fmt.Sprintf("preload job %q does not exist", id), Code: "NoSuchJob"})
-	case errors.Is(err, federation.ErrNoSuchPin):
+	case errors.Is(err, backend.ErrNoSuchPin):
 		writeJSON(w, http.StatusNotFound, AdminError{Error: fmt.Sprintf("bucket %q has no pin with prefix %q", bucket, prefix), Code: "NoSuchPin"})
-	case errors.Is(err, federation.ErrInvalidPrefix):
+	case errors.Is(err, backend.ErrInvalidPrefix):
 		writeJSON(w, http.StatusBadRequest, AdminError{Error: fmt.Sprintf("prefix %q: want at most 1024 bytes and no NUL", prefix), Code: "InvalidArgument"})
-	case errors.Is(err, raft.ErrNoLeader), errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrClosed),
-		errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, context.DeadlineExceeded):
+	case regionError(err) != nil, errors.Is(err, context.DeadlineExceeded):
 		clusterFail(w, err)
 	default:
 		adminFail(w, err, "", bucket)
@@ -139,21 +137,17 @@ func (s *Server) adminStartPreload(w http.ResponseWriter, r *http.Request) {
 		cacheFail(w, errors.New("give the bucket to preload"), "", "", "")
 		return
 	}
-	job, err := s.ns.StartPreload(r.Context(), req.Bucket, req.Prefix, req.Pin)
+	st, err := s.admin.StartPreload(r.Context(), req.Bucket, req.Prefix, req.Pin)
 	if err != nil {
 		cacheFail(w, err, req.Bucket, req.Prefix, "")
 		return
-	}
-	st, err := s.ns.Job(job.ID)
-	if err != nil { // applied through another node and not here yet
-		st = federation.PreloadStatus{PreloadJob: job}
 	}
 	writeJSON(w, http.StatusCreated, adminJob(st))
 }
 
 func (s *Server) adminListJobs(w http.ResponseWriter, _ *http.Request) {
 	out := []AdminJob{}
-	for _, st := range s.ns.Jobs() {
+	for _, st := range s.admin.Jobs() {
 		out = append(out, adminJob(st))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -161,7 +155,7 @@ func (s *Server) adminListJobs(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) adminGetJob(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	st, err := s.ns.Job(id)
+	st, err := s.admin.Job(id)
 	if err != nil {
 		cacheFail(w, err, "", "", id)
 		return
@@ -171,7 +165,7 @@ func (s *Server) adminGetJob(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) adminCancelJob(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	removed, err := s.ns.CancelPreload(r.Context(), id)
+	removed, err := s.admin.CancelPreload(r.Context(), id)
 	if err != nil {
 		cacheFail(w, err, "", "", id)
 		return
@@ -181,7 +175,7 @@ func (s *Server) adminCancelJob(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) adminListPins(w http.ResponseWriter, _ *http.Request) {
 	out := []AdminPin{}
-	for _, p := range s.ns.Pins() {
+	for _, p := range s.admin.Pins() {
 		out = append(out, AdminPin{Bucket: p.Bucket, Prefix: p.Prefix, Created: s3Time(p.Created)})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -200,7 +194,7 @@ func (s *Server) adminPin(w http.ResponseWriter, r *http.Request) {
 		cacheFail(w, errors.New("give the bucket to pin"), "", "", "")
 		return
 	}
-	p, err := s.ns.Pin(r.Context(), req.Bucket, req.Prefix)
+	p, err := s.admin.Pin(r.Context(), req.Bucket, req.Prefix)
 	if err != nil {
 		cacheFail(w, err, req.Bucket, req.Prefix, "")
 		return
@@ -218,7 +212,7 @@ func (s *Server) adminUnpin(w http.ResponseWriter, r *http.Request) {
 		cacheFail(w, errors.New("give the bucket to unpin"), "", "", "")
 		return
 	}
-	if err := s.ns.Unpin(r.Context(), req.Bucket, req.Prefix); err != nil {
+	if err := s.admin.Unpin(r.Context(), req.Bucket, req.Prefix); err != nil {
 		cacheFail(w, err, req.Bucket, req.Prefix, "")
 		return
 	}

@@ -6,13 +6,15 @@ import (
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
-
-	"github.com/fedgate/fedgate/raft"
 )
 
 // Cluster is what the admin API's cluster routes need from the node's
 // region membership; cmd/fedgate implements it over package raft and the
 // internal node-to-node API.
+//
+// Errors of the region's replicated state are the backend sentinels
+// (backend.ErrNoLeader, ...), which the admin API answers like the S3
+// routes do.
 type Cluster interface {
 	// ClusterStatus describes every member as this node sees it, asking
 	// each one for its own Raft state (a member that does not answer is
@@ -131,12 +133,11 @@ func (s *Server) clusterRoutes(r chi.Router) {
 }
 
 func clusterFail(w http.ResponseWriter, err error) {
-	status, code := http.StatusBadRequest, "InvalidRequest"
-	switch {
-	case errors.Is(err, raft.ErrNoLeader), errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrClosed):
-		status, code = http.StatusServiceUnavailable, "NoLeader"
-	case errors.Is(err, context.DeadlineExceeded):
+	status, code, msg := http.StatusBadRequest, "InvalidRequest", err.Error()
+	if se := regionError(err); se != nil {
+		status, code, msg = se.Status, se.Code, se.Message
+	} else if errors.Is(err, context.DeadlineExceeded) {
 		status, code = http.StatusGatewayTimeout, "Timeout"
 	}
-	writeJSON(w, status, AdminError{Error: err.Error(), Code: code})
+	writeJSON(w, status, AdminError{Error: msg, Code: code})
 }

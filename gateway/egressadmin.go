@@ -43,7 +43,7 @@ func (s *Server) egressRoutes(r chi.Router) {
 			writeJSON(w, http.StatusBadRequest, AdminError{Error: "bucket: required", Code: "InvalidArgument"})
 			return
 		}
-		b, err := s.ns.Bucket(out.Bucket)
+		b, err := s.be.Bucket(out.Bucket)
 		if err != nil {
 			adminFail(w, err, "", out.Bucket)
 			return
@@ -86,16 +86,16 @@ func (s *Server) egressRoutes(r chi.Router) {
 			writeJSON(w, http.StatusBadRequest, AdminError{Error: "since must be before until", Code: "InvalidArgument"})
 			return
 		}
-		rows, err := s.ns.EgressLedger(req.Context(), since, until)
+		rows, err := s.admin.EgressLedger(req.Context(), since, until)
 		if err != nil {
 			clusterFail(w, err)
 			return
 		}
-		out := AdminEgress{Region: s.cfg.RegionName, Location: s.ns.RegionLocation(), Since: since.UTC(), Until: until.UTC(), Rows: rows}
+		out := AdminEgress{Region: s.cfg.RegionName, Location: s.admin.RegionLocation(), Since: since.UTC(), Until: until.UTC(), Rows: rows}
 		if out.Rows == nil {
 			out.Rows = []egress.Row{}
 		}
-		if p, _ := s.ns.Policy(); p != nil && s.cfg.Policy != nil {
+		if s.admin.HasPolicy() && s.cfg.Policy != nil {
 			if a, err := s.cfg.Policy.ActivePolicy(req.Context()); err == nil {
 				out.PolicyYAML = a.YAML
 			}

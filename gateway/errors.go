@@ -7,10 +7,9 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/s3err"
-	"github.com/fedgate/fedgate/raft"
 )
 
 // S3 errors the handlers return with the table's default message
@@ -48,22 +47,25 @@ func toS3(err error) *s3err.Error {
 	if errors.As(err, &se) {
 		return se
 	}
-	var exists *federation.BucketExistsError
+	if se := regionError(err); se != nil {
+		return se
+	}
+	var exists *backend.BucketExistsError
 	switch {
 	case errors.As(err, &exists):
 		if exists.OwnedByCaller {
 			return s3err.New(s3err.CodeBucketAlreadyOwnedByYou, "")
 		}
 		return s3err.New(s3err.CodeBucketAlreadyExists, "")
-	case errors.Is(err, federation.ErrNoSuchBucket):
+	case errors.Is(err, backend.ErrNoSuchBucket):
 		return errNoSuchBucket
-	case errors.Is(err, federation.ErrBucketNotEmpty):
+	case errors.Is(err, backend.ErrBucketNotEmpty):
 		return errBucketNotEmpty
-	case errors.Is(err, federation.ErrNoSuchUpload), errors.Is(err, store.ErrNoSuchUpload):
+	case errors.Is(err, backend.ErrNoSuchUpload), errors.Is(err, store.ErrNoSuchUpload):
 		return errNoSuchUpload
-	case errors.Is(err, federation.ErrPolicyBucket):
+	case errors.Is(err, backend.ErrPolicyBucket):
 		return s3err.Newf(s3err.CodeInvalidBucketState, "%v", err)
-	case errors.Is(err, federation.ErrInvalidBucketName):
+	case errors.Is(err, backend.ErrInvalidBucketName):
 		return s3err.Newf(s3err.CodeInvalidBucketName, "%v", err)
 	case errors.Is(err, store.ErrNotFound):
 		return errNoSuchKey
@@ -79,16 +81,29 @@ func toS3(err error) *s3err.Error {
 		return errSlowDown
 	case errors.Is(err, store.ErrNotSupported):
 		return errNotImplemented("This operation on this store")
-	case errors.Is(err, federation.ErrEgressBudget):
+	case errors.Is(err, backend.ErrEgressBudget):
 		return s3err.Newf(s3err.CodeEgressBudgetExceeded, "%v", err)
-	case errors.Is(err, federation.ErrStagingUnavailable):
+	case errors.Is(err, backend.ErrStagingUnavailable):
 		return s3err.Newf(s3err.CodeSlowDown, "The write-back staging area could not take the write in time (%v); nothing was stored. Retry shortly: staging frees up as the region drains to its stores.", err)
-	case errors.Is(err, raft.ErrNoLeader):
-		return s3err.New(s3err.CodeSlowDown, "The region has no Raft leader right now (a leader election is in progress, or this node is cut off from the majority of its region); the write was not applied. Retry shortly, or through another node.")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return s3err.New(s3err.CodeRequestTimeout, "")
 	}
 	return errInternal
+}
+
+// regionError is the one answer each error of the region's replicated
+// state gets, on the S3 routes and the admin API alike; nil for any other
+// error.
+func regionError(err error) *s3err.Error {
+	switch {
+	case errors.Is(err, backend.ErrNoLeader):
+		return s3err.New(s3err.CodeSlowDown, "The region has no Raft leader right now (a leader election is in progress, or this node is cut off from the majority of its region); the write was not applied. Retry shortly, or through another node.")
+	case errors.Is(err, backend.ErrOutcomeUnknown):
+		return s3err.New(s3err.CodeSlowDown, "The region's leader changed while the write was being applied, so it may or may not have taken effect. Check, or retry it.")
+	case errors.Is(err, backend.ErrClosed):
+		return errServiceUnavail
+	}
+	return nil
 }
 
 type errorResponse struct {

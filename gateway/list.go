@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/gateway/s3err"
 )
 
@@ -47,7 +47,7 @@ func s3URLEncode(s string) string {
 
 // listing holds what both ListObjects versions parse from the request.
 type listing struct {
-	b       *federation.Bucket
+	b       backend.Bucket
 	enc     func(string) string
 	encType string
 	max     int
@@ -95,7 +95,7 @@ func (s *Server) listObjectsV2(q *request) error {
 		}
 		marker = string(raw)
 	}
-	res := listBucketResultV2{Xmlns: s3NS, Name: l.b.Name, Prefix: l.enc(prefix), Delimiter: l.enc(delim), MaxKeys: l.max,
+	res := listBucketResultV2{Xmlns: s3NS, Name: l.b.Name(), Prefix: l.enc(prefix), Delimiter: l.enc(delim), MaxKeys: l.max,
 		EncodingType: l.encType, ContinuationToken: token, StartAfter: l.enc(startAfter)}
 	if l.max > 0 {
 		page, err := listBucket(q, l.b, prefix, delim, marker, l.max)
@@ -104,7 +104,7 @@ func (s *Server) listObjectsV2(q *request) error {
 		}
 		var who *owner
 		if q.q.Get("fetch-owner") == "true" {
-			who = &owner{ID: l.b.Owner, DisplayName: l.b.Owner}
+			who = &owner{ID: l.b.Owner(), DisplayName: l.b.Owner()}
 		}
 		res.Contents, res.CommonPrefixes = l.elems(page, who)
 		res.KeyCount = len(page.objects) + len(page.prefixes)
@@ -123,14 +123,14 @@ func (s *Server) listObjectsV1(q *request) error {
 		return err
 	}
 	prefix, delim, marker := q.q.Get("prefix"), q.q.Get("delimiter"), q.q.Get("marker")
-	res := listBucketResultV1{Xmlns: s3NS, Name: l.b.Name, Prefix: l.enc(prefix), Delimiter: l.enc(delim), MaxKeys: l.max,
+	res := listBucketResultV1{Xmlns: s3NS, Name: l.b.Name(), Prefix: l.enc(prefix), Delimiter: l.enc(delim), MaxKeys: l.max,
 		EncodingType: l.encType, Marker: l.enc(marker)}
 	if l.max > 0 {
 		page, err := listBucket(q, l.b, prefix, delim, marker, l.max)
 		if err != nil {
 			return err
 		}
-		res.Contents, res.CommonPrefixes = l.elems(page, &owner{ID: l.b.Owner, DisplayName: l.b.Owner})
+		res.Contents, res.CommonPrefixes = l.elems(page, &owner{ID: l.b.Owner(), DisplayName: l.b.Owner()})
 		res.IsTruncated = page.truncated
 		if page.truncated {
 			res.NextMarker = l.enc(page.last)

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/gateway/s3err"
 )
 
@@ -26,24 +26,24 @@ func (s *Server) createMultipartUpload(q *request) error {
 		return err
 	}
 	alg := strings.ToUpper(q.r.Header.Get("x-amz-checksum-algorithm"))
-	up, err := s.ns.CreateUpload(q.r.Context(), q.user, b, q.key, meta, alg)
+	up, err := b.CreateUpload(q.r.Context(), q.user, q.key, meta, alg)
 	if err != nil {
 		return err
 	}
 	if alg != "" {
 		q.w.Header().Set("x-amz-checksum-algorithm", alg)
 	}
-	writeXML(q.w, http.StatusOK, initiateMultipartUploadResult{Xmlns: s3NS, Bucket: b.Name, Key: q.key, UploadID: up.ID})
+	writeXML(q.w, http.StatusOK, initiateMultipartUploadResult{Xmlns: s3NS, Bucket: b.Name(), Key: q.key, UploadID: up.ID})
 	return nil
 }
 
 // upload resolves bucket and uploadId for the part/complete/abort/list calls.
-func (s *Server) upload(q *request, write bool) (*federation.Bucket, federation.Upload, error) {
+func (s *Server) upload(q *request, write bool) (backend.Bucket, backend.Upload, error) {
 	b, err := s.bucketFor(q, write)
 	if err != nil {
-		return nil, federation.Upload{}, err
+		return nil, backend.Upload{}, err
 	}
-	up, err := s.ns.Upload(b, q.q.Get("uploadId"), q.key)
+	up, err := b.Upload(q.q.Get("uploadId"), q.key)
 	return b, up, err
 }
 
@@ -57,10 +57,10 @@ func partNumber(q *request) (int, error) {
 
 // partTarget resolves the part number, bucket and upload of UploadPart and
 // UploadPartCopy.
-func (s *Server) partTarget(q *request) (int, *federation.Bucket, federation.Upload, error) {
+func (s *Server) partTarget(q *request) (int, backend.Bucket, backend.Upload, error) {
 	num, err := partNumber(q)
 	if err != nil {
-		return 0, nil, federation.Upload{}, err
+		return 0, nil, backend.Upload{}, err
 	}
 	b, up, err := s.upload(q, true)
 	return num, b, up, err
@@ -75,7 +75,7 @@ func (s *Server) uploadPart(q *request) error {
 	if err != nil {
 		return err
 	}
-	pi, err := s.ns.UploadPart(q.r.Context(), b, up, num, body, size, body.Checksums)
+	pi, err := b.UploadPart(q.r.Context(), up, num, body, size, body.Checksums)
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ func (s *Server) uploadPartCopy(q *request) error {
 		return err
 	}
 	defer rc.Close()
-	pi, err := s.ns.UploadPart(ctx, b, up, num, rc, n, nil)
+	pi, err := b.UploadPart(ctx, up, num, rc, n, nil)
 	if err != nil {
 		return err
 	}
@@ -134,9 +134,9 @@ func (s *Server) completeMultipartUpload(q *request) error {
 	if len(req.Parts) == 0 {
 		return s3err.New(s3err.CodeMalformedXML, "You must specify at least one part")
 	}
-	refs := make([]federation.PartRef, len(req.Parts))
+	refs := make([]backend.PartRef, len(req.Parts))
 	for i, p := range req.Parts {
-		refs[i] = federation.PartRef{Number: p.PartNumber, ETag: p.ETag}
+		refs[i] = backend.PartRef{Number: p.PartNumber, ETag: p.ETag}
 	}
 	ifNoneMatch := false
 	if inm := q.r.Header.Get("If-None-Match"); inm != "" {
@@ -145,17 +145,17 @@ func (s *Server) completeMultipartUpload(q *request) error {
 		}
 		ifNoneMatch = true
 	}
-	info, err := s.ns.CompleteUpload(q.r.Context(), b, up, refs, ifNoneMatch)
+	info, err := b.CompleteUpload(q.r.Context(), up, refs, ifNoneMatch)
 	switch {
-	case errors.Is(err, federation.ErrInvalidPartOrder):
+	case errors.Is(err, backend.ErrInvalidPartOrder):
 		return errInvalidPartOrder
-	case errors.Is(err, federation.ErrEntityTooSmall):
+	case errors.Is(err, backend.ErrEntityTooSmall):
 		return s3err.Newf(s3err.CodeEntityTooSmall, "Your proposed upload is smaller than the minimum allowed object size: %v", err)
 	case err != nil:
 		return err
 	}
-	writeXML(q.w, http.StatusOK, completeMultipartUploadResult{Xmlns: s3NS, Location: "/" + b.Name + "/" + q.key,
-		Bucket: b.Name, Key: q.key, ETag: `"` + info.ETag + `"`})
+	writeXML(q.w, http.StatusOK, completeMultipartUploadResult{Xmlns: s3NS, Location: "/" + b.Name() + "/" + q.key,
+		Bucket: b.Name(), Key: q.key, ETag: `"` + info.ETag + `"`})
 	return nil
 }
 
@@ -164,7 +164,7 @@ func (s *Server) abortMultipartUpload(q *request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.ns.AbortUpload(q.r.Context(), b, up); err != nil {
+	if err := b.AbortUpload(q.r.Context(), up); err != nil {
 		return err
 	}
 	q.w.WriteHeader(http.StatusNoContent)
@@ -187,9 +187,9 @@ func (s *Server) listParts(q *request) error {
 		}
 	}
 	who := owner{ID: up.Initiator, DisplayName: up.Initiator}
-	res := listPartsResult{Xmlns: s3NS, Bucket: b.Name, Key: up.Key, UploadID: up.ID, Initiator: who, Owner: who,
+	res := listPartsResult{Xmlns: s3NS, Bucket: b.Name(), Key: up.Key, UploadID: up.ID, Initiator: who, Owner: who,
 		StorageClass: "STANDARD", PartNumberMarker: marker, MaxParts: max}
-	for _, p := range federation.SortedParts(up) {
+	for _, p := range up.Parts {
 		if p.Number <= marker {
 			continue
 		}
@@ -221,11 +221,11 @@ func (s *Server) listMultipartUploads(q *request) error {
 	}
 	prefix, delim := q.q.Get("prefix"), q.q.Get("delimiter")
 	keyMarker, idMarker := q.q.Get("key-marker"), q.q.Get("upload-id-marker")
-	res := listMultipartUploadsResult{Xmlns: s3NS, Bucket: b.Name, KeyMarker: enc(keyMarker), UploadIDMarker: idMarker,
+	res := listMultipartUploadsResult{Xmlns: s3NS, Bucket: b.Name(), KeyMarker: enc(keyMarker), UploadIDMarker: idMarker,
 		Prefix: enc(prefix), Delimiter: enc(delim), MaxUploads: max, EncodingType: encType}
 	// Raft returns uploads by key, then by initiation; the markers resume
 	// after (key-marker, upload-id-marker) in that order.
-	uploads := s.ns.Uploads(b, prefix)
+	uploads := b.Uploads(prefix)
 	i := 0
 	if keyMarker != "" {
 		for i < len(uploads) && uploads[i].Key < keyMarker {

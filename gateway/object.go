@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/checksum"
 	"github.com/fedgate/fedgate/gateway/s3err"
@@ -24,16 +24,16 @@ const maxPutSize = 5 << 30
 const maxUserMetadata = 2 << 10
 
 // bucketFor looks up the request's bucket and checks u may read or write it.
-func (s *Server) bucketFor(q *request, write bool) (*federation.Bucket, error) {
+func (s *Server) bucketFor(q *request, write bool) (backend.Bucket, error) {
 	return s.bucketNamed(q, q.bucket, write)
 }
 
-func (s *Server) bucketNamed(q *request, name string, write bool) (*federation.Bucket, error) {
-	b, err := s.ns.Bucket(name)
+func (s *Server) bucketNamed(q *request, name string, write bool) (backend.Bucket, error) {
+	b, err := s.be.Bucket(name)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.ns.Authorize(q.user, b, write); err != nil {
+	if err := b.Authorize(q.user, write); err != nil {
 		return nil, errAccessDenied
 	}
 	return b, nil
@@ -187,7 +187,7 @@ func (s *Server) putObject(q *request) error {
 
 // writeConditions maps If-None-Match: * (create-if-absent) and If-Match on a
 // write to store options.
-func (s *Server) writeConditions(q *request, b *federation.Bucket, opts *store.PutOptions) error {
+func (s *Server) writeConditions(q *request, b backend.Bucket, opts *store.PutOptions) error {
 	if inm := q.r.Header.Get("If-None-Match"); inm != "" {
 		if strings.TrimSpace(inm) != "*" {
 			return errNotImplemented("If-None-Match with a value other than * on a write")
@@ -407,7 +407,7 @@ func copySource(h string) (bucket, key string, err error) {
 
 // openCopySource resolves, authorizes and stats a copy source and checks the
 // x-amz-copy-source-if-* conditions.
-func (s *Server) openCopySource(q *request) (*federation.Bucket, store.ObjectInfo, error) {
+func (s *Server) openCopySource(q *request) (backend.Bucket, store.ObjectInfo, error) {
 	sb, sk, err := copySource(q.r.Header.Get("x-amz-copy-source"))
 	if err != nil {
 		return nil, store.ObjectInfo{}, err
@@ -439,7 +439,7 @@ func (s *Server) copyObject(q *request) error {
 	var meta store.Metadata
 	switch directive {
 	case "", "COPY":
-		if src.Name == dst.Name && info.Key == q.key {
+		if src.Name() == dst.Name() && info.Key == q.key {
 			return s3err.New(s3err.CodeInvalidRequest, "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
 		}
 		meta = info.Metadata

@@ -7,13 +7,14 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/policies"
-	"github.com/fedgate/fedgate/raft"
 )
 
 // PolicyAdmin is what the admin API's policy routes need; cmd/fedgate
 // implements it (it opens stores, which the gateway knows nothing about).
+// Errors of the region's replicated state are the backend sentinels;
+// a refused change wraps backend.ErrPolicyChange or backend.ErrStalePolicy.
 type PolicyAdmin interface {
 	// ActivePolicy returns the region's active policy file.
 	ActivePolicy(ctx context.Context) (AdminPolicy, error)
@@ -76,7 +77,7 @@ func policyFail(w http.ResponseWriter, err error) {
 	switch {
 	case errors.As(err, &perr):
 		writeJSON(w, http.StatusBadRequest, AdminError{Error: err.Error(), Code: "InvalidPolicy"})
-	case errors.Is(err, raft.ErrStalePolicy), errors.Is(err, federation.ErrPolicyChange):
+	case errors.Is(err, backend.ErrStalePolicy), errors.Is(err, backend.ErrPolicyChange):
 		writeJSON(w, http.StatusConflict, AdminError{Error: err.Error(), Code: "PolicyConflict"})
 	default:
 		clusterFail(w, err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/placement"
 )
 
@@ -35,7 +35,7 @@ func (s *Server) repairRoutes(r chi.Router) {
 			writeJSON(w, http.StatusBadRequest, AdminError{Error: "give {\"bucket\": NAME, \"prefix\": PREFIX}", Code: "InvalidRequest"})
 			return
 		}
-		if _, err := s.ns.Bucket(body.Bucket); err != nil {
+		if _, err := s.be.Bucket(body.Bucket); err != nil {
 			writeJSON(w, http.StatusNotFound, AdminError{Error: "no bucket " + body.Bucket, Code: "NoSuchBucket"})
 			return
 		}
@@ -55,13 +55,13 @@ func (s *Server) repairRoutes(r chi.Router) {
 			_ = enc.Encode(AdminRepairLine{Done: done, Total: total})
 			_ = rc.Flush()
 		}
-		stats, err := s.ns.Repair(req.Context(), body.Bucket, body.Prefix, progress)
+		stats, err := s.admin.Repair(req.Context(), body.Bucket, body.Prefix, progress)
 		mu.Lock()
 		defer mu.Unlock()
 		line := AdminRepairLine{Done: stats.Objects, Total: stats.Objects, Stats: &stats}
 		if err != nil {
 			line.Error = err.Error()
-			if errors.Is(err, federation.ErrNothingToRepair) {
+			if errors.Is(err, backend.ErrNothingToRepair) {
 				line.Stats = nil
 			}
 		}

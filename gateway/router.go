@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/s3err"
 )
@@ -19,7 +19,7 @@ type request struct {
 	q      url.Values
 	bucket string
 	key    string
-	user   federation.User
+	user   backend.User
 	// body is the request payload after SigV4 decoding (aws-chunked removed,
 	// signatures and payload hash verified as it is read).
 	body io.Reader
@@ -218,7 +218,7 @@ func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, ri *requestInfo
 		writeError(w, r, errAccessDenied)
 		return
 	}
-	user, ok := s.ns.Users().ByAccessKey(res.AccessKey)
+	user, ok := s.be.Users().ByAccessKey(res.AccessKey)
 	if !ok {
 		writeError(w, r, s3err.New(s3err.CodeInvalidAccessKeyID, ""))
 		return

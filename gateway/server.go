@@ -1,6 +1,7 @@
 // Package gateway is fedgate's S3 protocol layer: routing, SigV4
 // authentication, XML, S3 error codes and the handlers. It knows S3 and
-// nothing about clouds: every operation goes to a federation.Namespace.
+// nothing about clouds: every operation goes to a backend.Backend (the
+// region's namespace, or a fake in the handler tests).
 package gateway
 
 import (
@@ -20,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/gateway/s3err"
 	"github.com/fedgate/fedgate/gateway/sigv4"
 )
@@ -32,7 +33,11 @@ const ReservedPrefix = "/_fedgate/"
 // Config holds what a Server needs. Everything is passed in; nothing is read
 // from the environment here.
 type Config struct {
-	Namespace *federation.Namespace
+	// Backend is the region's namespace (required).
+	Backend backend.Backend
+	// Admin serves the admin API's cache, egress and repair routes (nil:
+	// they answer an error).
+	Admin backend.Admin
 	// Region is the SigV4 signing region (us-east-1 unless configured).
 	Region string
 	// Domain enables virtual-hosted-style addressing (bucket.Domain).
@@ -56,7 +61,8 @@ type Config struct {
 // Server serves the S3 API and the /_fedgate/ operations endpoints.
 type Server struct {
 	cfg      Config
-	ns       *federation.Namespace
+	be       backend.Backend
+	admin    backend.Admin
 	verifier *sigv4.Verifier
 	log      *slog.Logger
 	metrics  *metrics
@@ -68,8 +74,8 @@ type Server struct {
 
 // New builds a Server from cfg.
 func New(cfg Config) (*Server, error) {
-	if cfg.Namespace == nil {
-		return nil, fmt.Errorf("gateway: Config.Namespace is required")
+	if cfg.Backend == nil {
+		return nil, fmt.Errorf("gateway: Config.Backend is required")
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
@@ -83,12 +89,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Admin == nil {
+		cfg.Admin, _ = cfg.Backend.(backend.Admin)
+	}
 	cfg.Domain = strings.ToLower(strings.TrimSuffix(cfg.Domain, "."))
-	s := &Server{cfg: cfg, ns: cfg.Namespace, log: cfg.Logger}
+	s := &Server{cfg: cfg, be: cfg.Backend, admin: cfg.Admin, log: cfg.Logger}
 	s.verifier = &sigv4.Verifier{
 		Region:  cfg.Region,
 		Service: "s3",
-		Lookup:  cfg.Namespace.Users().SecretFor,
+		Lookup:  cfg.Backend.Users().SecretFor,
 		Now:     cfg.Now,
 	}
 	var b [6]byte
@@ -120,7 +129,7 @@ func (s *Server) opsRouter() http.Handler {
 			_, _ = io.WriteString(w, "draining\n")
 			return
 		}
-		if err := s.ns.Ready(req.Context()); err != nil {
+		if err := s.be.Ready(req.Context()); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = fmt.Fprintf(w, "not ready: %v\n", err)
 			return

@@ -424,8 +424,8 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	if err := pm.register(reg); err != nil {
 		return err
 	}
-	srv, err := gateway.New(gateway.Config{Namespace: ns, Region: f.s3Region, Domain: f.domain, Logger: log, Registry: reg, Version: version,
-		Cluster: cl, Policy: pm, RegionName: region})
+	srv, err := gateway.New(gateway.Config{Backend: ns.Backend(), Region: f.s3Region, Domain: f.domain, Logger: log, Registry: reg, Version: version,
+		Cluster: regionErrCluster{cl}, Policy: regionErrPolicy{pm}, RegionName: region})
 	if err != nil {
 		return err
 	}

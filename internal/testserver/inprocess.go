@@ -60,7 +60,7 @@ func InProcess(tb testing.TB, origin store.Store, opts StackOptions) *Stack {
 	if err := ns.Users().EnsureRoot(ctx, federation.Credentials{AccessKey: RootAccessKey, SecretKey: RootSecretKey}); err != nil {
 		tb.Fatal(err)
 	}
-	srv, err := gateway.New(gateway.Config{Namespace: ns})
+	srv, err := gateway.New(gateway.Config{Backend: ns.Backend()})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,0 +1,135 @@
+// Package backend is the contract between the S3 layer (package gateway)
+// and the region's namespace behind it (package federation): the
+// interfaces the gateway calls, the value types that cross them and the
+// sentinel errors the gateway maps to S3 answers.
+//
+// It imports only leaf packages (federation/store for object types,
+// federation/egress, federation/placement and policies for admin answers),
+// never the region's replicated state, so the gateway can be built and its
+// handlers tested against a fake without a Raft node. federation.Namespace
+// satisfies Backend and Admin through Namespace.Backend.
+package backend
+
+import (
+	"context"
+	"io"
+	"iter"
+	"time"
+
+	"github.com/fedgate/fedgate/federation/egress"
+	"github.com/fedgate/fedgate/federation/placement"
+	"github.com/fedgate/fedgate/federation/store"
+)
+
+// Backend is one region's namespace as the S3 handlers use it. Every
+// method is safe for concurrent use. Errors are the sentinels of this
+// package or of federation/store (compare with errors.Is).
+type Backend interface {
+	// Ready reports whether the node can serve (nil) or why not.
+	Ready(ctx context.Context) error
+	// Users holds access keys, users and grants.
+	Users() Users
+	// Bucket returns the named bucket, or ErrNoSuchBucket.
+	Bucket(name string) (Bucket, error)
+	// ListBuckets returns the buckets u may read, sorted by name.
+	ListBuckets(u User) []Bucket
+	// CreateBucket creates a bucket owned by u. It returns
+	// ErrInvalidBucketName, a *BucketExistsError, or a region error.
+	CreateBucket(ctx context.Context, u User, name string) error
+	// DeleteBucket removes an empty bucket: ErrNoSuchBucket,
+	// ErrBucketNotEmpty, or ErrPolicyBucket for a bucket the policy file
+	// declares.
+	DeleteBucket(ctx context.Context, name string) error
+}
+
+// Bucket is one bucket of the namespace. Keys are relative to the bucket.
+type Bucket interface {
+	Name() string
+	Owner() string
+	Created() time.Time
+	// Authorize returns nil when u may read (write=false) or write the
+	// bucket, else ErrAccessDenied.
+	Authorize(u User, write bool) error
+
+	// Stat returns the object's current info, or store.ErrNotFound.
+	Stat(ctx context.Context, key string) (store.ObjectInfo, error)
+	// Open streams n bytes from off of the object info describes; it
+	// returns store.ErrPreconditionFailed when the object changed since.
+	Open(ctx context.Context, info store.ObjectInfo, off, n int64) (io.ReadCloser, error)
+	// Forget drops what the node remembers of key (after a failed Open).
+	Forget(key string)
+	// Put writes an object (size -1: unknown).
+	Put(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error)
+	// Delete removes an object; a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// List lists the bucket's objects in key order.
+	List(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error]
+	// LocalFiler returns the store's local-file ability and the key prefix
+	// to apply, or nil when the bucket must not be read from local files.
+	LocalFiler() (store.LocalFiler, string)
+	// LocalRead accounts for a read served from LocalFiler's file: it
+	// refuses it (ErrEgressBudget) or returns the function that counts the
+	// bytes sent.
+	LocalRead(ctx context.Context, key string) (sent func(n int64), err error)
+
+	// CreateUpload starts a multipart upload of key.
+	CreateUpload(ctx context.Context, u User, key string, meta store.Metadata, checksumAlg string) (Upload, error)
+	// Upload returns the upload id of key, or ErrNoSuchUpload.
+	Upload(id, key string) (Upload, error)
+	// Uploads lists the uploads in progress whose keys start with prefix,
+	// by key then creation.
+	Uploads(prefix string) []Upload
+	// UploadPart stores part number of up.
+	UploadPart(ctx context.Context, up Upload, number int, body io.Reader, size int64, checksums func() map[string]string) (store.PartInfo, error)
+	// CompleteUpload joins the parts: ErrInvalidPartOrder,
+	// store.ErrInvalidPart, ErrEntityTooSmall, or
+	// store.ErrPreconditionFailed with ifNoneMatch when the key exists.
+	CompleteUpload(ctx context.Context, up Upload, refs []PartRef, ifNoneMatch bool) (store.ObjectInfo, error)
+	// AbortUpload drops the upload and its parts.
+	AbortUpload(ctx context.Context, up Upload) error
+}
+
+// Users holds the region's users, their access keys and bucket grants.
+type Users interface {
+	// SecretFor returns the secret key of accessKey (SigV4 verification).
+	SecretFor(accessKey string) (string, bool)
+	ByAccessKey(accessKey string) (User, bool)
+	List() []UserInfo
+	// Add creates a user; empty credentials are generated. ErrUserExists,
+	// ErrAccessKeyInUse.
+	Add(ctx context.Context, name string, c Credentials) (Credentials, error)
+	// Remove deletes a user: ErrNoSuchUser.
+	Remove(ctx context.Context, name string) error
+	// Grant gives user name read or write on bucket: ErrNoSuchUser,
+	// ErrNoSuchBucket, ErrAccessDenied (caller may not grant).
+	Grant(ctx context.Context, caller User, name, bucket, perm string) error
+	Revoke(ctx context.Context, caller User, name, bucket string) error
+}
+
+// Admin is what the /_fedgate/admin/ routes need beyond Backend: cache pins
+// and preloads, the egress ledger and repair.
+type Admin interface {
+	Pins() []Pin
+	// Pin keeps bucket/prefix in the region's cache: ErrNoSuchBucket,
+	// ErrInvalidPrefix.
+	Pin(ctx context.Context, bucket, prefix string) (Pin, error)
+	// Unpin: ErrNoSuchPin.
+	Unpin(ctx context.Context, bucket, prefix string) error
+	// StartPreload starts warming the cache with bucket/prefix.
+	StartPreload(ctx context.Context, bucket, prefix string, pin bool) (PreloadStatus, error)
+	Jobs() []PreloadStatus
+	// Job returns a preload job's status: ErrNoSuchJob.
+	Job(id string) (PreloadStatus, error)
+	// CancelPreload stops a job (removed: it had finished and is dropped).
+	CancelPreload(ctx context.Context, id string) (removed bool, err error)
+
+	// EgressLedger returns the region's ledger rows in [since, until).
+	EgressLedger(ctx context.Context, since, until time.Time) ([]egress.Row, error)
+	// RegionLocation is the region's "cloud:region" ("" when unknown).
+	RegionLocation() string
+	// HasPolicy reports whether a policy file is in force.
+	HasPolicy() bool
+	// Repair restores the copies or shards of bucket/prefix:
+	// ErrNothingToRepair for a single-store bucket.
+	Repair(ctx context.Context, bucket, prefix string, progress func(done, total int64)) (placement.RepairStats, error)
+}

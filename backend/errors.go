@@ -1,0 +1,57 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of the namespace (federation re-exports them under the same
+// names). Their texts are kept from before this package existed: logs and
+// admin answers show them.
+var (
+	ErrNoSuchBucket       = errors.New("federation: no such bucket")
+	ErrBucketNotEmpty     = errors.New("federation: bucket not empty")
+	ErrNoSuchUpload       = errors.New("federation: no such multipart upload")
+	ErrPolicyBucket       = errors.New("federation: bucket is declared in the policy file")
+	ErrInvalidBucketName  = errors.New("federation: invalid bucket name")
+	ErrAccessDenied       = errors.New("federation: access denied")
+	ErrNoSuchUser         = errors.New("federation: no such user")
+	ErrUserExists         = errors.New("federation: user exists")
+	ErrAccessKeyInUse     = errors.New("federation: access key in use")
+	ErrEntityTooSmall     = errors.New("federation: part smaller than the 5 MiB minimum")
+	ErrInvalidPartOrder   = errors.New("federation: parts not in ascending order")
+	ErrStagingUnavailable = errors.New("federation: write-back staging unavailable")
+	ErrEgressBudget       = errors.New("egress budget spent")
+	ErrNoSuchJob          = errors.New("federation: no such preload job")
+	ErrNoSuchPin          = errors.New("federation: no such pin")
+	ErrInvalidPrefix      = errors.New("federation: invalid key prefix")
+	ErrPolicyChange       = errors.New("federation: policy change refused")
+	ErrNothingToRepair    = errors.New("federation: the bucket's placement keeps one copy in one store: nothing to repair")
+)
+
+// Errors of the region's replicated state, as the namespace reports them
+// (federation translates its Raft node's errors into these). The gateway
+// answers each one the same way on every route.
+var (
+	// ErrNoLeader: the region has no leader to take the write (an election
+	// is in progress, or this node is cut off from the majority). The write
+	// was not applied; retrying is safe.
+	ErrNoLeader = errors.New("region: no leader")
+	// ErrOutcomeUnknown: the leader lost its leadership while the write was
+	// in flight; it may or may not have been applied.
+	ErrOutcomeUnknown = errors.New("region: leadership lost, outcome unknown")
+	// ErrClosed: this node is shutting down.
+	ErrClosed = errors.New("region: node closed")
+	// ErrStalePolicy: a policy version is not newer than the active one.
+	ErrStalePolicy = errors.New("region: policy version is not newer than the active one")
+)
+
+// BucketExistsError answers CreateBucket on a name that is taken.
+type BucketExistsError struct {
+	Bucket        string
+	OwnedByCaller bool
+}
+
+func (e *BucketExistsError) Error() string {
+	return fmt.Sprintf("federation: bucket %q already exists", e.Bucket)
+}

@@ -1,0 +1,58 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fedgate/fedgate/backend"
+	"github.com/fedgate/fedgate/raft"
+)
+
+// Errors of the region's replicated state, as the namespace reports them.
+// RegionError turns the Raft node's errors into these; the original error
+// stays in the chain for logs.
+var (
+	ErrNoLeader       = backend.ErrNoLeader
+	ErrOutcomeUnknown = backend.ErrOutcomeUnknown
+	ErrClosed         = backend.ErrClosed
+	ErrStalePolicy    = backend.ErrStalePolicy
+)
+
+// RegionError translates an error of the region's Raft node (package
+// raft) into the backend sentinels the gateway knows: a write that found no
+// leader, or reached a node that is not the leader and could not be
+// forwarded, is ErrNoLeader (it was not applied: retrying is safe);
+// leadership lost in flight is ErrOutcomeUnknown; a closed node is
+// ErrClosed; a stale policy version is ErrStalePolicy. Other errors are
+// returned as they are.
+func RegionError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNoLeader), errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrClosed), errors.Is(err, ErrStalePolicy):
+		return err // already translated
+	case errors.Is(err, raft.ErrLeadershipLost): // before ErrNotLeader, which it matches
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	case errors.Is(err, raft.ErrNoLeader), errors.Is(err, raft.ErrNotLeader):
+		return fmt.Errorf("%w: %w", ErrNoLeader, err)
+	case errors.Is(err, raft.ErrClosed):
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	case errors.Is(err, raft.ErrStalePolicy):
+		return fmt.Errorf("%w: %w", ErrStalePolicy, err)
+	}
+	return err
+}
+
+// regionJournal is the Journal the namespace uses: every write's error
+// goes through RegionError.
+type regionJournal struct{ Journal }
+
+func (j regionJournal) Apply(ctx context.Context, cmd raft.Command) error {
+	return RegionError(j.Journal.Apply(ctx, cmd))
+}
+
+func (j regionJournal) ApplyIndex(ctx context.Context, cmd raft.Command) (uint64, error) {
+	i, err := j.Journal.ApplyIndex(ctx, cmd)
+	return i, RegionError(err)
+}
