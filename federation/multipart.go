@@ -2,9 +2,6 @@ package federation
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -37,28 +34,7 @@ func (b *Bucket) multiparter() (store.Multiparter, error) {
 
 // CreateUpload starts a multipart upload of key and records it in Raft.
 func (n *Namespace) CreateUpload(ctx context.Context, u User, b *Bucket, key string, meta store.Metadata, checksumAlg string) (Upload, error) {
-	if b.writeBack {
-		return n.createStagedUpload(ctx, u, b, key, meta, checksumAlg)
-	}
-	mp, err := b.multiparter()
-	if err != nil {
-		return Upload{}, err
-	}
-	sid, err := mp.CreateMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key, store.PutOptions{Metadata: meta})
-	if err != nil {
-		return Upload{}, err
-	}
-	var idb [24]byte
-	_, _ = rand.Read(idb[:])
-	up := Upload{
-		ID: hex.EncodeToString(idb[:]), Bucket: b.Name, Key: key, Store: b.store.Name(), StoreUploadID: sid,
-		Initiator: u.Name, Created: n.now().UTC(), Meta: toRaftMeta(meta, checksumAlg),
-	}
-	if err := n.j.Apply(ctx, raft.CreateUpload{Upload: up}); err != nil {
-		_ = mp.AbortMultipart(withEgressTag(context.WithoutCancel(ctx), egressTag{bucket: b.Name, key: key}), b.prefix+key, sid)
-		return Upload{}, err
-	}
-	return up, nil
+	return b.path.createUpload(ctx, u, key, meta, checksumAlg)
 }
 
 // Upload returns the upload id of bucket b for key, or ErrNoSuchUpload.
@@ -86,27 +62,7 @@ func (n *Namespace) Uploads(b *Bucket, prefix string) []Upload {
 
 // UploadPart streams one part into the store's staging area and records it.
 func (n *Namespace) UploadPart(ctx context.Context, b *Bucket, up Upload, number int, body io.Reader, size int64, checksums func() map[string]string) (store.PartInfo, error) {
-	if up.WriteBack {
-		return n.uploadStagedPart(ctx, up, number, body, size, checksums)
-	}
-	mp, err := b.multiparter()
-	if err != nil {
-		return store.PartInfo{}, err
-	}
-	pi, err := mp.UploadPart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.prefix+up.Key, up.StoreUploadID, number, body, size)
-	if err != nil {
-		return store.PartInfo{}, err
-	}
-	n.countWrite(b.Name, b.store, pi.Size)
-	if checksums != nil {
-		pi.Checksums = checksums()
-	}
-	err = n.j.Apply(ctx, raft.PutPart{UploadID: up.ID, Part: raft.Part{
-		Number: pi.Number, Size: pi.Size, ETag: pi.ETag, Checksums: pi.Checksums, Modified: pi.ModTime}})
-	if errors.Is(err, raft.ErrNoSuchUpload) {
-		return store.PartInfo{}, ErrNoSuchUpload
-	}
-	return pi, err
+	return b.uploadPath(up).uploadPart(ctx, up, number, body, size, checksums)
 }
 
 // PartRef is one entry of a CompleteMultipartUpload request.
@@ -120,29 +76,7 @@ func (n *Namespace) CompleteUpload(ctx context.Context, b *Bucket, up Upload, re
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
-	if up.WriteBack {
-		return n.completeStaged(ctx, b, up, refs, ifNoneMatch)
-	}
-	mp, err := b.multiparter()
-	if err != nil {
-		return store.ObjectInfo{}, err
-	}
-	opts := store.PutOptions{IfNoneMatch: ifNoneMatch, Metadata: fromRaftMeta(up.Meta)}
-	info, err := mp.CompleteMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.prefix+up.Key, up.StoreUploadID, parts, opts)
-	b.invalidate(up.Key)
-	if err != nil {
-		return store.ObjectInfo{}, err
-	}
-	info.Key = up.Key
-	if err := b.touch(ctx, up.Key); err != nil {
-		return store.ObjectInfo{}, err
-	}
-	// The object is committed; forgetting the session may not be cancelled
-	// half-way by a client that hangs up.
-	if err := n.j.Apply(context.WithoutCancel(ctx), raft.CompleteUpload{UploadID: up.ID}); err != nil && !errors.Is(err, raft.ErrNoSuchUpload) {
-		n.log.Warn("multipart session not cleared after completion", "upload_id", up.ID, "error", err)
-	}
-	return info, nil
+	return b.uploadPath(up).complete(ctx, up, parts, refs, ifNoneMatch)
 }
 
 // checkCompletion checks a completion's part list against the session and
@@ -172,20 +106,7 @@ func checkCompletion(up Upload, refs []PartRef) ([]store.PartInfo, error) {
 
 // AbortUpload discards an upload's parts and its session.
 func (n *Namespace) AbortUpload(ctx context.Context, b *Bucket, up Upload) error {
-	if !up.WriteBack { // staged parts are swept once no session refers to them
-		mp, err := b.multiparter()
-		if err != nil {
-			return err
-		}
-		if err := mp.AbortMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.prefix+up.Key, up.StoreUploadID); err != nil {
-			return err
-		}
-	}
-	err := n.j.Apply(ctx, raft.AbortUpload{UploadID: up.ID})
-	if errors.Is(err, raft.ErrNoSuchUpload) {
-		return ErrNoSuchUpload
-	}
-	return err
+	return b.uploadPath(up).abort(ctx, up)
 }
 
 // SortedParts returns an upload's parts by number.

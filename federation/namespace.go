@@ -16,7 +16,6 @@ import (
 	"maps"
 	"path"
 	"sort"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -219,8 +218,10 @@ func (n *Namespace) buildView(p *policies.Policy, stores map[string]store.Store,
 			v.globs = append(v.globs, globRule{pattern: pb.Name, store: st, cache: rules, writeBack: pb.Write == policies.WriteBack})
 			continue
 		}
-		v.global[pb.Name] = &Bucket{Name: pb.Name, Owner: RootUser, Global: true, Created: n.created,
-			store: st, prefix: prefix, ns: n, cache: rules, writeBack: pb.Write == policies.WriteBack}
+		b := &Bucket{Name: pb.Name, Owner: RootUser, Global: true, Created: n.created,
+			store: st, prefix: prefix, ns: n, cache: rules}
+		b.path = pathFor(b, pb.Write == policies.WriteBack)
+		v.global[pb.Name] = b
 	}
 	return v, nil
 }
@@ -241,7 +242,7 @@ type globRule struct {
 	pattern   string
 	store     store.Store
 	cache     CacheRules
-	writeBack bool
+	writeBack bool // the policy entry's write mode
 }
 
 // glob returns the first glob rule matching a bucket name.
@@ -304,12 +305,16 @@ type Bucket struct {
 	prefix string
 	ns     *Namespace
 	cache  CacheRules
-	// writeBack: writes are staged and journaled, then drained (writeback.go).
-	writeBack bool
+	// path is how objects are written: straight to the store, or staged
+	// and journaled, then drained (writepath.go, writeback.go).
+	path writePath
 }
 
 // WriteBack reports whether the bucket's writes are write-back.
-func (b *Bucket) WriteBack() bool { return b.writeBack }
+func (b *Bucket) WriteBack() bool {
+	_, wb := b.path.(writeBackPath)
+	return wb
+}
 
 // needsCache: a store whose bytes are local files is read directly.
 func needsCache(st store.Store) bool {
@@ -348,10 +353,12 @@ func (n *Namespace) fromRecord(rec raft.Bucket) (*Bucket, error) {
 	}
 	b := &Bucket{Name: rec.Name, Owner: rec.Owner, Created: rec.Created, store: st, prefix: rec.Prefix, ns: n,
 		cache: CacheRules{Chunked: needsCache(st), ReadAhead: n.fill}}
+	writeBack := false
 	if g, ok := v.glob(rec.Name); ok {
-		b.cache, b.writeBack = g.cache, g.writeBack
+		b.cache, writeBack = g.cache, g.writeBack
 		b.cache.Chunked = needsCache(st) // the bucket stays where it was created
 	}
+	b.path = pathFor(b, writeBack)
 	return b, nil
 }
 
@@ -448,16 +455,7 @@ func (b *Bucket) Store() store.Store { return b.store }
 
 // LocalFiler returns the store's local-file ability with the bucket's key
 // prefix applied, or nil.
-func (b *Bucket) LocalFiler() (store.LocalFiler, string) {
-	if b.writeBack {
-		return nil, "" // the newest version may be in staging, not the store
-	}
-	lf, ok := b.store.(store.LocalFiler)
-	if !ok {
-		return nil, ""
-	}
-	return lf, b.prefix
-}
+func (b *Bucket) LocalFiler() (store.LocalFiler, string) { return b.path.localFiler() }
 
 // LocalRead accounts for a read the caller serves straight from the
 // store's local file (LocalFiler): it refuses it, like any read from the
@@ -475,17 +473,7 @@ func (b *Bucket) LocalRead(ctx context.Context, key string) (sent func(n int64),
 
 // Put writes an object.
 func (b *Bucket) Put(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
-	if b.writeBack {
-		return b.putStaged(ctx, key, body, size, opts)
-	}
-	defer b.invalidate(key)
-	info, err := b.store.Put(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key, body, size, opts)
-	info.Key = key
-	if err == nil {
-		b.ns.countWrite(b.Name, b.store, info.Size)
-		err = b.touch(ctx, key)
-	}
-	return info, err
+	return b.path.put(ctx, key, body, size, opts)
 }
 
 // touch tells every node of a multi-node region that key changed, before
@@ -500,39 +488,9 @@ func (b *Bucket) touch(ctx context.Context, key string) error {
 }
 
 // Delete removes an object; deleting a missing key is not an error.
-func (b *Bucket) Delete(ctx context.Context, key string) error {
-	if b.writeBack {
-		return b.deleteStaged(ctx, key)
-	}
-	defer b.invalidate(key)
-	if err := b.store.Delete(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key); err != nil {
-		return err
-	}
-	return b.touch(ctx, key)
-}
+func (b *Bucket) Delete(ctx context.Context, key string) error { return b.path.delete(ctx, key) }
 
 // List lists the bucket's objects; keys and prefixes are relative to the bucket.
 func (b *Bucket) List(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error] {
-	if b.writeBack {
-		return b.listMerged(ctx, opts)
-	}
-	return b.listStore(ctx, opts)
-}
-
-func (b *Bucket) listStore(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error] {
-	opts.Prefix = b.prefix + opts.Prefix
-	if opts.StartAfter != "" {
-		opts.StartAfter = b.prefix + opts.StartAfter
-	}
-	return func(yield func(store.Entry, error) bool) {
-		for e, err := range b.store.List(withEgressTag(ctx, egressTag{bucket: b.Name}), opts) {
-			if err == nil {
-				e.Key = strings.TrimPrefix(e.Key, b.prefix)
-				e.Info.Key = e.Key
-			}
-			if !yield(e, err) {
-				return
-			}
-		}
-	}
+	return b.path.list(ctx, opts)
 }

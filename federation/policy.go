@@ -36,7 +36,7 @@ func (n *Namespace) CheckPolicyChange(next *policies.Policy, stores map[string]s
 	st := n.j.State()
 	for name, old := range n.v().global {
 		nb, kept := nv.global[name]
-		if kept && nb.store.Name() == old.store.Name() && nb.prefix == old.prefix && nb.writeBack == old.writeBack {
+		if kept && nb.store.Name() == old.store.Name() && nb.prefix == old.prefix && nb.WriteBack() == old.WriteBack() {
 			continue
 		}
 		pending, uploads := len(st.Journal(name, "")), len(st.Uploads(name, ""))

@@ -3,7 +3,6 @@ package federation
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -218,16 +217,8 @@ func (c *statCache) drop(k statKey) {
 // Stat returns an object's info, from the metadata cache while the bucket's
 // TTL allows, else from the store (with the read retry budget).
 func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error) {
-	if b.writeBack {
-		e, ok, err := b.journaled(ctx, key)
-		switch {
-		case err != nil:
-			return store.ObjectInfo{}, err
-		case ok && e.Tombstone:
-			return store.ObjectInfo{}, fmt.Errorf("%w: %s (deleted; the delete is not drained yet)", store.ErrNotFound, key)
-		case ok:
-			return entryInfo(e), nil
-		}
+	if info, known, err := b.path.lookup(ctx, key); err != nil || known {
+		return info, err
 	}
 	k := statKey{b.store.Name(), b.prefix + key}
 	if b.cache.TTL > 0 && len(b.ns.region.Members()) > 1 {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/cachetier/staging"
+	"github.com/fedgate/fedgate/federation/placement"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/raft"
 )
@@ -130,6 +132,9 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (raft
 	if n.wb.Staging == nil {
 		return raft.Segment{}, "", fmt.Errorf("%w: this node has no staging area", ErrStagingUnavailable)
 	}
+	if size < 0 {
+		return raft.Segment{}, "", fmt.Errorf("federation: a write-back write needs its size in advance (Content-Length or x-amz-decoded-content-length): %w", store.ErrNotSupported)
+	}
 	id := newStageID()
 	wctx, cancel := context.WithTimeout(ctx, n.wb.Wait)
 	res, err := n.wb.Staging.Reserve(wctx, size)
@@ -140,95 +145,53 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (raft
 	}
 	want := n.copies()
 	peers := n.peersFor(id)
+	first := peers[:min(len(peers), want-1)]
 
-	// Tee the body into the local file and the first want-1 peers.
-	type sink struct {
-		node string
-		pw   *io.PipeWriter
-		done chan error
-		dead bool
-	}
+	// placement.Tee reads the body once and hands each chunk to every sink
+	// at once: the MD5, this node's staging file and the first want-1
+	// peers. A peer that fails is dropped (and replaced below); this node's
+	// copy failing gives the write up, which cancelling sctx makes every
+	// other sink see.
 	sctx, cancelSinks := context.WithCancel(ctx)
 	defer cancelSinks()
-	lr, lw := io.Pipe()
-	local := &sink{node: n.region.Self(), pw: lw, done: make(chan error, 1)}
-	go func() {
-		err := n.wb.Staging.Write(id, lr, size, res)
-		lr.CloseWithError(err)
-		local.done <- err
-	}()
-	var remote []*sink
-	for _, p := range peers[:min(len(peers), want-1)] {
-		pr, pw := io.Pipe()
-		s := &sink{node: p, pw: pw, done: make(chan error, 1)}
-		go func() {
-			err := n.region.StageTo(sctx, p, id, pr, size)
-			pr.CloseWithError(errors.Join(err, errors.New("peer gone")))
-			s.done <- err
-		}()
-		remote = append(remote, s)
-	}
 	h := md5.New()
-	buf := make([]byte, 256<<10)
-	var total int64
-	var readErr error
-	for {
-		k, err := body.Read(buf)
-		if k > 0 {
-			total += int64(k)
-			h.Write(buf[:k])
-			if _, werr := local.pw.Write(buf[:k]); werr != nil {
-				readErr = fmt.Errorf("stage locally: %w", werr)
-				break
+	sinks := []func(io.Reader) error{
+		func(r io.Reader) error {
+			_, err := io.Copy(h, store.ContextReader(sctx, r))
+			return err
+		},
+		func(r io.Reader) error {
+			err := n.wb.Staging.Write(id, r, size, res)
+			if err != nil {
+				cancelSinks()
 			}
-			for _, s := range remote {
-				if !s.dead {
-					if _, werr := s.pw.Write(buf[:k]); werr != nil {
-						s.dead = true
-					}
-				}
-			}
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			readErr = err
-			break
-		}
+			return err
+		},
 	}
-	if readErr == nil && total != size {
-		readErr = fmt.Errorf("%w: body of %d bytes, announced %d", io.ErrUnexpectedEOF, total, size)
+	for _, p := range first {
+		sinks = append(sinks, func(r io.Reader) error { return n.region.StageTo(sctx, p, id, r, size) })
 	}
+	bodyErr, sinkErrs := placement.Tee(ctx, body, size, sinks, false, cancelSinks)
 	fail := func(err error) (raft.Segment, string, error) {
-		cancelSinks()
-		local.pw.CloseWithError(err)
-		for _, s := range remote {
-			s.pw.CloseWithError(err)
-			<-s.done
-		}
-		<-local.done
 		_ = n.wb.Staging.Remove(id)
 		return raft.Segment{}, "", err
 	}
-	if readErr != nil {
-		return fail(readErr)
+	switch {
+	case bodyErr != nil:
+		return fail(bodyErr)
+	case sinkErrs[1] != nil:
+		return fail(fmt.Errorf("stage locally: %w", sinkErrs[1]))
+	case sinkErrs[0] != nil:
+		return fail(sinkErrs[0])
 	}
-	local.pw.Close()
-	for _, s := range remote {
-		s.pw.Close()
-	}
-	if err := <-local.done; err != nil {
-		return fail(fmt.Errorf("stage locally: %w", err))
-	}
-	nodes := []string{local.node}
+	nodes := []string{n.region.Self()}
 	var peerErrs []error
-	for _, s := range remote {
-		if err := <-s.done; err != nil {
-			peerErrs = append(peerErrs, fmt.Errorf("%s: %w", s.node, err))
+	for i, p := range first {
+		if err := sinkErrs[2+i]; err != nil {
+			peerErrs = append(peerErrs, fmt.Errorf("%s: %w", p, err))
 			continue
 		}
-		nodes = append(nodes, s.node)
+		nodes = append(nodes, p)
 	}
 	// A peer that failed is replaced by the next one, copying the local file.
 	for _, p := range peers[min(len(peers), want-1):] {
@@ -263,9 +226,35 @@ func (n *Namespace) unstage(seg raft.Segment) {
 	}
 }
 
-// putStaged is Put for a write-back bucket.
-func (b *Bucket) putStaged(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
-	n := b.ns
+// writeBackPath stages a bucket's writes on the region's nodes and
+// journals them through Raft; the drainer writes them to the store.
+type writeBackPath struct{ b *Bucket }
+
+// lookup answers from the journal: a version not drained yet, or a
+// pending delete.
+func (p writeBackPath) lookup(ctx context.Context, key string) (store.ObjectInfo, bool, error) {
+	e, ok, err := p.b.journaled(ctx, key)
+	switch {
+	case err != nil:
+		return store.ObjectInfo{}, true, err
+	case ok && e.Tombstone:
+		return store.ObjectInfo{}, true, fmt.Errorf("%w: %s (deleted; the delete is not drained yet)", store.ErrNotFound, key)
+	case ok:
+		return entryInfo(e), true, nil
+	}
+	return store.ObjectInfo{}, false, nil
+}
+
+// localFiler: none; the newest version may be in staging, not the store.
+func (writeBackPath) localFiler() (store.LocalFiler, string) { return nil, "" }
+
+func (p writeBackPath) list(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error] {
+	return p.b.listMerged(ctx, opts)
+}
+
+// put stages the body and journals it.
+func (p writeBackPath) put(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
+	b, n := p.b, p.b.ns
 	if err := b.checkWriteConditions(ctx, key, opts); err != nil {
 		return store.ObjectInfo{}, err
 	}
@@ -313,10 +302,10 @@ func (b *Bucket) checkWriteConditions(ctx context.Context, key string, opts stor
 	return nil
 }
 
-// deleteStaged is Delete for a write-back bucket: a tombstone in the
-// journal, which hides the key at once and deletes it from the store when
-// drained.
-func (b *Bucket) deleteStaged(ctx context.Context, key string) error {
+// delete journals a tombstone, which hides the key at once and deletes it
+// from the store when drained.
+func (p writeBackPath) delete(ctx context.Context, key string) error {
+	b := p.b
 	e := raft.JournalEntry{Bucket: b.Name, Key: key, Tombstone: true, Store: b.store.Name(),
 		StoreKey: b.prefix + key, Created: b.ns.now().UTC()}
 	if err := b.ns.j.Apply(ctx, raft.StageObject{Entry: e}); err != nil {
@@ -530,12 +519,11 @@ func (n *Namespace) StageHere(ctx context.Context, id string, body io.Reader, si
 	return n.wb.Staging.Write(id, body, size, res)
 }
 
-// createStagedUpload starts a write-back multipart upload: a session in
-// Raft only; parts are staged like objects.
-func (n *Namespace) createStagedUpload(ctx context.Context, u User, b *Bucket, key string, meta store.Metadata, checksumAlg string) (Upload, error) {
-	var idb [24]byte
-	_, _ = rand.Read(idb[:])
-	up := Upload{ID: hex.EncodeToString(idb[:]), Bucket: b.Name, Key: key, Store: b.store.Name(),
+// createUpload starts a write-back multipart upload: a session in Raft
+// only; parts are staged like objects.
+func (p writeBackPath) createUpload(ctx context.Context, u User, key string, meta store.Metadata, checksumAlg string) (Upload, error) {
+	b, n := p.b, p.b.ns
+	up := Upload{ID: newUploadID(), Bucket: b.Name, Key: key, Store: b.store.Name(),
 		Initiator: u.Name, Created: n.now().UTC(), Meta: toRaftMeta(meta, checksumAlg), WriteBack: true}
 	if err := n.j.Apply(ctx, raft.CreateUpload{Upload: up}); err != nil {
 		return Upload{}, err
@@ -543,8 +531,9 @@ func (n *Namespace) createStagedUpload(ctx context.Context, u User, b *Bucket, k
 	return up, nil
 }
 
-// uploadStagedPart stages one part on Copies nodes and records it.
-func (n *Namespace) uploadStagedPart(ctx context.Context, up Upload, number int, body io.Reader, size int64, checksums func() map[string]string) (store.PartInfo, error) {
+// uploadPart stages one part on Copies nodes and records it.
+func (p writeBackPath) uploadPart(ctx context.Context, up Upload, number int, body io.Reader, size int64, checksums func() map[string]string) (store.PartInfo, error) {
+	n := p.b.ns
 	seg, etag, err := n.stage(ctx, body, size)
 	if err != nil {
 		return store.PartInfo{}, err
@@ -565,9 +554,10 @@ func (n *Namespace) uploadStagedPart(ctx context.Context, up Upload, number int,
 	return pi, nil
 }
 
-// completeStaged journals a write-back multipart upload's object: its
-// segments are the staged parts, so completion copies no bytes.
-func (n *Namespace) completeStaged(ctx context.Context, b *Bucket, up Upload, refs []PartRef, ifNoneMatch bool) (store.ObjectInfo, error) {
+// complete journals a write-back multipart upload's object: its segments
+// are the staged parts, so completion copies no bytes.
+func (p writeBackPath) complete(ctx context.Context, up Upload, _ []store.PartInfo, refs []PartRef, ifNoneMatch bool) (store.ObjectInfo, error) {
+	b, n := p.b, p.b.ns
 	if err := b.checkWriteConditions(ctx, up.Key, store.PutOptions{IfNoneMatch: ifNoneMatch}); err != nil {
 		return store.ObjectInfo{}, err
 	}
@@ -602,4 +592,10 @@ func (n *Namespace) completeStaged(ctx context.Context, b *Bucket, up Upload, re
 	n.wakeDrainer()
 	e.Version = idx
 	return entryInfo(e), nil
+}
+
+// abort forgets the session; staged parts are swept once no session
+// refers to them.
+func (p writeBackPath) abort(ctx context.Context, up Upload) error {
+	return p.b.ns.dropUpload(ctx, up)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"slices"
 	"strconv"
@@ -296,19 +295,6 @@ func parallel(n, limit int, f func(i int) error) []error {
 	}
 	wg.Wait()
 	return errs
-}
-
-// ctxReader fails reads once ctx is done.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // cleanupContext is for work that must finish after the caller's ctx is

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/klauspost/reedsolomon"
+
+	"github.com/fedgate/fedgate/federation/store"
 )
 
 // Erasure is a placement that cuts every object into segments and each

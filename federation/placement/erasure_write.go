@@ -47,7 +47,7 @@ func (e *Erasure) encodeStream(ctx context.Context, kh, set string, rot int, bod
 	if err != nil {
 		return out, err
 	}
-	var src io.Reader = ctxReader{ctx, body}
+	var src io.Reader = store.ContextReader(ctx, body)
 	if size >= 0 {
 		src = io.LimitReader(src, size)
 	}
@@ -129,7 +129,7 @@ func (e *Erasure) encodeStream(ctx context.Context, kh, set string, rot int, bod
 		if out.size < size {
 			return out, fmt.Errorf("read body: %d of %d bytes: %w", out.size, size, io.ErrUnexpectedEOF)
 		}
-		if err := store.ExpectEOF(ctxReader{ctx, body}); err != nil {
+		if err := store.ExpectEOF(store.ContextReader(ctx, body)); err != nil {
 			return out, fmt.Errorf("read body: %w", err)
 		}
 	}

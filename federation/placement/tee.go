@@ -20,7 +20,7 @@ var errAborted = errors.New("placement: write aborted: another store failed")
 // errSinkReturned: a sink returned before reading its body to the end.
 var errSinkReturned = errors.New("placement: store returned before the end of the body")
 
-// tee streams body to every sink at once, each through its own pipe: the
+// Tee streams body to every sink at once, each through its own pipe: the
 // body is read once, a chunk (teeChunk bytes) at a time, and a chunk goes
 // to every live sink before the next is read, so memory is one chunk
 // whatever the size. With size >= 0 exactly size bytes are read and the
@@ -30,11 +30,15 @@ var errSinkReturned = errors.New("placement: store returned before the end of th
 //
 // allOrNothing: when one sink fails before the end, every other sink's
 // pipe is closed with errAborted (and abort is called), so none of them
-// commits. Otherwise a failed sink is dropped and the others go on.
+// commits. Otherwise a failed sink is dropped and the others go on; abort
+// is called only when the body fails or no sink is left.
+//
+// Replicated and erasure-coded placements write their copies with it, and
+// write-back staging its local and peer copies.
 //
 // It returns the body's error (nil when the body was read to its end) and
 // each sink's error.
-func tee(ctx context.Context, body io.Reader, size int64, sinks []func(io.Reader) error, allOrNothing bool, abort func()) (bodyErr error, sinkErrs []error) {
+func Tee(ctx context.Context, body io.Reader, size int64, sinks []func(io.Reader) error, allOrNothing bool, abort func()) (bodyErr error, sinkErrs []error) {
 	n := len(sinks)
 	sinkErrs = make([]error, n)
 	pws := make([]*io.PipeWriter, n)
@@ -51,7 +55,7 @@ func tee(ctx context.Context, body io.Reader, size int64, sinks []func(io.Reader
 			pr.CloseWithError(err)
 		})
 	}
-	var src io.Reader = ctxReader{ctx, body}
+	var src io.Reader = store.ContextReader(ctx, body)
 	if size >= 0 {
 		src = io.LimitReader(src, size)
 	}
@@ -102,7 +106,7 @@ func tee(ctx context.Context, body io.Reader, size int64, sinks []func(io.Reader
 		case total < size:
 			bodyErr = fmt.Errorf("%d of %d bytes: %w", total, size, io.ErrUnexpectedEOF)
 		default:
-			bodyErr = store.ExpectEOF(ctxReader{ctx, body})
+			bodyErr = store.ExpectEOF(store.ContextReader(ctx, body))
 		}
 		failure = bodyErr
 	}

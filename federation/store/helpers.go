@@ -1,12 +1,29 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"io"
 	"maps"
 )
 
 // Helpers that every store kind needs the same way.
+
+// ContextReader returns a reader whose reads fail with ctx's error once
+// ctx is done (a body a client stopped sending, or a write given up).
+func ContextReader(ctx context.Context, r io.Reader) io.Reader { return ctxReader{ctx, r} }
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
 
 // ErrBodyTooLong: a body had more bytes than the size given to Put.
 var ErrBodyTooLong = errors.New("store: body longer than its declared size")

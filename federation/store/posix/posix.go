@@ -342,7 +342,7 @@ func (st *staged) copyBody(ctx context.Context, body io.Reader, size int64) erro
 	}
 	h := md5.New()
 	buf := make([]byte, 256<<10)
-	n, err := io.CopyBuffer(io.MultiWriter(st.f, h), ctxReader{ctx, r}, buf)
+	n, err := io.CopyBuffer(io.MultiWriter(st.f, h), store.ContextReader(ctx, r), buf)
 	if err != nil {
 		return fmt.Errorf("read body: %w", err)
 	}
@@ -375,16 +375,4 @@ func (st *staged) finish(m *meta) error {
 	fi, err := st.f.Stat()
 	st.fi = fi
 	return err
-}
-
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

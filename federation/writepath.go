@@ -1,0 +1,210 @@
+package federation
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"iter"
+	"strings"
+
+	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/raft"
+)
+
+// writePath is how a bucket's objects are written, deleted, listed and
+// looked up. The policy's `write:` chooses it per bucket:
+//
+//   - directPath (write-through, the default): straight in the bucket's
+//     store; the store is the truth.
+//   - writeBackPath (writeback.go): staged on Copies nodes and journaled
+//     through Raft, acknowledged then, and drained to the store later
+//     (drain.go); until drained the journal is the truth and reads are
+//     served from staging.
+//
+// A multipart upload keeps the path it was created on (Upload.WriteBack),
+// whatever the bucket's later policy: see Bucket.uploadPath.
+type writePath interface {
+	// lookup returns the key's info when the path itself holds its newest
+	// version (known=true; a pending delete is store.ErrNotFound), or
+	// known=false when the store has the answer.
+	lookup(ctx context.Context, key string) (info store.ObjectInfo, known bool, err error)
+	put(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error)
+	delete(ctx context.Context, key string) error
+	list(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error]
+	// localFiler is the store's local-file ability when the store's file
+	// is always the newest version, else nil.
+	localFiler() (store.LocalFiler, string)
+
+	createUpload(ctx context.Context, u User, key string, meta store.Metadata, checksumAlg string) (Upload, error)
+	uploadPart(ctx context.Context, up Upload, number int, body io.Reader, size int64, checksums func() map[string]string) (store.PartInfo, error)
+	// complete joins parts already checked against the session.
+	complete(ctx context.Context, up Upload, parts []store.PartInfo, refs []PartRef, ifNoneMatch bool) (store.ObjectInfo, error)
+	abort(ctx context.Context, up Upload) error
+}
+
+// pathFor returns the write path of a bucket of the given write mode.
+func pathFor(b *Bucket, writeBack bool) writePath {
+	if writeBack {
+		return writeBackPath{b}
+	}
+	return directPath{b}
+}
+
+// uploadPath is the path an upload was created on.
+func (b *Bucket) uploadPath(up Upload) writePath { return pathFor(b, up.WriteBack) }
+
+// directPath writes straight to the bucket's store.
+type directPath struct{ b *Bucket }
+
+func (directPath) lookup(context.Context, string) (store.ObjectInfo, bool, error) {
+	return store.ObjectInfo{}, false, nil
+}
+
+func (p directPath) put(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
+	b := p.b
+	defer b.invalidate(key)
+	info, err := b.store.Put(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key, body, size, opts)
+	info.Key = key
+	if err == nil {
+		b.ns.countWrite(b.Name, b.store, info.Size)
+		err = b.touch(ctx, key)
+	}
+	return info, err
+}
+
+func (p directPath) delete(ctx context.Context, key string) error {
+	b := p.b
+	defer b.invalidate(key)
+	if err := b.store.Delete(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key); err != nil {
+		return err
+	}
+	return b.touch(ctx, key)
+}
+
+func (p directPath) list(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error] {
+	return p.b.listStore(ctx, opts)
+}
+
+func (p directPath) localFiler() (store.LocalFiler, string) {
+	lf, ok := p.b.store.(store.LocalFiler)
+	if !ok {
+		return nil, ""
+	}
+	return lf, p.b.prefix
+}
+
+func (p directPath) createUpload(ctx context.Context, u User, key string, meta store.Metadata, checksumAlg string) (Upload, error) {
+	b, n := p.b, p.b.ns
+	mp, err := b.multiparter()
+	if err != nil {
+		return Upload{}, err
+	}
+	sid, err := mp.CreateMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key, store.PutOptions{Metadata: meta})
+	if err != nil {
+		return Upload{}, err
+	}
+	up := Upload{
+		ID: newUploadID(), Bucket: b.Name, Key: key, Store: b.store.Name(), StoreUploadID: sid,
+		Initiator: u.Name, Created: n.now().UTC(), Meta: toRaftMeta(meta, checksumAlg),
+	}
+	if err := n.j.Apply(ctx, raft.CreateUpload{Upload: up}); err != nil {
+		_ = mp.AbortMultipart(withEgressTag(context.WithoutCancel(ctx), egressTag{bucket: b.Name, key: key}), b.prefix+key, sid)
+		return Upload{}, err
+	}
+	return up, nil
+}
+
+func (p directPath) uploadPart(ctx context.Context, up Upload, number int, body io.Reader, size int64, checksums func() map[string]string) (store.PartInfo, error) {
+	b, n := p.b, p.b.ns
+	mp, err := b.multiparter()
+	if err != nil {
+		return store.PartInfo{}, err
+	}
+	pi, err := mp.UploadPart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.prefix+up.Key, up.StoreUploadID, number, body, size)
+	if err != nil {
+		return store.PartInfo{}, err
+	}
+	n.countWrite(b.Name, b.store, pi.Size)
+	if checksums != nil {
+		pi.Checksums = checksums()
+	}
+	err = n.j.Apply(ctx, raft.PutPart{UploadID: up.ID, Part: raft.Part{
+		Number: pi.Number, Size: pi.Size, ETag: pi.ETag, Checksums: pi.Checksums, Modified: pi.ModTime}})
+	if errors.Is(err, raft.ErrNoSuchUpload) {
+		return store.PartInfo{}, ErrNoSuchUpload
+	}
+	return pi, err
+}
+
+func (p directPath) complete(ctx context.Context, up Upload, parts []store.PartInfo, _ []PartRef, ifNoneMatch bool) (store.ObjectInfo, error) {
+	b, n := p.b, p.b.ns
+	mp, err := b.multiparter()
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	opts := store.PutOptions{IfNoneMatch: ifNoneMatch, Metadata: fromRaftMeta(up.Meta)}
+	info, err := mp.CompleteMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.prefix+up.Key, up.StoreUploadID, parts, opts)
+	b.invalidate(up.Key)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	info.Key = up.Key
+	if err := b.touch(ctx, up.Key); err != nil {
+		return store.ObjectInfo{}, err
+	}
+	// The object is committed; forgetting the session may not be cancelled
+	// half-way by a client that hangs up.
+	if err := n.j.Apply(context.WithoutCancel(ctx), raft.CompleteUpload{UploadID: up.ID}); err != nil && !errors.Is(err, raft.ErrNoSuchUpload) {
+		n.log.Warn("multipart session not cleared after completion", "upload_id", up.ID, "error", err)
+	}
+	return info, nil
+}
+
+func (p directPath) abort(ctx context.Context, up Upload) error {
+	b := p.b
+	mp, err := b.multiparter()
+	if err != nil {
+		return err
+	}
+	if err := mp.AbortMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.prefix+up.Key, up.StoreUploadID); err != nil {
+		return err
+	}
+	return b.ns.dropUpload(ctx, up)
+}
+
+// dropUpload forgets an upload's session.
+func (n *Namespace) dropUpload(ctx context.Context, up Upload) error {
+	err := n.j.Apply(ctx, raft.AbortUpload{UploadID: up.ID})
+	if errors.Is(err, raft.ErrNoSuchUpload) {
+		return ErrNoSuchUpload
+	}
+	return err
+}
+
+func newUploadID() string {
+	var idb [24]byte
+	_, _ = rand.Read(idb[:])
+	return hex.EncodeToString(idb[:])
+}
+
+// listStore lists the store under the bucket's prefix, with keys relative
+// to the bucket.
+func (b *Bucket) listStore(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error] {
+	opts.Prefix = b.prefix + opts.Prefix
+	if opts.StartAfter != "" {
+		opts.StartAfter = b.prefix + opts.StartAfter
+	}
+	return func(yield func(store.Entry, error) bool) {
+		for e, err := range b.store.List(withEgressTag(ctx, egressTag{bucket: b.Name}), opts) {
+			if err == nil {
+				e.Key = strings.TrimPrefix(e.Key, b.prefix)
+				e.Info.Key = e.Key
+			}
+			if !yield(e, err) {
+				return
+			}
+		}
+	}
+}
