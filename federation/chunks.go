@@ -90,7 +90,7 @@ func (n *Namespace) ServeChunk(ctx context.Context, k cachetier.ChunkKey, off, l
 // pinned is the cache's pin predicate: the Raft pins, by bucket and
 // key prefix (relative to the bucket).
 func (n *Namespace) pinned(group, storeName, key string) bool {
-	if b := n.knownBucket(group); b != nil && b.cache.Pin && b.store.Name() == storeName && strings.HasPrefix(key, b.prefix) {
+	if b := n.lookupBucket(group); b != nil && b.cache.Pin && b.store.Name() == storeName && strings.HasPrefix(key, b.prefix) {
 		return true // the policy pins the bucket (cache.pin, by name or glob)
 	}
 	pins := n.j.State().Pins()
@@ -103,7 +103,7 @@ func (n *Namespace) pinned(group, storeName, key string) bool {
 			continue
 		}
 		if b == nil {
-			if b = n.knownBucket(group); b == nil {
+			if b = n.lookupBucket(group); b == nil {
 				return false
 			}
 		}
@@ -152,21 +152,4 @@ func (n *Namespace) repin(cmd raft.Command) {
 	if _, ok := cmd.(*raft.SetPin); ok && n.cache != nil {
 		go n.cache.Repin()
 	}
-}
-
-// knownBucket is Bucket without waiting for the region (it runs under the
-// cache's lock): nil when this node does not know the bucket.
-func (n *Namespace) knownBucket(name string) *Bucket {
-	if b, ok := n.v().global[name]; ok {
-		return b
-	}
-	rec, ok := n.j.State().Bucket(name)
-	if !ok {
-		return nil
-	}
-	b, err := n.fromRecord(rec)
-	if err != nil {
-		return nil
-	}
-	return b
 }

@@ -196,7 +196,9 @@ func (n *Namespace) status(j raft.PreloadJob) PreloadStatus {
 	return s
 }
 
-// lookupBucket is Bucket without waiting for the region (nil: not found).
+// lookupBucket is Bucket without waiting for the region (nil: this node
+// does not know the bucket); the cache's pin check calls it under the
+// cache's lock.
 func (n *Namespace) lookupBucket(name string) *Bucket {
 	if b, ok := n.v().global[name]; ok {
 		return b

@@ -59,10 +59,10 @@ func (s *Server) listingFor(q *request) (listing, error) {
 	if l.b, err = s.bucketFor(q, false); err != nil {
 		return l, err
 	}
-	if l.enc, l.encType, err = encoder(q.q); err != nil {
+	if l.enc, l.encType, err = encoder(q.query); err != nil {
 		return l, err
 	}
-	l.max, err = maxKeysParam(q.q, "max-keys")
+	l.max, err = maxKeysParam(q.query, "max-keys")
 	return l, err
 }
 
@@ -85,10 +85,10 @@ func (s *Server) listObjectsV2(q *request) error {
 	if err != nil {
 		return err
 	}
-	prefix, delim, startAfter := q.q.Get("prefix"), q.q.Get("delimiter"), q.q.Get("start-after")
-	token := q.q.Get("continuation-token")
+	prefix, delim, startAfter := q.query.Get("prefix"), q.query.Get("delimiter"), q.query.Get("start-after")
+	token := q.query.Get("continuation-token")
 	marker := startAfter
-	if _, ok := q.q["continuation-token"]; ok {
+	if _, ok := q.query["continuation-token"]; ok {
 		raw, err := base64.RawURLEncoding.DecodeString(token)
 		if err != nil || token == "" {
 			return s3err.New(s3err.CodeInvalidArgument, "The continuation token provided is incorrect")
@@ -103,7 +103,7 @@ func (s *Server) listObjectsV2(q *request) error {
 			return err
 		}
 		var who *owner
-		if q.q.Get("fetch-owner") == "true" {
+		if q.query.Get("fetch-owner") == "true" {
 			who = &owner{ID: l.b.Owner(), DisplayName: l.b.Owner()}
 		}
 		res.Contents, res.CommonPrefixes = l.elems(page, who)
@@ -122,7 +122,7 @@ func (s *Server) listObjectsV1(q *request) error {
 	if err != nil {
 		return err
 	}
-	prefix, delim, marker := q.q.Get("prefix"), q.q.Get("delimiter"), q.q.Get("marker")
+	prefix, delim, marker := q.query.Get("prefix"), q.query.Get("delimiter"), q.query.Get("marker")
 	res := listBucketResultV1{Xmlns: s3NS, Name: l.b.Name(), Prefix: l.enc(prefix), Delimiter: l.enc(delim), MaxKeys: l.max,
 		EncodingType: l.encType, Marker: l.enc(marker)}
 	if l.max > 0 {

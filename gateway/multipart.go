@@ -43,12 +43,12 @@ func (s *Server) upload(q *request, write bool) (backend.Bucket, backend.Upload,
 	if err != nil {
 		return nil, backend.Upload{}, err
 	}
-	up, err := b.Upload(q.q.Get("uploadId"), q.key)
+	up, err := b.Upload(q.query.Get("uploadId"), q.key)
 	return b, up, err
 }
 
 func partNumber(q *request) (int, error) {
-	n, err := strconv.Atoi(q.q.Get("partNumber"))
+	n, err := strconv.Atoi(q.query.Get("partNumber"))
 	if err != nil || n < 1 || n > maxPartNumber {
 		return 0, s3err.Newf(s3err.CodeInvalidArgument, "Part number must be an integer between 1 and %d, inclusive", maxPartNumber)
 	}
@@ -176,12 +176,12 @@ func (s *Server) listParts(q *request) error {
 	if err != nil {
 		return err
 	}
-	max, err := maxKeysParam(q.q, "max-parts")
+	max, err := maxKeysParam(q.query, "max-parts")
 	if err != nil {
 		return err
 	}
 	marker := 0
-	if v := q.q.Get("part-number-marker"); v != "" {
+	if v := q.query.Get("part-number-marker"); v != "" {
 		if marker, err = strconv.Atoi(v); err != nil || marker < 0 {
 			return s3err.New(s3err.CodeInvalidArgument, "Provided part-number-marker not an integer or within integer range")
 		}
@@ -211,16 +211,16 @@ func (s *Server) listMultipartUploads(q *request) error {
 	if err != nil {
 		return err
 	}
-	enc, encType, err := encoder(q.q)
+	enc, encType, err := encoder(q.query)
 	if err != nil {
 		return err
 	}
-	max, err := maxKeysParam(q.q, "max-uploads")
+	max, err := maxKeysParam(q.query, "max-uploads")
 	if err != nil {
 		return err
 	}
-	prefix, delim := q.q.Get("prefix"), q.q.Get("delimiter")
-	keyMarker, idMarker := q.q.Get("key-marker"), q.q.Get("upload-id-marker")
+	prefix, delim := q.query.Get("prefix"), q.query.Get("delimiter")
+	keyMarker, idMarker := q.query.Get("key-marker"), q.query.Get("upload-id-marker")
 	res := listMultipartUploadsResult{Xmlns: s3NS, Bucket: b.Name(), KeyMarker: enc(keyMarker), UploadIDMarker: idMarker,
 		Prefix: enc(prefix), Delimiter: enc(delim), MaxUploads: max, EncodingType: encType}
 	// Raft returns uploads by key, then by initiation; the markers resume

@@ -278,7 +278,7 @@ func (s *Server) sendObject(q *request, info store.ObjectInfo, withBody bool, op
 		return err
 	}
 	parts := partsCount(info.ETag)
-	if pn := q.q.Get("partNumber"); pn != "" {
+	if pn := q.query.Get("partNumber"); pn != "" {
 		n, err := strconv.Atoi(pn)
 		switch {
 		case err != nil || n < 1 || n > maxPartNumber:
@@ -296,7 +296,7 @@ func (s *Server) sendObject(q *request, info store.ObjectInfo, withBody bool, op
 		return err
 	}
 	h := q.w.Header()
-	setObjectHeaders(h, info, q.q)
+	setObjectHeaders(h, info, q.query)
 	if strings.EqualFold(q.r.Header.Get("x-amz-checksum-mode"), "ENABLED") && rng == nil {
 		setChecksumHeaders(h, info.Checksums)
 	}

@@ -16,7 +16,7 @@ import (
 type request struct {
 	w      http.ResponseWriter
 	r      *http.Request
-	q      url.Values
+	query  url.Values // the request's query, parsed once
 	bucket string
 	key    string
 	user   backend.User
@@ -224,7 +224,7 @@ func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, ri *requestInfo
 		return
 	}
 	ri.user = user.Name
-	req := &request{w: w, r: r, q: q, bucket: bucket, key: key, user: user,
+	req := &request{w: w, r: r, query: q, bucket: bucket, key: key, user: user,
 		body: res.Body, size: res.DecodedLength, trailer: res.Trailer}
 	if req.body == nil {
 		req.body = http.NoBody

@@ -2,12 +2,37 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"io"
 	"maps"
+	"strings"
 )
 
 // Helpers that every store kind needs the same way.
+
+// RandomID returns 32 random hex digits: the ids stores give the uploads
+// and temporary objects they create.
+func RandomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ValidRandomID reports whether id has RandomID's form (a store checks an
+// upload id from a client before it names a path with it).
+func ValidRandomID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if !strings.ContainsRune("0123456789abcdef", rune(id[i])) {
+			return false
+		}
+	}
+	return true
+}
 
 // ContextReader returns a reader whose reads fail with ctx's error once
 // ctx is done (a body a client stopped sending, or a write given up).

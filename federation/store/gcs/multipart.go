@@ -51,18 +51,6 @@ func uploadDir(key, id string) string {
 
 func partName(dir string, n int) string { return fmt.Sprintf("%sp%05d", dir, n) }
 
-func validUploadID(id string) bool {
-	if len(id) != 32 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if !strings.ContainsRune("0123456789abcdef", rune(id[i])) {
-			return false
-		}
-	}
-	return true
-}
-
 // CreateMultipart starts an upload for key and records opts.Metadata for
 // the completed object; opts' conditions are checked at completion only.
 // ErrInvalidKey; ErrAccessDenied, ErrThrottled.
@@ -74,7 +62,7 @@ func (s *Store) CreateMultipart(ctx context.Context, key string, opts store.PutO
 	if err != nil {
 		return "", fmt.Errorf("gcs: create multipart %q: %w", key, err)
 	}
-	id := newID()
+	id := store.RandomID()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := s.object(uploadDir(key, id) + "upload").If(storage.Conditions{DoesNotExist: true}).NewWriter(wctx)
@@ -93,7 +81,7 @@ func (s *Store) CreateMultipart(ctx context.Context, key string, opts store.PutO
 // checkUpload returns ErrNoSuchUpload (wrapped) unless id is an open
 // upload of key.
 func (s *Store) checkUpload(ctx context.Context, key, id string) error {
-	if !validUploadID(id) || checkKey(key) != nil {
+	if !store.ValidRandomID(id) || checkKey(key) != nil {
 		return fmt.Errorf("gcs: upload %q of %q: %w", id, key, store.ErrNoSuchUpload)
 	}
 	_, err := s.object(uploadDir(key, id) + "upload").Attrs(ctx)
@@ -144,7 +132,7 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 // missing or its ETag differs; ErrPreconditionFailed per opts. After a
 // failure the upload stays usable.
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, parts []store.PartInfo, opts store.PutOptions) (store.ObjectInfo, error) {
-	if !validUploadID(uploadID) || checkKey(key) != nil {
+	if !store.ValidRandomID(uploadID) || checkKey(key) != nil {
 		return store.ObjectInfo{}, fmt.Errorf("gcs: upload %q of %q: %w", uploadID, key, store.ErrNoSuchUpload)
 	}
 	conds, err := writeConds(opts)
@@ -193,7 +181,7 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 		m.Checksums = store.MergeMaps(m.Checksums, opts.LateChecksums())
 	}
 	attrs := objectAttrs(key, m, fmt.Sprintf("%x-%d", h.Sum(nil), len(parts)), "")
-	info, err := s.composeTree(ctx, key, dir+"c/"+newID()+"/", srcs, attrs, conds)
+	info, err := s.composeTree(ctx, key, dir+"c/"+store.RandomID()+"/", srcs, attrs, conds)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
@@ -265,7 +253,7 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if !validUploadID(uploadID) || checkKey(key) != nil {
+	if !store.ValidRandomID(uploadID) || checkKey(key) != nil {
 		return nil
 	}
 	dir := uploadDir(key, uploadID)

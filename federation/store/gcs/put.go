@@ -3,7 +3,6 @@ package gcs
 import (
 	"context"
 	"crypto/md5"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -57,7 +56,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, size int64,
 // putSmall writes a body held in memory in one request, with its MD5 for
 // GCS to check and the write's precondition.
 func (s *Store) putSmall(ctx context.Context, key string, b, sum []byte, m store.Metadata, conds *storage.Conditions) (store.ObjectInfo, error) {
-	wid := newID()
+	wid := store.RandomID()
 	h := s.object(key)
 	if conds != nil {
 		h = h.If(*conds)
@@ -83,7 +82,7 @@ func (s *Store) putSmall(ctx context.Context, key string, b, sum []byte, m store
 // composes it into key with the final metadata and the precondition.
 func (s *Store) putStaged(ctx context.Context, key string, head []byte, br *body, m store.Metadata,
 	late func() map[string]string, conds *storage.Conditions) (store.ObjectInfo, error) {
-	tmp := tmpPrefix + newID()
+	tmp := tmpPrefix + store.RandomID()
 	ta, err := s.upload(ctx, s.streamObject(tmp).If(storage.Conditions{DoesNotExist: true}), head, br, 0)
 	if err != nil {
 		return store.ObjectInfo{}, fmt.Errorf("gcs: put %q: %w", key, err)
@@ -139,7 +138,7 @@ func (s *Store) commitCompose(ctx context.Context, op, key string, srcs []*stora
 	if err := s.precheck(ctx, op, key, conds); err != nil {
 		return store.ObjectInfo{}, err
 	}
-	wid := newID()
+	wid := store.RandomID()
 	attrs.Metadata[metaWriteID] = wid
 	dst := s.object(key)
 	if conds != nil {
@@ -219,12 +218,6 @@ func (s *Store) deleteQuietly(ctx context.Context, name string) {
 }
 
 // newID returns 32 random hex digits.
-func newID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // body reads a Put's body: it computes the MD5, checks ctx before every
 // read, enforces size (when >= 0) and keeps the body's own read error.
 type body struct {

@@ -31,18 +31,6 @@ func uploadDir(id string) string { return multipartDir + "/" + id }
 
 func partPath(id string, n int) string { return uploadDir(id) + "/" + strconv.Itoa(n) }
 
-func validUploadID(id string) bool {
-	if len(id) != 32 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if !strings.ContainsRune("0123456789abcdef", rune(id[i])) {
-			return false
-		}
-	}
-	return true
-}
-
 // CreateMultipart starts an upload for key. opts.Metadata is kept for the
 // completed object; opts' conditions are checked at completion only.
 // ErrInvalidKey for a key no store holds.
@@ -57,7 +45,7 @@ func (s *Store) CreateMultipart(ctx context.Context, key string, opts store.PutO
 	if err != nil {
 		return "", err
 	}
-	id := randHex(16)
+	id := store.RandomID()
 	dir := uploadDir(id)
 	if err := s.root.Mkdir(dir, 0o755); err != nil {
 		return "", mapErr("create multipart", key, err)
@@ -93,7 +81,7 @@ func (s *Store) CreateMultipart(ctx context.Context, key string, opts store.PutO
 // upload of key.
 func (s *Store) loadUpload(key, id string) (upload, error) {
 	var u upload
-	if !validUploadID(id) {
+	if !store.ValidRandomID(id) {
 		return u, fmt.Errorf("posix: upload %q: %w", id, store.ErrNoSuchUpload)
 	}
 	js, err := s.root.ReadFile(uploadDir(id) + "/upload.json")
@@ -243,7 +231,7 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if !validUploadID(uploadID) {
+	if !store.ValidRandomID(uploadID) {
 		return nil
 	}
 	js, err := s.root.ReadFile(uploadDir(uploadID) + "/upload.json")
