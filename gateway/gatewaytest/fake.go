@@ -218,6 +218,18 @@ func (f *Fake) newBucket(name, owner string) *bucket {
 		objects: map[string]*object{}, uploads: map[string]*upload{}}
 }
 
+// MustBucket returns the named bucket, for assertions; it panics when
+// there is none.
+func (f *Fake) MustBucket(name string) backend.Bucket {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.buckets[name]
+	if !ok {
+		panic("gatewaytest: no bucket " + name)
+	}
+	return b
+}
+
 // Object returns a copy of the bytes and the info of bucket/key, for
 // assertions.
 func (f *Fake) Object(bucketName, key string) ([]byte, store.ObjectInfo, bool) {
