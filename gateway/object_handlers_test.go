@@ -67,7 +67,7 @@ func TestPutObject(t *testing.T) {
 			code: "AccessDenied", status: 403},
 		{name: "write grant", setup: func(e *env) { e.grant("bkt", "write") }, user: true, stored: body},
 		{name: "sse-c", in: s3.PutObjectInput{SSECustomerAlgorithm: aws.String("AES256"),
-			SSECustomerKey: aws.String(base64.StdEncoding.EncodeToString(make([]byte, 32))),
+			SSECustomerKey:    aws.String(base64.StdEncoding.EncodeToString(make([]byte, 32))),
 			SSECustomerKeyMD5: aws.String(md5b64(string(make([]byte, 32))))}, code: "NotImplemented", status: 501},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
