@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/store"
@@ -276,5 +277,26 @@ func TestAdminErrors(t *testing.T) {
 				t.Errorf("%s %s with no leader: %d %s (%s), want 503 SlowDown", tc.method, tc.path, status, ae.Code, ae.Error)
 			}
 		})
+	}
+}
+
+// TestRequestChecks covers what serveS3 refuses before any handler runs.
+func TestRequestChecks(t *testing.T) {
+	e := newEnv(t)
+	e.bucket("bkt")
+	put := func(key string, opt ...func(*s3.Options)) error {
+		_, err := e.root.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String(key), Body: strings.NewReader("x")}, opt...)
+		return err
+	}
+	wantErr(t, put("a/../b"), "InvalidArgument", 400)
+	wantErr(t, put("./b"), "InvalidArgument", 400)
+	wantErr(t, put(strings.Repeat("k", 1025)), "KeyTooLongError", 400)
+	noErr(t, put(strings.Repeat("k", 1024)))
+	big := func(o *s3.Options) {
+		o.APIOptions = append(o.APIOptions, smithyhttp.AddHeaderValue("X-Padding", strings.Repeat("p", 9000)))
+	}
+	wantErr(t, put("k", big), "RequestHeaderSectionTooLarge", 400)
+	if _, _, ok := e.fake.Object("bkt", "k"); ok {
+		t.Error("object stored despite a refused request")
 	}
 }
