@@ -100,7 +100,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // so the message can say which one is missing.
 func adminFail(w http.ResponseWriter, err error, user, bucket string) {
 	status, code, msg := http.StatusBadRequest, "InvalidRequest", err.Error()
-	switch {
+	switch se := regionError(err); {
+	case se != nil:
+		status, code, msg = se.Status, se.Code, se.Message
 	case errors.Is(err, backend.ErrNoSuchUser):
 		status, code, msg = http.StatusNotFound, "NoSuchUser", fmt.Sprintf("user %q does not exist", user)
 	case errors.Is(err, backend.ErrNoSuchBucket):
