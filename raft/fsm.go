@@ -30,6 +30,7 @@ type fsm struct {
 	diskErr  error
 	executed atomic.Uint64 // commands run, replays excluded (for tests)
 	onApply  func(Command) // Config.OnApply
+	subs     subscribers   // Node.Subscribe
 }
 
 var (
@@ -99,7 +100,7 @@ func (f *fsm) ApplyBatch(logs []*hraft.Log) []any {
 		cmd, err := f.apply(b, l)
 		if err != nil {
 			resp[i] = err
-		} else if cmd != nil && f.onApply != nil {
+		} else if cmd != nil {
 			done = append(done, cmd)
 		}
 	}
@@ -112,9 +113,7 @@ func (f *fsm) ApplyBatch(logs []*hraft.Log) []any {
 		f.state.cur.Store(&next)
 	}
 	f.state.setApplied(last)
-	for _, cmd := range done {
-		f.onApply(cmd)
-	}
+	f.notify(done)
 	return resp
 }
 
@@ -220,9 +219,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.diskErr = nil // the file is whole again
 	f.state.cur.Store(cat)
 	f.state.setApplied(applied)
-	if f.onApply != nil {
-		f.onApply(nil)
-	}
+	f.notify([]Command{nil})
 	f.log.Info("raft: FSM restored from snapshot", "applied", applied)
 	return nil
 }

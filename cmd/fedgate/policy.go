@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/node"
 	"github.com/fedgate/fedgate/policies"
 )
 
@@ -143,10 +144,5 @@ since the diff was taken.`,
 	return cmd
 }
 
-// servedFeatures is what this build serves of the policy file: all of it
-// (every store kind, origins, cache rules with pins, prefetch and
-// priority, write-back, replicate and erasure placements, routing, egress
-// prices and budgets).
-func servedFeatures() policies.Features {
-	return policies.AllFeatures()
-}
+// servedFeatures is what this build serves of the policy file.
+func servedFeatures() policies.Features { return node.ServedFeatures() }

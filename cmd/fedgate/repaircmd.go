@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/node/peerapi"
 )
 
 func newRepairCmd() *cobra.Command {
@@ -36,7 +37,7 @@ at --endpoint, which reads the surviving copies or shards and writes the missing
 				return err
 			}
 			req.Header.Set("Content-Type", "application/json")
-			if err := signRequest(cmd.Context(), req, payload, c.accessKey, c.secretKey, c.region); err != nil {
+			if err := peerapi.SignRequest(cmd.Context(), req, payload, c.accessKey, c.secretKey, c.region); err != nil {
 				return err
 			}
 			resp, err := (&http.Client{}).Do(req) // no overall timeout: a repair takes as long as it takes

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,11 +15,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/spf13/cobra"
 
 	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/node"
+	"github.com/fedgate/fedgate/node/peerapi"
 )
 
 // adminClient signs admin API requests with the root credentials.
@@ -56,7 +54,7 @@ func (c *adminClient) resolve() error {
 		c.accessKey, c.secretKey = os.Getenv("FEDGATE_ACCESS_KEY"), os.Getenv("FEDGATE_SECRET_KEY")
 	}
 	if c.accessKey == "" && c.secretKey == "" {
-		if data, err := os.ReadFile(credsFile(c.dataDir)); err == nil {
+		if data, err := os.ReadFile(node.CredentialsFile(c.dataDir)); err == nil {
 			var cr struct {
 				AccessKey string `json:"access_key"`
 				SecretKey string `json:"secret_key"`
@@ -96,7 +94,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if err := signRequest(ctx, req, payload, c.accessKey, c.secretKey, c.region); err != nil {
+	if err := peerapi.SignRequest(ctx, req, payload, c.accessKey, c.secretKey, c.region); err != nil {
 		return err
 	}
 	resp, err := c.http.Do(req)
@@ -219,22 +217,4 @@ func newUserCmd() *cobra.Command {
 	}
 	cmd.AddCommand(add, list, remove, grant, revoke)
 	return cmd
-}
-
-// signRequest signs req, whose body is payload, with SigV4 for the S3
-// service: how the CLI and nodes authenticate to admin and internal APIs.
-func signRequest(ctx context.Context, req *http.Request, payload []byte, ak, sk, region string) error {
-	sum := sha256.Sum256(payload)
-	hash := hex.EncodeToString(sum[:])
-	req.Header.Set("x-amz-content-sha256", hash)
-	creds := aws.Credentials{AccessKeyID: ak, SecretAccessKey: sk}
-	return v4.NewSigner().SignHTTP(ctx, creds, req, hash, "s3", region, time.Now())
-}
-
-// signUnsigned signs req with an UNSIGNED-PAYLOAD body (a stream).
-func signUnsigned(ctx context.Context, req *http.Request, ak, sk, region string) error {
-	const unsigned = "UNSIGNED-PAYLOAD"
-	req.Header.Set("x-amz-content-sha256", unsigned)
-	creds := aws.Credentials{AccessKeyID: ak, SecretAccessKey: sk}
-	return v4.NewSigner().SignHTTP(ctx, creds, req, unsigned, "s3", region, time.Now())
 }

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -21,6 +21,8 @@ import (
 	"github.com/fedgate/fedgate/raft"
 )
 
+var _ gateway.PolicyAdmin = (*policyManager)(nil)
+
 // policyManager keeps the policy in force on this node in step with the
 // region's active policy (Raft), and serves `fedgate policy diff|apply`
 // through the admin API. Stores whose configuration did not change are
@@ -30,6 +32,7 @@ type policyManager struct {
 	ns        *federation.Namespace
 	dataDir   string
 	clustered bool
+	lookupEnv func(string) (string, bool)
 	log       *slog.Logger
 	wake      chan struct{}
 
@@ -47,9 +50,9 @@ type openedStore struct {
 	st  store.Store
 }
 
-func newPolicyManager(node *raft.Node, ns *federation.Namespace, dataDir string, clustered bool, p *policies.Policy,
+func newPolicyManager(node *raft.Node, ns *federation.Namespace, cfg *Config, p *policies.Policy,
 	stores map[string]store.Store, version uint64, log *slog.Logger) *policyManager {
-	pm := &policyManager{node: node, ns: ns, dataDir: dataDir, clustered: clustered, log: log,
+	pm := &policyManager{node: node, ns: ns, dataDir: cfg.DataDir, clustered: cfg.clustered(), lookupEnv: cfg.LookupEnv, log: log,
 		wake: make(chan struct{}, 1), installed: version, open: map[string]openedStore{},
 		failed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fedgate_policy_install_failed",
 			Help: "1 while this node could not put the region's newest policy in force (see the log), else 0."}),
@@ -71,7 +74,15 @@ func (pm *policyManager) register(reg prometheus.Registerer) error {
 	return errors.Join(reg.Register(pm.failed), reg.Register(pm.version))
 }
 
-// notify is called from the Raft apply hook (it must not block).
+// onApply is the policy manager's Raft subscription: a new active policy
+// (or a restored snapshot) wakes run.
+func (pm *policyManager) onApply(cmd raft.Command) {
+	if _, ok := cmd.(*raft.SetPolicy); ok || cmd == nil {
+		pm.notify()
+	}
+}
+
+// notify wakes run; it never blocks.
 func (pm *policyManager) notify() {
 	select {
 	case pm.wake <- struct{}{}:
@@ -109,7 +120,7 @@ func (pm *policyManager) catchUp(ctx context.Context) error {
 		return nil
 	}
 	name := "active policy (version " + strconv.FormatUint(active.Version, 10) + ")"
-	p, err := policies.Parse(name, active.YAML, servedFeatures())
+	p, err := policies.Parse(name, active.YAML, ServedFeatures())
 	if err != nil {
 		return err
 	}
@@ -125,7 +136,7 @@ func (pm *policyManager) catchUp(ctx context.Context) error {
 // created on it exist.
 func (pm *policyManager) openStores(ctx context.Context, p *policies.Policy) (map[string]store.Store, string, error) {
 	if len(p.Stores) == 0 {
-		return openStores(ctx, pm.dataDir, nil)
+		return openStores(ctx, pm.dataDir, nil, pm.lookupEnv)
 	}
 	stores := map[string]store.Store{}
 	for _, ps := range p.Stores {
@@ -133,7 +144,7 @@ func (pm *policyManager) openStores(ctx context.Context, p *policies.Policy) (ma
 			stores[ps.Name] = o.st
 			continue
 		}
-		st, err := openStore(ctx, ps)
+		st, err := openStore(ctx, ps, pm.lookupEnv)
 		if err != nil {
 			return nil, "", fmt.Errorf("store %q (%s) cannot be opened on this node: %w", ps.Name, ps.Kind, err)
 		}
@@ -189,12 +200,12 @@ func (pm *policyManager) ApplyPolicy(ctx context.Context, req gateway.AdminPolic
 	if file == "" {
 		file = "policy"
 	}
-	next, err := policies.Parse(file, []byte(req.YAML), servedFeatures())
+	next, err := policies.Parse(file, []byte(req.YAML), ServedFeatures())
 	if err != nil {
 		return gateway.AdminPolicy{}, err
 	}
 	if pm.clustered && len(next.Stores) == 0 {
-		return gateway.AdminPolicy{}, fmt.Errorf("%w: %s", federation.ErrPolicyChange, sharedStoreMsg)
+		return gateway.AdminPolicy{}, fmt.Errorf("%w: %s", federation.ErrPolicyChange, SharedStoreMsg)
 	}
 	active, _ := pm.node.State().Policy()
 	if req.BaseVersion != active.Version {

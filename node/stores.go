@@ -1,9 +1,8 @@
-package main
+package node
 
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/fedgate/fedgate/federation/store"
@@ -16,8 +15,8 @@ import (
 
 // openStores opens the policy's stores, or the embedded on-prem store. It
 // returns the stores by name and the default store's name. Secrets are read
-// here, once, from the environment variables the policy names.
-func openStores(ctx context.Context, dataDir string, p *policies.Policy) (map[string]store.Store, string, error) {
+// here, once, from the environment variables the policy names (lookupEnv).
+func openStores(ctx context.Context, dataDir string, p *policies.Policy, lookupEnv func(string) (string, bool)) (map[string]store.Store, string, error) {
 	stores := map[string]store.Store{}
 	if p == nil || len(p.Stores) == 0 {
 		st, err := posix.New("local", store.Location{Cloud: "onprem", Region: "local"}, filepath.Join(dataDir, "store"))
@@ -28,7 +27,7 @@ func openStores(ctx context.Context, dataDir string, p *policies.Policy) (map[st
 		return stores, "local", nil
 	}
 	for _, ps := range p.Stores {
-		st, err := openStore(ctx, ps)
+		st, err := openStore(ctx, ps, lookupEnv)
 		if err != nil {
 			return nil, "", fmt.Errorf("store %q (%s): %w", ps.Name, ps.Kind, err)
 		}
@@ -43,33 +42,33 @@ func openStores(ctx context.Context, dataDir string, p *policies.Policy) (map[st
 
 // env reads a variable the policy names; an unset one is an error that
 // names the variable (never a value).
-func env(name string) (string, error) {
+func env(lookup func(string) (string, bool), name string) (string, error) {
 	if name == "" {
 		return "", nil
 	}
-	v, ok := os.LookupEnv(name)
+	v, ok := lookup(name)
 	if !ok || v == "" {
 		return "", fmt.Errorf("environment variable %s (named in the policy's credentials) is not set", name)
 	}
 	return v, nil
 }
 
-func openStore(ctx context.Context, ps policies.Store) (store.Store, error) {
+func openStore(ctx context.Context, ps policies.Store, lookupEnv func(string) (string, bool)) (store.Store, error) {
 	loc := store.Location{Cloud: ps.Location.Cloud, Region: ps.Location.Region}
 	c := ps.Credentials
 	switch ps.Kind {
 	case policies.KindPosix:
 		return posix.New(ps.Name, loc, ps.Path)
 	case policies.KindS3:
-		ak, err := env(c.AccessKeyEnv)
+		ak, err := env(lookupEnv, c.AccessKeyEnv)
 		if err != nil {
 			return nil, err
 		}
-		sk, err := env(c.SecretKeyEnv)
+		sk, err := env(lookupEnv, c.SecretKeyEnv)
 		if err != nil {
 			return nil, err
 		}
-		tok, err := env(c.SessionTokenEnv)
+		tok, err := env(lookupEnv, c.SessionTokenEnv)
 		if err != nil {
 			return nil, err
 		}
@@ -87,11 +86,11 @@ func openStore(ctx context.Context, ps policies.Store) (store.Store, error) {
 		return gcs.New(ctx, gcs.Config{Name: ps.Name, Location: loc, Bucket: ps.Bucket, Endpoint: ps.Endpoint,
 			CredentialsFile: c.File, WithoutAuthentication: ps.Endpoint != "" && c.File == ""})
 	case policies.KindAzure:
-		key, err := env(c.AccountKeyEnv)
+		key, err := env(lookupEnv, c.AccountKeyEnv)
 		if err != nil {
 			return nil, err
 		}
-		sas, err := env(c.SASTokenEnv)
+		sas, err := env(lookupEnv, c.SASTokenEnv)
 		if err != nil {
 			return nil, err
 		}

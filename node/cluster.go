@@ -1,0 +1,390 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fedgate/fedgate/cachetier"
+	"github.com/fedgate/fedgate/cachetier/staging"
+	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/node/peerapi"
+	"github.com/fedgate/fedgate/raft"
+)
+
+// cluster is this node's side of its region: discovery, forming and
+// joining, the Forward hook, what the internal API answers for this node
+// (peerapi.Backend), the namespace's federation.Region, the cache's
+// cachetier.PeerClient and the admin API's cluster operations.
+//
+// Its fields are set in Open in this order, and each is read only by code
+// that Open starts, or lets run, after setting it: raft before
+// peerapi.Server.Start (handlers wait for it), ns before the gateway is
+// built (ClusterStatus runs only in gateway handlers).
+type cluster struct {
+	id       string
+	httpAddr string // this node's S3 address, "http://host:port"
+	join     []string
+	expect   int
+	tcp      bool // Raft runs over TCP (RaftAddr): membership can change
+	log      *slog.Logger
+	client   *peerapi.Client
+	internal string // this node's internal API URL ("": none)
+	cache    *cachetier.Cache
+	stage    *staging.Area
+
+	raft    *raft.Node
+	ns      *federation.Namespace
+	members memberCache
+}
+
+var (
+	_ federation.Region    = (*cluster)(nil)
+	_ cachetier.PeerClient = (*cluster)(nil)
+	_ gateway.Cluster      = (*cluster)(nil)
+	_ peerapi.Backend      = (*cluster)(nil)
+)
+
+// KnownHTTP is id's S3 address from the Raft settings or what peers told
+// this node ("" when unknown); it never asks the network.
+func (c *cluster) KnownHTTP(id string) string {
+	if id == c.id {
+		return c.httpAddr
+	}
+	if v, ok := c.raft.State().Setting(peerapi.MemberKey(id)); ok && v != "" {
+		return v
+	}
+	return c.client.Learned(id)
+}
+
+// httpOf is KnownHTTP, else asks the Join peers (each knows itself and,
+// often, the leader).
+func (c *cluster) httpOf(ctx context.Context, id string) string {
+	if a := c.KnownHTTP(id); a != "" {
+		return a
+	}
+	c.client.AskPeers(ctx, func(_ string, in peerapi.Info) {
+		c.client.Remember(in.LeaderID, peerapi.NormalizeHTTP(in.LeaderHTTP))
+	})
+	return c.KnownHTTP(id)
+}
+
+// forward is raft.Config.Forward: it posts the encoded command to the
+// leader's internal API and, once the leader has applied it, waits until
+// this node has applied it too, so a read on the node that acknowledged a
+// write sees it.
+func (c *cluster) forward(ctx context.Context, leaderID, _ string, data []byte) (uint64, error) {
+	base := c.httpOf(ctx, leaderID)
+	if base == "" {
+		// Not sent: let raft retry until the wait for a leader ends.
+		return 0, &raft.NotLeaderError{}
+	}
+	idx, err := c.client.Forward(ctx, leaderID, base, data)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.raft.WaitApplied(ctx, idx); err != nil {
+		return 0, err
+	}
+	return idx, nil
+}
+
+// --- forming and joining ---
+
+// form makes this node a member: with BootstrapExpect N it collects N
+// members through the Join peers' info and bootstraps them all (or joins
+// a cluster a peer already belongs to); with only Join it asks the leader
+// to add it. A node that is already a member does nothing.
+func (c *cluster) form(ctx context.Context) error {
+	if m, err := c.raft.Members(); err != nil || len(m) > 0 {
+		return err
+	}
+	if c.expect <= 1 {
+		return c.joinCluster(ctx)
+	}
+	c.log.Info("cluster: waiting for peers to bootstrap", "expect", c.expect, "join", c.join)
+	lastLog := time.Now()
+	for attempt := 0; ; attempt++ {
+		if m, err := c.raft.Members(); err != nil || len(m) > 0 {
+			return err // added, or bootstrapped by a peer's list
+		}
+		known := map[string]raft.Member{c.id: {ID: c.id, Address: c.raft.Addr(), Voter: true}}
+		existing := ""
+		c.client.AskPeers(ctx, func(p string, in peerapi.Info) {
+			if in.Members > 0 && in.LeaderID != "" {
+				existing = p
+			}
+			known[in.ID] = raft.Member{ID: in.ID, Address: in.RaftAddr, Voter: true}
+		})
+		if existing != "" {
+			c.log.Info("cluster: a peer already belongs to a cluster with a leader; joining it", "peer", existing)
+			return c.joinCluster(ctx)
+		}
+		if len(known) >= c.expect {
+			members := make([]raft.Member, 0, len(known))
+			for _, m := range known {
+				members = append(members, m)
+			}
+			slices.SortFunc(members, func(a, b raft.Member) int { return strings.Compare(a.ID, b.ID) })
+			c.log.Info("cluster: bootstrapping", "members", members)
+			return c.raft.BootstrapCluster(members)
+		}
+		if time.Since(lastLog) > 5*time.Second {
+			c.log.Info("cluster: still waiting for peers", "known", len(known), "expect", c.expect)
+			lastLog = time.Now()
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return fmt.Errorf("waiting for %d nodes to bootstrap (have %d): %w", c.expect, len(known), err)
+		}
+	}
+}
+
+// joinCluster asks the Join peers (following them to the leader) to add
+// this node as a voter, until one does.
+func (c *cluster) joinCluster(ctx context.Context) error {
+	req := peerapi.JoinRequest{ID: c.id, RaftAddr: c.raft.Addr(), HTTPAddr: c.httpAddr}
+	lastLog := time.Time{}
+	for attempt := 0; ; attempt++ {
+		var lastErr error
+		for _, p := range c.join {
+			if lastErr = c.client.Join(ctx, p, req); lastErr == nil {
+				c.log.Info("cluster: joined", "via", p)
+				return nil
+			}
+		}
+		if m, err := c.raft.Members(); err == nil && len(m) > 0 {
+			return nil
+		}
+		if time.Since(lastLog) > 5*time.Second {
+			c.log.Info("cluster: waiting to join", "join", c.join, "last_error", lastErr)
+			lastLog = time.Now()
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return fmt.Errorf("joining the cluster through %s: %w (last error: %v)", strings.Join(c.join, ","), err, lastErr)
+		}
+	}
+}
+
+// backoff waits 100ms, 200ms ... up to 2s, or until ctx ends.
+func backoff(ctx context.Context, attempt int) error {
+	d := min(100*time.Millisecond<<min(attempt, 5), 2*time.Second)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// register records this node's S3 address as a Raft setting. The write
+// goes through the leader and returns once this node has applied it, so
+// it also brings this node's state up to date with the region's.
+func (c *cluster) register(ctx context.Context) error {
+	lastLog := time.Now()
+	for attempt := 0; ; attempt++ {
+		_, err := c.raft.ApplyIndex(ctx, raft.SetSetting{Key: peerapi.MemberKey(c.id), Value: c.httpAddr})
+		if err == nil {
+			return nil
+		}
+		if time.Since(lastLog) > 5*time.Second {
+			c.log.Warn("cluster: waiting for the region's leader", "error", err)
+			lastLog = time.Now()
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return fmt.Errorf("register this node with the region's leader: %w", err)
+		}
+	}
+}
+
+// --- what the internal API answers for this node (peerapi.Backend) ---
+
+// Info implements peerapi.Backend.
+func (c *cluster) Info() peerapi.Info {
+	st := c.raft.Status()
+	in := peerapi.Info{ID: c.id, RaftAddr: c.raft.Addr(), HTTPAddr: c.httpAddr, State: st.State,
+		LeaderID: st.LeaderID, Term: st.Term, Applied: st.AppliedIndex, Commit: st.CommitIndex, Members: st.Members,
+		InternalURL: c.internal}
+	if in.LeaderID != "" {
+		in.LeaderHTTP = c.KnownHTTP(in.LeaderID)
+	}
+	in.NodeUsage = c.usage()
+	return in
+}
+
+// usage is this node's cache and staging use.
+func (c *cluster) usage() gateway.NodeUsage {
+	cs, ss := c.cache.Stats(), c.stage.Stats()
+	return gateway.NodeUsage{CacheUsed: cs.Used, CacheCapacity: cs.Capacity, StagingUsed: ss.Used + ss.Reserved, StagingCapacity: ss.Capacity}
+}
+
+// AddVoter implements peerapi.Backend: it adds a member as the leader, or
+// returns a *NotLeaderError.
+func (c *cluster) AddVoter(ctx context.Context, j peerapi.JoinRequest) error {
+	c.client.Remember(j.ID, peerapi.NormalizeHTTP(j.HTTPAddr))
+	if j.ID == "" || j.RaftAddr == "" {
+		return fmt.Errorf("%w: join needs an id and a raft_addr", raft.ErrInvalid)
+	}
+	if err := c.raft.AddVoter(ctx, j.ID, j.RaftAddr); err != nil {
+		return err
+	}
+	if j.HTTPAddr != "" {
+		return c.raft.Apply(ctx, raft.SetSetting{Key: peerapi.MemberKey(j.ID), Value: peerapi.NormalizeHTTP(j.HTTPAddr)})
+	}
+	return nil
+}
+
+// RemoveServer implements peerapi.Backend.
+func (c *cluster) RemoveServer(ctx context.Context, id string) error {
+	return c.raft.RemoveServer(ctx, id)
+}
+
+// ApplyEncoded implements peerapi.Backend.
+func (c *cluster) ApplyEncoded(ctx context.Context, data []byte) (uint64, error) {
+	return c.raft.ApplyEncoded(ctx, data)
+}
+
+// IsLeader implements peerapi.Backend.
+func (c *cluster) IsLeader() bool { return c.raft.IsLeader() }
+
+// CommitIndex implements peerapi.Backend.
+func (c *cluster) CommitIndex() uint64 { return c.raft.CommitIndex() }
+
+// --- the admin API's cluster operations (gateway.Cluster) ---
+
+// ClusterStatus implements gateway.Cluster.
+func (c *cluster) ClusterStatus(ctx context.Context) (gateway.AdminCluster, error) {
+	members, err := c.raft.Members()
+	if err != nil {
+		return gateway.AdminCluster{}, err
+	}
+	leader, _ := c.raft.Leader()
+	out := gateway.AdminCluster{Leader: leader, Members: make([]gateway.AdminMember, len(members))}
+	var wg sync.WaitGroup
+	for i, m := range members {
+		am := gateway.AdminMember{ID: m.ID, Address: m.Address, Voter: m.Voter, Leader: m.Leader, HTTP: c.KnownHTTP(m.ID)}
+		out.Members[i] = am
+		wg.Go(func() {
+			var in peerapi.Info
+			switch {
+			case m.ID == c.id:
+				in = c.Info()
+			case am.HTTP == "":
+				out.Members[i].Problem = "its HTTP address is not known"
+				return
+			default:
+				ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				var err error
+				in, err = c.client.Info(ictx, am.HTTP)
+				cancel()
+				if err != nil {
+					out.Members[i].Problem = err.Error()
+					return
+				}
+			}
+			o := &out.Members[i]
+			o.State, o.Term, o.Applied, o.Commit, o.Reported = in.State, in.Term, in.Applied, in.Commit, in.ID
+			o.NodeUsage = in.NodeUsage
+			o.Healthy = in.LeaderID != "" && in.ID == m.ID
+			if !o.Healthy {
+				o.Problem = "it knows no leader"
+			}
+		})
+	}
+	wg.Wait()
+	if c.ns != nil {
+		b := c.ns.Backlog()
+		out.DrainBacklog = gateway.AdminBacklog{Objects: b.Entries, Bytes: b.Bytes, OldestSeconds: b.OldestAge.Seconds()}
+	}
+	return out, nil
+}
+
+// Snapshot implements gateway.Cluster.
+func (c *cluster) Snapshot(ctx context.Context) (uint64, error) {
+	if err := c.raft.Snapshot(ctx); err != nil {
+		return 0, err
+	}
+	return c.raft.State().AppliedIndex(), nil
+}
+
+// AddMember implements gateway.Cluster.
+func (c *cluster) AddMember(ctx context.Context, address string) (gateway.AdminMember, error) {
+	if !c.tcp {
+		return gateway.AdminMember{}, errors.New("this node runs without --raft-addr: a one-node region in memory cannot grow; restart it with --raft-addr")
+	}
+	base := peerapi.NormalizeHTTP(address)
+	in, err := c.client.Info(ctx, base)
+	if err != nil {
+		return gateway.AdminMember{}, fmt.Errorf("ask %s who it is: %w", base, err)
+	}
+	j := peerapi.JoinRequest{ID: in.ID, RaftAddr: in.RaftAddr, HTTPAddr: in.HTTPAddr}
+	err = c.AddVoter(ctx, j)
+	if errors.Is(err, raft.ErrNotLeader) {
+		lid, _ := c.raft.Leader()
+		lh := c.httpOf(ctx, lid)
+		if lid == "" || lh == "" {
+			return gateway.AdminMember{}, fmt.Errorf("%w: no leader known to add %s", raft.ErrNoLeader, in.ID)
+		}
+		err = c.client.Join(ctx, lh, j)
+	}
+	if err != nil {
+		return gateway.AdminMember{}, err
+	}
+	return gateway.AdminMember{ID: in.ID, Address: in.RaftAddr, HTTP: in.HTTPAddr, Voter: true}, nil
+}
+
+// RemoveMember implements gateway.Cluster.
+func (c *cluster) RemoveMember(ctx context.Context, id string) error {
+	if !c.tcp {
+		return errors.New("this node runs without --raft-addr: a one-node region in memory has no other members")
+	}
+	members, err := c.raft.Members()
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(members, func(m raft.Member) bool { return m.ID == id }) {
+		return fmt.Errorf("%q is not a member of this region", id)
+	}
+	err = c.raft.RemoveServer(ctx, id)
+	if errors.Is(err, raft.ErrNotLeader) {
+		lid, _ := c.raft.Leader()
+		lh := c.httpOf(ctx, lid)
+		if lid == "" || lh == "" {
+			return fmt.Errorf("%w: no leader known to remove %s", raft.ErrNoLeader, id)
+		}
+		err = c.client.Remove(ctx, lh, id)
+	}
+	return err
+}
+
+// advertisedHTTP is the address peers reach this node's S3 port at: the
+// listener's, with the host of RaftAddr when it listens on a wildcard.
+func advertisedHTTP(ln net.Addr, raftAddr string) string {
+	host, port, err := net.SplitHostPort(ln.String())
+	if err != nil {
+		return "http://" + ln.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if rh, _, err := net.SplitHostPort(raftAddr); err == nil && rh != "" {
+			host = rh
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// advertisedInternal is the URL peers reach the internal API at.
+func advertisedInternal(ln net.Addr, raftAddr string, useTLS bool) string {
+	u := advertisedHTTP(ln, raftAddr)
+	if useTLS {
+		u = "https://" + strings.TrimPrefix(u, "http://")
+	}
+	return u
+}

@@ -1,0 +1,218 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/fedgate/fedgate/node/peerapi"
+	"github.com/fedgate/fedgate/policies"
+)
+
+// Config is everything one gateway node is started with: what the flags of
+// `fedgate server` set. Nothing in this package reads flags or environment
+// variables; LookupEnv is how the caller hands over the environment the
+// policy file's credentials name.
+type Config struct {
+	// Listen is the S3 port's address (it also serves /_fedgate/); a port
+	// of 0 picks one (see Node.Endpoint). Listener, when set, is a
+	// listener already bound for it, and Listen is ignored; the node
+	// closes it.
+	Listen   string
+	Listener net.Listener
+	// DataDir holds Raft state and the embedded on-prem store; CacheDir
+	// the chunk cache and write-back staging ("": DATA-DIR/cache).
+	DataDir, CacheDir string
+	// PolicyFile seeds a region that has no policy yet ("": none).
+	PolicyFile string
+	// Region is the policy file's region this node serves ("": the only
+	// one, or "local" without regions).
+	Region string
+	// SigningRegion is the S3 signing region clients must use.
+	SigningRegion string
+	// Domain turns on virtual-hosted-style requests for BUCKET.Domain.
+	Domain string
+	// AccessKey and SecretKey are the root credentials (both or neither;
+	// neither: kept in the region's state, generated on first start).
+	AccessKey, SecretKey string
+	// NodeID is this node's Raft id.
+	NodeID string
+	// Logger receives the node's logs (nil: none).
+	Logger *slog.Logger
+	// Version is reported by the admin API and logged.
+	Version string
+
+	// CacheSize is the bytes the chunk cache may use (0: 80% of the
+	// cache dir's filesystem); StagingSize those write-back staging may
+	// use (0: 10%).
+	CacheSize, StagingSize int64
+	// FillConcurrency is how many ranged reads fill one large object's
+	// chunks from its store.
+	FillConcurrency int
+	// WriteBackCopies is how many nodes hold a write-back write before it
+	// is acknowledged; StagingWait how long one waits for staging room.
+	WriteBackCopies int
+	StagingWait     time.Duration
+	// EgressRetention is how long the egress ledger keeps hourly rows
+	// (0: for ever).
+	EgressRetention time.Duration
+	// RaftSnapshotThreshold and RaftTrailingLogs tune Raft snapshots.
+	RaftSnapshotThreshold, RaftTrailingLogs uint64
+	// RaftElectionTimeout is Raft's heartbeat and election timeout (0:
+	// Raft's default); tests make it small.
+	RaftElectionTimeout time.Duration
+	// DebugListen serves Go's pprof profiles on this address ("": off).
+	DebugListen string
+	// ShutdownTimeout is how long Run waits for in-flight requests.
+	ShutdownTimeout time.Duration
+
+	// RaftAddr is the TCP address of this node's Raft transport, the one
+	// peers dial; it makes the node a member of a multi-node region
+	// ("": a one-node region with Raft in memory).
+	RaftAddr string
+	// InternalAddr is the internal API's address ("": the RaftAddr host,
+	// its port + 1). A port of 0 picks one.
+	InternalAddr string
+	// BootstrapExpect forms a new region once this many nodes have met
+	// through Join (other nodes' S3 addresses); Bootstrap starts a new
+	// multi-node region with this node alone.
+	BootstrapExpect int
+	Join            []string
+	Bootstrap       bool
+	// PeerCertFile, PeerKeyFile and PeerCAFile turn on mutual TLS between
+	// the nodes; PeerServerName is the DNS SAN every peer certificate
+	// carries ("": verify each peer's Raft host).
+	PeerCertFile, PeerKeyFile, PeerCAFile, PeerServerName string
+
+	// LookupEnv reads the environment variables the policy's store
+	// credentials name (nil: none is set).
+	LookupEnv func(name string) (string, bool)
+}
+
+// DefaultConfig is the configuration `fedgate server` runs with when no
+// flag is given.
+func DefaultConfig() Config {
+	return Config{
+		Listen:                "127.0.0.1:9000",
+		DataDir:               "./var",
+		SigningRegion:         "us-east-1",
+		NodeID:                "node-1",
+		FillConcurrency:       8,
+		WriteBackCopies:       2,
+		StagingWait:           30 * time.Second,
+		EgressRetention:       400 * 24 * time.Hour,
+		RaftSnapshotThreshold: 8192,
+		RaftTrailingLogs:      10240,
+		ShutdownTimeout:       60 * time.Second,
+	}
+}
+
+// SharedStoreMsg is the refusal of a multi-node region on the embedded,
+// node-local default store.
+const SharedStoreMsg = "a multi-node region needs a shared default store: declare one in the policy file (a NAS path or a cloud bucket)"
+
+// Validate checks the configuration without touching anything. Open calls
+// it; a caller may call it first to report errors before other work.
+func (c *Config) Validate() error {
+	if (c.AccessKey == "") != (c.SecretKey == "") {
+		return errors.New("give both --access-key and --secret-key (or FEDGATE_ACCESS_KEY and FEDGATE_SECRET_KEY), or neither")
+	}
+	if err := c.checkCluster(); err != nil {
+		return err
+	}
+	switch {
+	case c.NodeID == "":
+		return errors.New("--node-id: a node needs an id")
+	case c.DataDir == "":
+		return errors.New("--data-dir: a node needs a data directory")
+	case c.Listen == "" && c.Listener == nil:
+		return errors.New("--listen: a node needs an S3 address")
+	case c.CacheSize < 0:
+		return fmt.Errorf("--cache-size %d: want a size like 500GiB", c.CacheSize)
+	case c.StagingSize < 0:
+		return fmt.Errorf("--staging-size %d: want a size like 1TiB", c.StagingSize)
+	case c.WriteBackCopies < 1:
+		return fmt.Errorf("--write-back-copies %d: want at least 1", c.WriteBackCopies)
+	case c.EgressRetention < 0:
+		return errors.New("--egress-retention: want a duration like 90d, or 0")
+	case c.ShutdownTimeout < 0:
+		return errors.New("--shutdown-timeout must not be negative")
+	}
+	return nil
+}
+
+// clustered reports whether the node runs Raft over TCP (RaftAddr).
+func (c *Config) clustered() bool { return c.RaftAddr != "" }
+
+// joins reports whether this node forms or joins a multi-node region (as
+// opposed to a one-node region over TCP).
+func (c *Config) joins() bool { return c.BootstrapExpect > 1 || len(c.Join) > 0 || c.Bootstrap }
+
+// checkCluster validates the cluster settings.
+func (c *Config) checkCluster() error {
+	if !c.clustered() {
+		if c.BootstrapExpect > 0 || len(c.Join) > 0 || c.Bootstrap || c.PeerCertFile != "" || c.PeerKeyFile != "" || c.PeerCAFile != "" {
+			return errors.New("--bootstrap-expect, --join, --bootstrap and --peer-* need --raft-addr HOST:PORT (the address Raft peers dial)")
+		}
+		return nil
+	}
+	if c.AccessKey == "" || c.SecretKey == "" {
+		return errors.New("a node of a multi-node region (--raft-addr) needs the root credentials on every node: " +
+			"give the same --access-key/--secret-key (or FEDGATE_ACCESS_KEY/FEDGATE_SECRET_KEY) to each node; " +
+			"nodes sign their internal API calls with them")
+	}
+	if c.BootstrapExpect < 0 {
+		return errors.New("--bootstrap-expect must be 1 or more")
+	}
+	if c.Bootstrap && c.BootstrapExpect > 1 {
+		return errors.New("--bootstrap (start a new cluster alone) and --bootstrap-expect above 1 exclude each other")
+	}
+	if c.BootstrapExpect > 1 && len(c.Join) == 0 {
+		return errors.New("--bootstrap-expect needs --join with the other nodes' --listen addresses")
+	}
+	if c.BootstrapExpect > 1 && len(c.Join) < c.BootstrapExpect-1 {
+		return fmt.Errorf("--bootstrap-expect %d needs at least %d --join addresses (the other nodes), got %d", c.BootstrapExpect, c.BootstrapExpect-1, len(c.Join))
+	}
+	if (c.PeerCertFile != "" || c.PeerKeyFile != "" || c.PeerCAFile != "") && (c.PeerCertFile == "" || c.PeerKeyFile == "" || c.PeerCAFile == "") {
+		return errors.New("peer TLS needs all three of --peer-cert-file, --peer-key-file and --peer-ca-file")
+	}
+	return nil
+}
+
+// withDefaults is c validated, with its derived values filled in.
+func (c Config) withDefaults() (Config, error) {
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	c.Join = append([]string(nil), c.Join...)
+	for i, j := range c.Join {
+		c.Join[i] = peerapi.NormalizeHTTP(j)
+	}
+	if c.CacheDir == "" {
+		c.CacheDir = filepath.Join(c.DataDir, "cache")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.LookupEnv == nil {
+		c.LookupEnv = func(string) (string, bool) { return "", false }
+	}
+	if c.FillConcurrency <= 0 {
+		c.FillConcurrency = 8
+	}
+	return c, nil
+}
+
+// ServedFeatures is what this build serves of the policy file: all of it
+// (every store kind, origins, cache rules with pins, prefetch and
+// priority, write-back, replicate and erasure placements, routing, egress
+// prices and budgets).
+func ServedFeatures() policies.Features {
+	return policies.AllFeatures()
+}
+
+// CredentialsFile is where a node keeps root credentials it generated.
+func CredentialsFile(dataDir string) string { return filepath.Join(dataDir, "root-credentials.json") }

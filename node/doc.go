@@ -1,0 +1,31 @@
+// Package node assembles one fedgate gateway node: its listeners, Raft
+// state, namespace, chunk cache, write-back staging, policy manager,
+// internal API (package peerapi) and the S3 gateway. cmd/fedgate turns its
+// flags and environment into a Config; tests build nodes the same way,
+// on 127.0.0.1:0 ports.
+//
+//	n, err := node.Open(ctx, cfg) // ready to serve, region formed or joined
+//	defer n.Close()
+//	err = n.Run(ctx)              // serves until ctx ends, then drains
+//
+// # Initialization order
+//
+// Raft must be open before the namespace can be built (the namespace's
+// journal is the Raft node, and the policy it starts with is read from
+// Raft state), yet the namespace and the policy manager react to commands
+// Raft applies. Instead of a raft.Config.OnApply hook wired before either
+// exists (and atomic pointers it loads on every command), they subscribe
+// to the open Raft node (raft.Node.Subscribe) as soon as they are built.
+// A command applied before a subscription is already in Raft's State, which
+// is what both are built from, so nothing is missed; the policy manager
+// also checks for a newer policy once its loop starts. A two-phase
+// construction (namespace before Raft) would need federation.New to
+// accept a journal and a policy that do not exist yet; the subscription
+// needs no change outside package raft.
+//
+// A multi-node node serves its S3 port and internal API before Raft opens,
+// so peers can discover each other while the region forms. Those handlers
+// need no atomics either: what they read later is set before a channel is
+// closed (peerapi.Server.Start and ServeData; the front handler's gateway),
+// and a handler that finds the channel open answers 503.
+package node

@@ -1,0 +1,71 @@
+package node
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/node/peerapi"
+)
+
+// frontHandler is the S3 port's handler. It serves the internal API's
+// discovery answer (on a multi-node node) from the start and, once the
+// node is ready, the gateway; until then every other request gets 503.
+type frontHandler struct {
+	internal http.Handler // nil: no internal API
+	domain   string
+	ready    chan struct{}   // closed by setGateway
+	gw       *gateway.Server // set before ready is closed
+}
+
+func newFrontHandler(internal http.Handler, domain string) *frontHandler {
+	return &frontHandler{internal: internal, domain: strings.ToLower(strings.TrimSuffix(domain, ".")), ready: make(chan struct{})}
+}
+
+// setGateway makes the handler serve gw; it is called once.
+func (h *frontHandler) setGateway(gw *gateway.Server) {
+	h.gw = gw
+	close(h.ready)
+}
+
+func (h *frontHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.internal != nil && strings.HasPrefix(r.URL.Path, peerapi.Prefix) && !h.virtualHost(r) {
+		h.internal.ServeHTTP(w, r)
+		return
+	}
+	select {
+	case <-h.ready:
+		h.gw.ServeHTTP(w, r)
+		return
+	default:
+	}
+	w.Header().Set("Retry-After", "1")
+	if r.URL.Path == gateway.ReservedPrefix+"healthz" {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "ok (starting)\n")
+		return
+	}
+	if r.URL.Path == gateway.ReservedPrefix+"readyz" {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "starting: forming or joining the region's cluster\n")
+		return
+	}
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>ServiceUnavailable</Code><Message>This node is starting (forming or joining its region's cluster); retry shortly or on another node.</Message></Error>`)
+}
+
+func (h *frontHandler) virtualHost(r *http.Request) bool {
+	if h.domain == "" {
+		return false
+	}
+	host := strings.ToLower(r.Host)
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		host = hh
+	}
+	return strings.HasSuffix(host, "."+h.domain)
+}

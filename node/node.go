@@ -1,0 +1,609 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/fedgate/fedgate/cachetier"
+	"github.com/fedgate/fedgate/cachetier/staging"
+	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/node/peerapi"
+	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/raft"
+)
+
+// Node is one running gateway node. Open builds it, Run serves until its
+// context ends, Close releases what Open took (after Run, or instead).
+type Node struct {
+	cfg Config
+	log *slog.Logger
+
+	ln, iln   net.Listener // the S3 port; the internal API's (nil: none)
+	hs, ihs   *http.Server
+	debug     *http.Server // nil: no --debug-listen
+	front     *frontHandler
+	serving   bool // hs serves ln (a multi-node node serves before Raft opens)
+	errc      chan error
+	cl        *cluster
+	peer      *peerapi.Server // nil: no internal API
+	rn        *raft.Node
+	cache     *cachetier.Cache
+	stage     *staging.Area
+	ns        *federation.Namespace
+	gw        *gateway.Server
+	unsub     []func()
+	halt      func() // stops the background loops (once)
+	region    string
+	defStore  string
+	creds     federation.Credentials
+	generated bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open starts a node: it validates cfg, opens the listeners (a multi-node
+// node serves discovery on them at once), the cache, staging and the
+// Raft state, forms or joins the region, puts the region's policy in force
+// and builds the gateway. It returns once the node is ready to serve S3;
+// Run serves it. On error everything opened is closed again.
+func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
+	if cfg, err = cfg.withDefaults(); err != nil {
+		if cfg.Listener != nil {
+			cfg.Listener.Close()
+		}
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, errc: make(chan error, 2), halt: func() {}}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	if cfg.Listener != nil {
+		n.ln = cfg.Listener
+	}
+	if err := n.open(ctx); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) open(ctx context.Context) error {
+	cfg, log := &n.cfg, n.log
+	var fileData []byte
+	if cfg.PolicyFile != "" {
+		// Validate before touching any state: a bad file changes nothing.
+		var err error
+		if fileData, err = os.ReadFile(cfg.PolicyFile); err != nil {
+			return fmt.Errorf("--config: %w", err)
+		}
+		if _, err := policies.Parse(cfg.PolicyFile, fileData, ServedFeatures()); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{cfg.DataDir, cfg.CacheDir} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	if n.ln == nil {
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		n.ln = ln
+	}
+
+	rcfg := raft.Config{NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, "raft"), Logger: log.With("component", "raft"),
+		SnapshotThreshold: cfg.RaftSnapshotThreshold, TrailingLogs: cfg.RaftTrailingLogs, ElectionTimeout: cfg.RaftElectionTimeout}
+	cl := &cluster{id: cfg.NodeID, log: log, tcp: cfg.clustered()}
+	n.cl = cl
+	if cfg.clustered() {
+		if cfg.joins() && fileData != nil {
+			if p, _ := policies.Parse(cfg.PolicyFile, fileData, ServedFeatures()); p == nil || len(p.Stores) == 0 {
+				return errors.New(SharedStoreMsg)
+			}
+		}
+		cl.httpAddr, cl.join, cl.expect = advertisedHTTP(n.ln.Addr(), cfg.RaftAddr), cfg.Join, cfg.BootstrapExpect
+		cl.log = log.With("component", "cluster")
+		rcfg.BindAddr = cfg.RaftAddr
+		rcfg.Forward = cl.forward
+		switch {
+		case cfg.BootstrapExpect > 1:
+			rcfg.BootstrapExpect = cfg.BootstrapExpect
+		case len(cfg.Join) > 0 && !cfg.Bootstrap:
+			rcfg.BootstrapExpect = 2 // never bootstrap alone: wait to be added
+		default:
+			rcfg.Bootstrap = true // --bootstrap, or a one-node region over TCP
+		}
+		if cfg.PeerCertFile != "" {
+			var err error
+			if rcfg.TLS, err = raft.PeerTLSConfig(cfg.PeerCertFile, cfg.PeerKeyFile, cfg.PeerCAFile, cfg.PeerServerName); err != nil {
+				return err
+			}
+		}
+		iln, err := listenInternal(cfg, rcfg.TLS)
+		if err != nil {
+			return err
+		}
+		n.iln = iln
+		cl.internal = advertisedInternal(iln.Addr(), cfg.RaftAddr, rcfg.TLS != nil)
+	}
+	cl.client = peerapi.NewClient(peerapi.ClientConfig{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey,
+		SigningRegion: cfg.SigningRegion, Self: cl.httpAddr, SelfInternal: cl.internal, Join: cfg.Join, TLS: rcfg.TLS})
+
+	// The cache and staging open before any server starts: the internal
+	// API's info reports their use.
+	var peers cachetier.PeerClient
+	if cfg.clustered() {
+		peers = cl
+	}
+	var err error
+	if n.cache, err = openCache(cfg, log, peers); err != nil {
+		return err
+	}
+	if n.stage, err = openStaging(cfg); err != nil {
+		return err
+	}
+	cl.cache, cl.stage = n.cache, n.stage
+
+	var internal http.Handler
+	if cfg.clustered() {
+		// Serve the internal API on its own port (mutual TLS with the peer
+		// certificates), and the discovery answer (info) plus 503 for the
+		// rest on the S3 port, while the region forms.
+		n.peer = peerapi.NewServer(peerapi.ServerConfig{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey,
+			SigningRegion: cfg.SigningRegion, Logger: cl.log})
+		internal = n.peer.Discovery()
+		n.ihs = &http.Server{Handler: n.peer.Handler(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() { n.errc <- n.ihs.Serve(n.iln) }()
+	}
+	n.front = newFrontHandler(internal, cfg.Domain)
+	n.hs = &http.Server{
+		Handler:           n.front,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if cfg.clustered() {
+		n.serve()
+	}
+
+	openCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	rn, err := raft.Open(openCtx, rcfg)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("open region state: %w", err)
+	}
+	n.rn, cl.raft = rn, rn
+	if cfg.clustered() {
+		n.peer.Start(cl)
+		m, err := rn.Members()
+		if err != nil {
+			return fmt.Errorf("read the region's members: %w", err)
+		}
+		switch {
+		case len(m) > 0 && cfg.joins():
+			log.Info("this node already has Raft state: --bootstrap-expect and --join are ignored; rejoining", "members", len(m))
+		case len(m) == 0 && cfg.joins() && fileData == nil:
+			return errors.New(SharedStoreMsg + ", and start every new node with it (--config FILE)")
+		}
+		if err := cl.form(ctx); err != nil {
+			return err
+		}
+		if err := cl.register(ctx); err != nil {
+			return err
+		}
+	}
+
+	_, hadPolicy := rn.State().Policy()
+	pol, err := activePolicy(ctx, rn, cfg.PolicyFile, fileData, log)
+	if errors.Is(err, raft.ErrStalePolicy) && cfg.clustered() {
+		// Another founding node seeded the policy first: catch up and use it.
+		if err = cl.register(ctx); err == nil {
+			pol, err = activePolicy(ctx, rn, cfg.PolicyFile, fileData, log)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if cfg.clustered() && cfg.joins() && (pol == nil || len(pol.Stores) == 0) {
+		return errors.New(SharedStoreMsg)
+	}
+	if n.region, err = regionName(pol, cfg.Region); err != nil {
+		return err
+	}
+	stores, defStore, err := openStores(ctx, cfg.DataDir, pol, cfg.LookupEnv)
+	if err != nil {
+		return err
+	}
+	n.defStore = defStore
+	activeVersion := uint64(0)
+	if pol != nil {
+		if a, ok := rn.State().Policy(); ok {
+			activeVersion = a.Version
+		}
+	}
+	ns, err := federation.New(federation.Config{Journal: rn, Stores: stores, DefaultStore: defStore, Policy: pol, PolicyVersion: activeVersion,
+		Cache: n.cache, FillConcurrency: cfg.FillConcurrency, Logger: log.With("component", "federation"),
+		Region:          cl,
+		RegionLocation:  regionLocation(pol, cfg.Region),
+		EgressRetention: cfg.EgressRetention,
+		WriteBack:       federation.WriteBackConfig{Staging: n.stage, Copies: cfg.WriteBackCopies, Wait: cfg.StagingWait}})
+	if err != nil {
+		return err
+	}
+	n.ns, cl.ns = ns, ns
+	n.unsub = append(n.unsub, rn.Subscribe(ns.OnApply))
+	if n.peer != nil {
+		n.peer.ServeData(ns)
+	}
+	pm := newPolicyManager(rn, ns, cfg, pol, stores, activeVersion, log.With("component", "policy"))
+	n.unsub = append(n.unsub, rn.Subscribe(pm.onApply))
+	if !hadPolicy && pol != nil && activeVersion == 1 && fileData != nil {
+		// This node seeded the region's policy: preload what it asks to.
+		for _, line := range pm.preloadOnApply(ctx, nil, pol) {
+			log.Info("policy seeded: " + line)
+		}
+	}
+	ns.StartPins()
+	n.startLoops(ctx, pm)
+	ns.SetReady(func(context.Context) error {
+		if cfg.clustered() {
+			if id, _ := rn.Leader(); id == "" {
+				return errors.New("the region has no Raft leader")
+			}
+			return nil
+		}
+		if !rn.IsLeader() {
+			return errors.New("this node is not the region's Raft leader")
+		}
+		return nil
+	})
+	if n.creds, n.generated, err = rootCredentials(ctx, ns, cfg); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := n.cache.RegisterMetrics(reg); err != nil {
+		return err
+	}
+	if err := ns.RegisterMetrics(reg); err != nil {
+		return err
+	}
+	if err := pm.register(reg); err != nil {
+		return err
+	}
+	n.gw, err = gateway.New(gateway.Config{Backend: ns.Backend(), Region: cfg.SigningRegion, Domain: cfg.Domain, Logger: log, Registry: reg,
+		Version: cfg.Version, Cluster: regionErrCluster{cl}, Policy: regionErrPolicy{pm}, RegionName: n.region})
+	if err != nil {
+		return err
+	}
+	n.front.setGateway(n.gw)
+
+	if cfg.DebugListen != "" {
+		if n.debug, err = serveDebug(cfg.DebugListen, log); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startLoops starts the namespace's drainer, preloader and egress
+// flusher, the policy manager and (multi-node) the cache ring's member
+// sync; n.halt stops them.
+func (n *Node) startLoops(ctx context.Context, pm *policyManager) {
+	ns := n.ns
+	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	drainerDone, egressDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(drainerDone)
+		ns.RunDrainer(loopCtx)
+	}()
+	go ns.RunPreloader(loopCtx)
+	go pm.run(loopCtx)
+	go func() {
+		defer close(egressDone)
+		ns.RunEgress(loopCtx)
+	}()
+	pm.notify() // a newer policy may have been applied while this node was starting
+	if n.cfg.clustered() {
+		go n.cl.syncMembers(loopCtx)
+	}
+	n.halt = sync.OnceFunc(func() {
+		stop()
+		<-drainerDone
+		<-egressDone // its last flush goes through Raft before the node closes
+	})
+}
+
+// serve starts serving the S3 port.
+func (n *Node) serve() {
+	n.serving = true
+	go func() { n.errc <- n.hs.Serve(n.ln) }()
+}
+
+// Run serves S3 until ctx ends, then drains: in-flight requests get
+// ShutdownTimeout to finish, background drains give their claims back or
+// finish, and the Raft state is closed. A server that fails ends Run with
+// its error.
+func (n *Node) Run(ctx context.Context) error {
+	cfg := &n.cfg
+	n.log.Info("server started", "endpoint", n.Endpoint(), "node", cfg.NodeID, "raft_addr", cfg.RaftAddr, "data_dir", cfg.DataDir,
+		"cache_dir", cfg.CacheDir, "default_store", n.defStore, "version", cfg.Version)
+	if !n.serving {
+		n.serve()
+	}
+	select {
+	case err := <-n.errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	n.gw.Drain()
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := n.hs.Shutdown(sctx); err != nil {
+		n.log.Warn("shutdown did not finish in time; closing connections", "error", err)
+		_ = n.hs.Close()
+	}
+	n.halt() // drains in flight give their claims back or finish first
+	if err := n.rn.Close(); err != nil {
+		return fmt.Errorf("close region state: %w", err)
+	}
+	n.log.Info("stopped cleanly")
+	return nil
+}
+
+// Close stops the node's servers and loops and closes its Raft state,
+// cache and listeners. It may be called more than once, after Run or
+// instead of it.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		n.halt()
+		if n.hs != nil {
+			_ = n.hs.Close()
+		}
+		if n.ihs != nil {
+			_ = n.ihs.Close()
+		}
+		if n.debug != nil {
+			_ = n.debug.Close()
+		}
+		for _, f := range n.unsub {
+			f()
+		}
+		if n.rn != nil {
+			if err := n.rn.Close(); err != nil {
+				n.closeErr = fmt.Errorf("close region state: %w", err)
+			}
+		}
+		if n.cache != nil {
+			_ = n.cache.Close()
+		}
+		if n.cl != nil && n.cl.client != nil {
+			n.cl.client.CloseIdle()
+		}
+		for _, ln := range []net.Listener{n.ln, n.iln} {
+			if ln != nil {
+				_ = ln.Close()
+			}
+		}
+	})
+	return n.closeErr
+}
+
+// ID is the node's Raft id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// Endpoint is the S3 endpoint, "http://" and the address the S3 port is
+// bound to.
+func (n *Node) Endpoint() string { return "http://" + n.ln.Addr().String() }
+
+// Addr is the address the S3 port is bound to.
+func (n *Node) Addr() net.Addr { return n.ln.Addr() }
+
+// InternalAddr is the address the internal API is bound to (nil: a
+// one-node region has none).
+func (n *Node) InternalAddr() net.Addr {
+	if n.iln == nil {
+		return nil
+	}
+	return n.iln.Addr()
+}
+
+// RegionName is the region this node serves.
+func (n *Node) RegionName() string { return n.region }
+
+// Raft is the node's Raft member.
+func (n *Node) Raft() *raft.Node { return n.rn }
+
+// Namespace is the node's namespace.
+func (n *Node) Namespace() *federation.Namespace { return n.ns }
+
+// Cache is the node's chunk cache.
+func (n *Node) Cache() *cachetier.Cache { return n.cache }
+
+// RootCredentials are the region's root credentials as this node knows
+// them (the secret only when it was given or generated here); generated
+// reports that this start generated them (and saved them to
+// CredentialsFile).
+func (n *Node) RootCredentials() (c federation.Credentials, generated bool) {
+	return n.creds, n.generated
+}
+
+// regionName is the region this node serves: "local" on embedded defaults
+// or a policy without regions, else the one region names (or the only one).
+func regionName(p *policies.Policy, region string) (string, error) {
+	if p == nil || len(p.Regions) == 0 {
+		if region != "" && region != "local" {
+			return "", fmt.Errorf("--region %q: the policy declares no regions", region)
+		}
+		return "local", nil
+	}
+	r, err := p.Region(region)
+	if err != nil {
+		return "", fmt.Errorf("--region: %w", err)
+	}
+	return r.Name, nil
+}
+
+// regionLocation is the region's "cloud:region" for egress accounting:
+// the policy's region entry, or onprem:local on embedded defaults.
+func regionLocation(p *policies.Policy, region string) string {
+	if p == nil || len(p.Regions) == 0 {
+		return "onprem:local"
+	}
+	r, err := p.Region(region)
+	if err != nil {
+		return "onprem:local"
+	}
+	return r.Location.String()
+}
+
+// rootCredentials installs the root key pair: from the config, else the
+// one already in the region's state, else a new one (generated reports
+// that).
+func rootCredentials(ctx context.Context, ns *federation.Namespace, cfg *Config) (federation.Credentials, bool, error) {
+	if cfg.AccessKey != "" {
+		c := federation.Credentials{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey}
+		return c, false, ns.Users().EnsureRoot(ctx, c)
+	}
+	for _, u := range ns.Users().List() {
+		if u.Root {
+			return federation.Credentials{AccessKey: u.AccessKey}, false, nil
+		}
+	}
+	c := federation.NewCredentials()
+	if err := ns.Users().EnsureRoot(ctx, c); err != nil {
+		return c, false, err
+	}
+	data, _ := json.MarshalIndent(c, "", "  ")
+	if err := os.WriteFile(CredentialsFile(cfg.DataDir), append(data, '\n'), 0o600); err != nil {
+		return c, false, fmt.Errorf("save root credentials: %w", err)
+	}
+	return c, true, nil
+}
+
+// serveDebug serves net/http/pprof on its own listener, never on the S3 port.
+func serveDebug(addr string, log *slog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--debug-listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	log.Info("pprof listening", "addr", ln.Addr().String())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	return hs, nil
+}
+
+// activePolicy returns the region's policy. A policy file seeds a region
+// that has none; after that the policy in Raft is the active one, and a
+// file that differs only earns a warning.
+func activePolicy(ctx context.Context, rn *raft.Node, file string, data []byte, log *slog.Logger) (*policies.Policy, error) {
+	active, ok := rn.State().Policy()
+	switch {
+	case !ok && data == nil:
+		return nil, nil
+	case !ok:
+		if err := rn.Apply(ctx, raft.SetPolicy{YAML: data, Version: 1}); err != nil {
+			return nil, fmt.Errorf("seed the region's policy from %s: %w", file, err)
+		}
+		log.Info("region policy seeded from file", "file", file)
+		return policies.Parse(file, data, ServedFeatures())
+	case data != nil && !bytes.Equal(data, active.YAML):
+		log.Warn("the --config file differs from the region's active policy; the active policy stays in force (see `fedgate policy diff`)",
+			"file", file, "active_version", active.Version)
+	}
+	return policies.Parse("active policy (version "+strconv.FormatUint(active.Version, 10)+")", active.YAML, ServedFeatures())
+}
+
+// openCache opens the region's chunk cache under CacheDir.
+func openCache(cfg *Config, log *slog.Logger, peers cachetier.PeerClient) (*cachetier.Cache, error) {
+	size := cfg.CacheSize
+	if size == 0 {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(cfg.CacheDir, &st); err != nil {
+			return nil, fmt.Errorf("--cache-dir %s: %w", cfg.CacheDir, err)
+		}
+		size = int64(st.Blocks) * st.Bsize / 10 * 8
+	}
+	ccfg := cachetier.Config{Dir: filepath.Join(cfg.CacheDir, "chunks"), Capacity: size, Logger: log.With("component", "cache")}
+	if peers != nil {
+		ccfg.Self, ccfg.Peers = cfg.NodeID, peers
+	}
+	c, err := cachetier.Open(ccfg)
+	if err != nil {
+		return nil, fmt.Errorf("open the chunk cache: %w", err)
+	}
+	return c, nil
+}
+
+// openStaging opens the write-back staging area in CacheDir.
+func openStaging(cfg *Config) (*staging.Area, error) {
+	size := cfg.StagingSize
+	if size == 0 {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(cfg.CacheDir, &st); err != nil {
+			return nil, fmt.Errorf("--cache-dir %s: %w", cfg.CacheDir, err)
+		}
+		size = int64(st.Blocks) * st.Bsize / 10
+	}
+	a, err := staging.Open(staging.Config{Dir: filepath.Join(cfg.CacheDir, "staging"), Capacity: size})
+	if err != nil {
+		return nil, fmt.Errorf("open the write-back staging area: %w", err)
+	}
+	return a, nil
+}
+
+// listenInternal opens the internal API's listener: InternalAddr, or the
+// RaftAddr host with the next port; TLS when the peers use it.
+func listenInternal(cfg *Config, tlsCfg *tls.Config) (net.Listener, error) {
+	addr := cfg.InternalAddr
+	if addr == "" {
+		host, port, err := net.SplitHostPort(cfg.RaftAddr)
+		if err != nil {
+			return nil, fmt.Errorf("--raft-addr %q: %w", cfg.RaftAddr, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil || p == 0 || p >= 65535 {
+			return nil, fmt.Errorf("--raft-addr %q: give --internal-addr too (the default is its port + 1)", cfg.RaftAddr)
+		}
+		addr = net.JoinHostPort(host, strconv.Itoa(p+1))
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for the internal API on %s (--internal-addr): %w", addr, err)
+	}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+	return ln, nil
+}

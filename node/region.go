@@ -1,0 +1,156 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fedgate/fedgate/cachetier"
+	"github.com/fedgate/fedgate/raft"
+)
+
+// The cluster as the namespace's federation.Region (staged copies of
+// write-back writes and read barriers over the internal API) and as the
+// cache's cachetier.PeerClient.
+
+// Self implements federation.Region.
+func (c *cluster) Self() string { return c.id }
+
+// membersTTL bounds how stale the cached member list may be.
+const membersTTL = time.Second
+
+type memberCache struct {
+	mu  sync.Mutex
+	ids []string
+	at  time.Time
+}
+
+// Members implements federation.Region: the ids in the Raft configuration
+// (cached for a second; a change of membership is rare).
+func (c *cluster) Members() []string {
+	c.members.mu.Lock()
+	defer c.members.mu.Unlock()
+	if c.members.ids != nil && time.Since(c.members.at) < membersTTL {
+		return c.members.ids
+	}
+	ms, err := c.raft.Members()
+	if err != nil || len(ms) == 0 {
+		if c.members.ids == nil {
+			return []string{c.id}
+		}
+		return c.members.ids
+	}
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	c.members.ids, c.members.at = ids, time.Now()
+	return ids
+}
+
+// baseOf is node's S3 address, or an error naming node.
+func (c *cluster) baseOf(ctx context.Context, node string) (string, error) {
+	base := c.httpOf(ctx, node)
+	if base == "" {
+		return "", fmt.Errorf("the HTTP address of node %s is not known", node)
+	}
+	return base, nil
+}
+
+// StageTo implements federation.Region.
+func (c *cluster) StageTo(ctx context.Context, node, id string, r io.Reader, n int64) error {
+	base, err := c.baseOf(ctx, node)
+	if err != nil {
+		return err
+	}
+	return c.client.StageTo(ctx, base, id, r, n)
+}
+
+// ReadStaged implements federation.Region.
+func (c *cluster) ReadStaged(ctx context.Context, node, id string, off, n int64) (io.ReadCloser, error) {
+	base, err := c.baseOf(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	return c.client.ReadStaged(ctx, base, id, off, n)
+}
+
+// ReadChunk implements cachetier.PeerClient: [off, off+n) of chunk k from
+// node's cache.
+func (c *cluster) ReadChunk(ctx context.Context, node string, k cachetier.ChunkKey, off, n int64) (io.ReadCloser, error) {
+	base, err := c.baseOf(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	return c.client.ReadChunk(ctx, base, k, off, n)
+}
+
+// ReadBarrier implements federation.Region: it waits until this node has
+// applied the leader's commit index, asked now, so a read here sees every
+// write acknowledged anywhere before it.
+func (c *cluster) ReadBarrier(ctx context.Context) error {
+	if c.raft.IsLeader() {
+		return c.raft.WaitApplied(ctx, c.raft.CommitIndex())
+	}
+	if !c.tcp {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		idx, err := c.leaderCommit(ctx)
+		if err == nil {
+			return c.raft.WaitApplied(ctx, idx)
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: no leader answered a read barrier: %v", raft.ErrNoLeader, err)
+		}
+		t := time.NewTimer(time.Duration(min(attempt+1, 10)) * 20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// leaderCommit asks the leader for its commit index.
+func (c *cluster) leaderCommit(ctx context.Context) (uint64, error) {
+	lid, _ := c.raft.Leader()
+	if lid == "" {
+		return 0, raft.ErrNoLeader
+	}
+	if lid == c.id {
+		return c.raft.CommitIndex(), nil
+	}
+	base := c.httpOf(ctx, lid)
+	if base == "" {
+		return 0, fmt.Errorf("the leader's HTTP address is not known")
+	}
+	return c.client.ReadIndex(ctx, base)
+}
+
+// syncMembers keeps the cache's ring in step with the Raft membership.
+func (c *cluster) syncMembers(ctx context.Context) {
+	var last string
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		ids := slices.Clone(c.Members())
+		slices.Sort(ids)
+		if key := strings.Join(ids, ","); key != last {
+			c.cache.SetMembers(ids)
+			c.log.Info("cache ring members", "members", ids)
+			last = key
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
