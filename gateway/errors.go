@@ -115,6 +115,11 @@ type errorResponse struct {
 	HostID    string   `xml:"HostId"`
 }
 
+// WriteError renders err as the S3 XML error document (status and code from
+// the error table; see toS3), for handlers outside the Server that answer
+// on the S3 port.
+func WriteError(w http.ResponseWriter, r *http.Request, err error) { writeError(w, r, err) }
+
 // writeError renders err as S3 XML (no body for HEAD) and records it for the
 // access log.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {

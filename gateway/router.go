@@ -47,15 +47,23 @@ func (s *Server) isVirtualHost(r *http.Request) bool {
 
 // hostBucket returns the bucket named by a virtual-hosted-style Host header.
 func (s *Server) hostBucket(r *http.Request) (string, bool) {
-	if s.cfg.Domain == "" {
+	return VirtualHostBucket(r.Host, s.cfg.Domain)
+}
+
+// VirtualHostBucket returns the bucket a virtual-hosted-style Host header
+// names under domain ("bucket.domain", with or without a port or a final
+// "."), or false when host is not under domain or domain is "". Every
+// handler of the S3 port decides with it.
+func VirtualHostBucket(host, domain string) (string, bool) {
+	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
+	if domain == "" {
 		return "", false
 	}
-	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	b, ok := strings.CutSuffix(host, "."+s.cfg.Domain)
+	b, ok := strings.CutSuffix(host, "."+domain)
 	if !ok || b == "" {
 		return "", false
 	}

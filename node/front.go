@@ -2,11 +2,11 @@ package node
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"strings"
 
 	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/gateway/s3err"
 	"github.com/fedgate/fedgate/node/peerapi"
 )
 
@@ -53,19 +53,12 @@ func (h *frontHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "starting: forming or joining the region's cluster\n")
 		return
 	}
-	w.Header().Set("Content-Type", "application/xml")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>
-<Error><Code>ServiceUnavailable</Code><Message>This node is starting (forming or joining its region's cluster); retry shortly or on another node.</Message></Error>`)
+	gateway.WriteError(w, r, errStarting)
 }
 
+var errStarting = s3err.New(s3err.CodeServiceUnavailable, "This node is starting (forming or joining its region's cluster); retry shortly or on another node.")
+
 func (h *frontHandler) virtualHost(r *http.Request) bool {
-	if h.domain == "" {
-		return false
-	}
-	host := strings.ToLower(r.Host)
-	if hh, _, err := net.SplitHostPort(host); err == nil {
-		host = hh
-	}
-	return strings.HasSuffix(host, "."+h.domain)
+	_, ok := gateway.VirtualHostBucket(r.Host, h.domain)
+	return ok
 }
