@@ -1,6 +1,10 @@
-// Package raft is a region's replicated state: buckets created through S3,
-// users and their grants, multipart sessions, the active policy file and
-// region settings, kept by hashicorp/raft.
+// Package raft is a region's replicated state, kept by hashicorp/raft:
+// buckets created through S3, users and their grants, multipart sessions,
+// the write-back journal (objects staged on the region's nodes and not yet
+// drained to their stores, with their tombstones; journal.go), cache pins
+// and preload jobs with each node's progress, the active policy file,
+// region settings (members' addresses) and the egress ledger (bytes moved
+// per hour, bucket, prefix and location pair; egress.go).
 //
 // Writes are typed Commands (one type byte, then a JSON body; see
 // command.go) applied with Node.Apply. Reads go through State, an
