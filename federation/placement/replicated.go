@@ -261,7 +261,7 @@ func (r *Replicated) Put(ctx context.Context, key string, body io.Reader, size i
 			return err
 		}
 	}
-	bodyErr, sinkErrs := tee(ctx, body, size, sinks, true, cancel)
+	sinkErrs, bodyErr := tee(ctx, body, size, sinks, true, cancel)
 	if bodyErr != nil {
 		return store.ObjectInfo{}, fmt.Errorf("placement %s: put %s: read body: %w", r.name, quote(key), bodyErr)
 	}
@@ -411,7 +411,7 @@ func (r *Replicated) copyOut(ctx context.Context, key string, src int, srcNative
 				return err
 			}
 		}
-		bodyErr, sinkErrs := tee(ctx, rc, size, sinks, false, nil)
+		sinkErrs, bodyErr := tee(ctx, rc, size, sinks, false, nil)
 		rc.Close()
 		if bodyErr != nil {
 			failed = append(failed, fmt.Errorf("reading the copy from %s: %w", r.stores[src].Name(), bodyErr))

@@ -32,9 +32,9 @@ var errSinkReturned = errors.New("placement: store returned before the end of th
 // pipe is closed with errAborted (and abort is called), so none of them
 // commits. Otherwise a failed sink is dropped and the others go on.
 //
-// It returns the body's error (nil when the body was read to its end) and
-// each sink's error.
-func tee(ctx context.Context, body io.Reader, size int64, sinks []func(io.Reader) error, allOrNothing bool, abort func()) (bodyErr error, sinkErrs []error) {
+// It returns each sink's error and the body's error (nil when the body
+// was read to its end).
+func tee(ctx context.Context, body io.Reader, size int64, sinks []func(io.Reader) error, allOrNothing bool, abort func()) (sinkErrs []error, bodyErr error) {
 	n := len(sinks)
 	sinkErrs = make([]error, n)
 	pws := make([]*io.PipeWriter, n)
@@ -117,5 +117,5 @@ func tee(ctx context.Context, body io.Reader, size int64, sinks []func(io.Reader
 		abort()
 	}
 	wg.Wait()
-	return bodyErr, sinkErrs
+	return sinkErrs, bodyErr
 }
