@@ -39,7 +39,7 @@ func meterFixtureWith(t *testing.T, eg *policies.Egress, now func() time.Time, r
 	t.Cleanup(func() { node.Close() })
 	stores := map[string]store.Store{}
 	for name, loc := range map[string]string{"s3": "aws:us-east-1", "gcs": "gcp:us-central1", "blob": "azure:eastus", "local": "gcp:us-central1"} {
-		l, err := store.ParseLocation(loc)
+		l, err := policies.ParseLocation(loc)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -72,7 +72,7 @@ func newFixture(t *testing.T, members ...string) *fixture {
 	}
 	t.Cleanup(func() { node.Close() })
 	f.node = node
-	loc := store.Location{Cloud: "onprem", Region: "test"}
+	loc := policies.Location{Cloud: "onprem", Region: "test"}
 	inner, err := posix.New("origin", loc, t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 	"github.com/klauspost/reedsolomon"
 )
 
@@ -37,7 +38,7 @@ var (
 // must survive the loss of any one store: at most parity shards of a
 // segment may share a store, i.e. ceil((data+parity)/len(stores)) <=
 // parity. It understands every Option.
-func NewErasure(name string, loc store.Location, stores []store.Store, data, parity int, opts ...Option) (*Erasure, error) {
+func NewErasure(name string, loc policies.Location, stores []store.Store, data, parity int, opts ...Option) (*Erasure, error) {
 	b, err := newBase("erasure", name, loc, stores, opts)
 	if err != nil {
 		return nil, err

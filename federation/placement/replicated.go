@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 )
 
 // Replicated is a placement that keeps a full copy of every object in each
@@ -41,7 +42,7 @@ const (
 // NewReplicated returns the placement that writes every object to each of
 // stores and reads it from the first healthy one in read order
 // (WithRank). It understands WithRank and WithCooldown.
-func NewReplicated(name string, loc store.Location, stores []store.Store, opts ...Option) (*Replicated, error) {
+func NewReplicated(name string, loc policies.Location, stores []store.Store, opts ...Option) (*Replicated, error) {
 	b, err := newBase("replicated", name, loc, stores, opts)
 	if err != nil {
 		return nil, err

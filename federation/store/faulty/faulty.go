@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 )
 
 // Config says which faults to inject.
@@ -111,8 +112,8 @@ func (f *Store) before(ctx context.Context) error {
 	return nil
 }
 
-func (f *Store) Name() string             { return f.inner.Name() }
-func (f *Store) Location() store.Location { return f.inner.Location() }
+func (f *Store) Name() string                { return f.inner.Name() }
+func (f *Store) Location() policies.Location { return f.inner.Location() }
 
 func (f *Store) Stat(ctx context.Context, key string) (store.ObjectInfo, error) {
 	if err := f.before(ctx); err != nil {

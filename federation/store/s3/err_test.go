@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 )
 
 // fakeS3 answers every request with status and an S3 error document of
@@ -173,7 +174,7 @@ func TestConfigChecks(t *testing.T) {
 	for name, c := range map[string]func(*Config){
 		"no name":       func(c *Config) { c.Name = "" },
 		"no bucket":     func(c *Config) { c.Bucket = "" },
-		"no location":   func(c *Config) { c.Location = store.Location{} },
+		"no location":   func(c *Config) { c.Location = policies.Location{} },
 		"part size":     func(c *Config) { c.PartSize = 1 << 20 },
 		"buffer memory": func(c *Config) { c.MaxBufferMemory = 8 << 20 },
 		"half keys":     func(c *Config) { c.SecretKey = "" },
