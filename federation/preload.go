@@ -410,7 +410,7 @@ func (n *Namespace) runPreload(ctx context.Context, job raft.PreloadJob, sem cha
 			r.mu.Unlock()
 			break
 		}
-		if sleepBackoff(ctx, failures+4) != nil { // 0.8 s and up, jittered
+		if readBackoff.Sleep(ctx, failures+4) != nil { // 0.8 s and up, jittered
 			break
 		}
 	}
@@ -457,7 +457,7 @@ func (r *preloadRun) finish(ctx context.Context, totalObjects, totalBytes int64)
 			r.n.log.Warn("preload: cannot record the job's progress", "job", r.job.ID, "error", err)
 			return false
 		}
-		if sleepBackoff(ctx, attempt+4) != nil {
+		if readBackoff.Sleep(ctx, attempt+4) != nil {
 			return false
 		}
 	}

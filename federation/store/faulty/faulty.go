@@ -36,6 +36,10 @@ type Config struct {
 	// BandwidthPerStream caps each body (read or written) at this many bytes
 	// per second; 0 means no cap.
 	BandwidthPerStream int64
+	// Retried marks the injected call failures store.Retried, as a cloud
+	// store returns a failure after its SDK has retried it: callers must
+	// not retry them again.
+	Retried bool
 }
 
 // Injected errors. ErrInjected wraps store.ErrThrottled.
@@ -107,6 +111,9 @@ func (f *Store) before(ctx context.Context) error {
 	}
 	if f.chance(cfg.ErrorRate) {
 		f.Count.Failed.Add(1)
+		if cfg.Retried {
+			return store.Retried(ErrInjected)
+		}
 		return ErrInjected
 	}
 	return nil

@@ -79,6 +79,9 @@ func TestRedact(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &ue) {
 		t.Errorf("redacted error lost its chain: %v", err)
 	}
+	if !store.WasRetried(err) {
+		t.Errorf("mapErr(%v) not marked store.Retried (the SDK's retryer has had it)", err)
+	}
 }
 
 func TestSuccessor(t *testing.T) {

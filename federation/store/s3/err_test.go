@@ -76,6 +76,9 @@ func TestErrorMapping(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Errorf("%d %s: %v, want %v", tc.status, tc.code, err, tc.want)
 			}
+			if !store.WasRetried(err) {
+				t.Errorf("%d %s: %v not marked store.Retried (the SDK's retryer has had it)", tc.status, tc.code, err)
+			}
 		})
 	}
 }
