@@ -307,9 +307,11 @@ func (n *Namespace) RunPreloader(ctx context.Context) {
 			}
 			jctx, cancel := context.WithCancel(ctx)
 			active[j.ID] = cancel
+			ended := n.preloads.start(j.ID)
 			wg.Go(func() {
 				ok := n.runPreload(jctx, j, sem)
 				cancel()
+				ended()
 				mu.Lock()
 				delete(active, j.ID)
 				if ok {
@@ -327,6 +329,47 @@ func (n *Namespace) RunPreloader(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// preloadRuns are the runs of preload jobs in progress on this node, each
+// with a channel closed when it ends.
+type preloadRuns struct {
+	mu   sync.Mutex
+	ends map[string]chan struct{} // job id -> closed when its run ends
+}
+
+// start records a run of job id; the returned func records its end.
+func (p *preloadRuns) start(id string) (ended func()) {
+	ch := make(chan struct{})
+	p.mu.Lock()
+	if p.ends == nil {
+		p.ends = map[string]chan struct{}{}
+	}
+	p.ends[id] = ch
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		if p.ends[id] == ch {
+			delete(p.ends, id)
+		}
+		p.mu.Unlock()
+		close(ch)
+	}
+}
+
+// PreloadRunEnded returns a channel that is closed when the run of job id
+// in progress on this node ends (a cancel, a delete, a stop or Done); it
+// is closed already when none is in progress.
+func (n *Namespace) PreloadRunEnded(id string) <-chan struct{} {
+	p := &n.preloads
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ch, ok := p.ends[id]; ok {
+		return ch
+	}
+	ch := make(chan struct{})
+	close(ch)
+	return ch
 }
 
 // preloadRun is one node's run of one job.
