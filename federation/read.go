@@ -49,8 +49,11 @@ type CacheRules struct {
 //	posix       here                                  here
 //
 // The cloud stores mark each error they give up on store.Retried, and
-// retryable refuses those; everything unmarked (posix, a broken S3 body,
-// composite placements over unmarked members) gets readAttempts here.
+// retryable refuses those; everything unmarked (posix, a broken S3 body)
+// gets readAttempts here. A composite placement (replicated, erasure) has
+// already tried each member once, failing over: its error joins the
+// members' errors, and it is not retried here when any of them is marked
+// (an SDK behind it has retried), else it gets readAttempts too.
 const readAttempts = 6
 
 var readBackoff = backoff.Policy{Initial: 50 * time.Millisecond, Max: 2 * time.Second, Jitter: backoff.Full}
