@@ -6,6 +6,9 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 # Tests that start servers get this long in total.
 TEST_TIMEOUT ?= 25m
+# Tools built by scripts/install-test-deps.sh (scripts/deploytools.sh) live here.
+TOOLS_BIN ?= $(or $(FEDGATE_TESTENV_CACHE),$(HOME)/.cache/fedgate-testenv)/bin
+STATICCHECK ?= $(TOOLS_BIN)/staticcheck
 
 .PHONY: all build run test test-go test-cli fuzz bench soak lint clean
 
@@ -21,10 +24,15 @@ run: build
 ## test: everything, including end-to-end tests with real S3 clients
 test: lint test-go test-cli
 
+## lint: gofmt, go vet and staticcheck (honnef.co/go/tools, installed by scripts/install-test-deps.sh)
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	@if [ ! -x "$(STATICCHECK)" ]; then \
+	  echo "lint: staticcheck not found at $(STATICCHECK); run scripts/install-test-deps.sh (or scripts/deploytools.sh install staticcheck)" >&2; \
+	  exit 1; fi
+	$(STATICCHECK) ./...
 
 test-go:
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...

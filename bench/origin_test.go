@@ -18,6 +18,7 @@ import (
 	s3store "github.com/fedgate/fedgate/federation/store/s3"
 	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/policies"
 )
 
 // BenchmarkColdWarmOrigin reads one object whose origin is MinIO behind
@@ -37,7 +38,7 @@ func BenchmarkColdWarmOrigin(b *testing.B) {
 	const capBps = 50_000_000
 	srv := testenv.MinIO(b)
 	ctx := context.Background()
-	minio, err := s3store.New(ctx, s3store.Config{Name: "minio", Location: store.Location{Cloud: "aws", Region: "us-east-1"},
+	minio, err := s3store.New(ctx, s3store.Config{Name: "minio", Location: policies.Location{Cloud: "aws", Region: "us-east-1"},
 		Bucket: srv.NewBucket(b), Region: srv.Region, Endpoint: srv.Endpoint, PathStyle: true,
 		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey})
 	if err != nil {

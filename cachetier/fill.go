@@ -55,10 +55,10 @@ type fill struct {
 
 // state returns what readers need to know, with a channel that is closed at
 // the next change.
-func (fl *fill) state() (progress int64, done bool, err error, changed <-chan struct{}) {
+func (fl *fill) state() (progress int64, done bool, changed <-chan struct{}, err error) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	return fl.progress, fl.done.Load(), fl.err, fl.changed
+	return fl.progress, fl.done.Load(), fl.changed, fl.err
 }
 
 func (fl *fill) advance(progress int64) {
@@ -137,7 +137,7 @@ func (h *handle) readAt(ctx context.Context, p []byte, off int64) (int, error) {
 	}
 	if h.fl != nil && !h.settled {
 		for {
-			progress, done, err, changed := h.fl.state()
+			progress, done, changed, err := h.fl.state()
 			if done && err == nil {
 				h.settled = true
 				break

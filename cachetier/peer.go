@@ -480,7 +480,7 @@ func (c *Cache) ReadChunk(ctx context.Context, k ChunkKey, fetch Fetcher, off, n
 // waitFill waits until fl is done and returns its error.
 func waitFill(ctx context.Context, fl *fill) error {
 	for {
-		_, done, err, changed := fl.state()
+		_, done, changed, err := fl.state()
 		if done {
 			return err
 		}

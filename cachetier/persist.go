@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/fedgate/fedgate/federation/store"
 )
@@ -194,7 +195,7 @@ func (c *Cache) load() error {
 			// records makes the orphan sweep below remove the files.
 			c.log.Warn("chunk size or index format changed: emptying the cache",
 				"chunk_size", c.cfg.ChunkSize)
-			if err := tx.DeleteBucket(bucketChunks); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+			if err := tx.DeleteBucket(bucketChunks); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
 				return err
 			}
 		}

@@ -165,9 +165,15 @@ func sameMoney(got json.Number, want string) bool {
 // a clear S3 error naming the budget, and cached data is still served.
 func TestEgressBudgetBlocksColdReads(t *testing.T) {
 	o := s3Origin(t)
-	a, b := randBytes(t, 1_000_000), randBytes(t, 1_000_000)
+	a := randBytes(t, 1_000_000)
 	o.put(t, "ds/a", a)
-	o.put(t, "ds/b", b)
+	// Cold reads after a's: the first one to start after the node
+	// re-evaluates the budget is refused; until then each is served (and
+	// cached, so every try reads a key not read before).
+	const tries = 40
+	for i := range tries {
+		o.put(t, fmt.Sprintf("ds/b%02d", i), randBytes(t, 1000))
+	}
 	y, env := o.store(t)
 	for k, v := range env {
 		t.Setenv(k, v)
@@ -179,17 +185,25 @@ func TestEgressBudgetBlocksColdReads(t *testing.T) {
 		"  budgets:\n    - {bucket: dsb, monthly: 0.05USD, action: block-cold-reads}\n"
 	pf := filepath.Join(t.TempDir(), "policy.yaml")
 	mustOK(t, os.WriteFile(pf, []byte(policy), 0o644))
-	s := startServer(t, "--config", pf, "--cache-size", "1GiB")
+	s := startServer(t, "--config", pf, "--cache-size", "1GiB", "--egress-budget-refresh", "100ms")
 	if got, _ := getBytes(t, s.root(), "dsb", "a"); !bytes.Equal(got, a) { // $0.10 of a $0.05 budget
 		t.Fatal("first read differs")
 	}
-	// Budget statuses are re-evaluated at most every 5 s; the next cold
-	// read after that sees the month's spending.
-	time.Sleep(6 * time.Second)
-	_, err := s.root().GetObject(ctx(t), &s3.GetObjectInput{Bucket: aws.String("dsb"), Key: aws.String("b")})
 	var ae smithy.APIError
-	if !errors.As(err, &ae) || ae.ErrorCode() != "EgressBudgetExceeded" {
-		t.Fatalf("cold read with the budget spent: %v, want EgressBudgetExceeded", err)
+	refused := false
+	for i := 0; i < tries && !refused; i++ {
+		_, err := s.root().GetObject(ctx(t), &s3.GetObjectInput{Bucket: aws.String("dsb"), Key: aws.String(fmt.Sprintf("b%02d", i))})
+		switch {
+		case err == nil:
+			time.Sleep(50 * time.Millisecond) // the next try, on a fresh key: refresh is every 100 ms
+		case errors.As(err, &ae) && ae.ErrorCode() == "EgressBudgetExceeded":
+			refused = true
+		default:
+			t.Fatalf("cold read b%02d: %v", i, err)
+		}
+	}
+	if !refused {
+		t.Fatalf("%d cold reads at 50 ms intervals with the budget spent and a 100 ms refresh were all served", tries)
 	}
 	if !strings.Contains(ae.ErrorMessage(), `bucket "dsb"`) || !strings.Contains(ae.ErrorMessage(), "0.05") {
 		t.Fatalf("the error does not name the budget: %s", ae.ErrorMessage())

@@ -14,6 +14,7 @@ import (
 	"github.com/fedgate/fedgate/federation/store/faulty"
 	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/policies"
 )
 
 // newStack serves bucket "data" whose origin is origin, in this process.
@@ -25,7 +26,7 @@ func newStack(t *testing.T, origin store.Store, ttl time.Duration) *s3.Client {
 // TestReadThroughCache: existing objects of an origin are visible at once;
 // the first GET fills the cache, the second reads nothing from the origin.
 func TestReadThroughCache(t *testing.T) {
-	inner, err := posix.New("origin", store.Location{Cloud: "aws", Region: "us-east-1"}, t.TempDir())
+	inner, err := posix.New("origin", policies.Location{Cloud: "aws", Region: "us-east-1"}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestReadThroughCache(t *testing.T) {
 // 20% of calls and resets 5% of bodies; when it keeps failing past the retry
 // budget the client gets a clean S3 error, never a truncated 200.
 func TestFaultyOrigin(t *testing.T) {
-	inner, err := posix.New("origin", store.Location{Cloud: "aws", Region: "us-east-1"}, t.TempDir())
+	inner, err := posix.New("origin", policies.Location{Cloud: "aws", Region: "us-east-1"}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestFaultyOrigin(t *testing.T) {
 // not the object's Content-Length) and forget the stale metadata, so the
 // retry reads the new bytes.
 func TestChangedUnderTTL(t *testing.T) {
-	inner, err := posix.New("origin", store.Location{Cloud: "aws", Region: "us-east-1"}, t.TempDir())
+	inner, err := posix.New("origin", policies.Location{Cloud: "aws", Region: "us-east-1"}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

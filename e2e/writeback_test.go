@@ -21,10 +21,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/policies"
 )
 
 // region is a multi-node fedgate region of real processes on loopback.
@@ -346,7 +346,7 @@ func checkObjects(t *testing.T, r *region, tag string, acked map[string][32]byte
 // checkNAS reads every acknowledged key straight from the shared store.
 func checkNAS(t *testing.T, r *region, acked map[string][32]byte) {
 	t.Helper()
-	st, err := posix.New("nas", store.Location{Cloud: "onprem", Region: "lga1"}, r.nas)
+	st, err := posix.New("nas", policies.Location{Cloud: "onprem", Region: "lga1"}, r.nas)
 	mustOK(t, err)
 	for key, want := range acked {
 		info, err := st.Stat(ctx(t), "ckpt/"+key)

@@ -21,8 +21,9 @@ import (
 // block-cold-reads is spent for the month. The message names the budget.
 var ErrEgressBudget = backend.ErrEgressBudget
 
-// budgetRefresh bounds how stale the budget statuses a read sees may be.
-const budgetRefresh = 5 * time.Second
+// DefaultBudgetRefresh is Config.BudgetRefresh's default: how stale the
+// budget statuses a read sees may be.
+const DefaultBudgetRefresh = 5 * time.Second
 
 // budgets keeps the policy's egress budgets evaluated against the region's
 // ledger of the current month (priced with the policy's overrides).
@@ -43,7 +44,7 @@ func newBudgets() *budgets {
 }
 
 // budgetStatuses returns the current statuses, re-evaluating them when
-// older than budgetRefresh or computed for another policy version.
+// older than Config.BudgetRefresh or computed for another policy version.
 func (n *Namespace) budgetStatuses(ctx context.Context) []egress.Status {
 	v := n.v()
 	if v.policy == nil || len(v.policy.Egress.Budgets) == 0 || n.egress == nil {
@@ -53,7 +54,7 @@ func (n *Namespace) budgetStatuses(ctx context.Context) []egress.Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := n.now()
-	if b.statuses != nil && b.version == v.version && now.Sub(b.at) < budgetRefresh {
+	if b.statuses != nil && b.version == v.version && now.Sub(b.at) < n.budgetTTL {
 		return b.statuses
 	}
 	_ = n.flushEgress(ctx) // this node's latest counts belong in the sum

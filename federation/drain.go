@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/internal/backoff"
 	"github.com/fedgate/fedgate/raft"
 )
 
@@ -138,7 +139,7 @@ func (n *Namespace) RunDrainer(ctx context.Context) {
 	var (
 		mu     sync.Mutex
 		active = map[string]bool{}    // bucket NUL key being drained here
-		retry  = map[string]backoff{} // failed drains wait before the next try
+		retry  = map[string]retryAt{} // failed drains wait before the next try
 		sem    = make(chan struct{}, drainWorkers)
 		wg     sync.WaitGroup
 	)
@@ -195,16 +196,19 @@ func (n *Namespace) RunDrainer(ctx context.Context) {
 	}
 }
 
-// backoff spaces out the retries of a drain that keeps failing: 1 s,
+// drainBackoff spaces out the retries of a drain that keeps failing: 1 s,
 // 2 s, 4 s ... up to 30 s.
-type backoff struct {
-	delay time.Duration
+var drainBackoff = backoff.Policy{Initial: time.Second, Max: 30 * time.Second}
+
+// retryAt is when a drain that failed fails times may be tried again.
+type retryAt struct {
+	fails int
 	next  time.Time
 }
 
-func (b backoff) after() backoff {
-	b.delay = min(max(time.Second, 2*b.delay), 30*time.Second)
-	b.next = time.Now().Add(b.delay)
+func (b retryAt) after() retryAt {
+	b.fails++
+	b.next = time.Now().Add(drainBackoff.Wait(b.fails))
 	return b
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fedgate/fedgate/federation/placement"
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 )
 
 // Composite placements read and write several stores in several clouds for
@@ -46,8 +47,8 @@ type meteredStore struct {
 	ns    *Namespace
 }
 
-func (m *meteredStore) Name() string             { return m.inner.Name() }
-func (m *meteredStore) Location() store.Location { return m.inner.Location() }
+func (m *meteredStore) Name() string                { return m.inner.Name() }
+func (m *meteredStore) Location() policies.Location { return m.inner.Location() }
 
 func (m *meteredStore) Stat(ctx context.Context, key string) (store.ObjectInfo, error) {
 	return m.inner.Stat(ctx, key)

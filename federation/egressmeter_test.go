@@ -27,8 +27,9 @@ func meterFixture(t *testing.T) *federation.Namespace {
 	return meterFixtureWith(t, nil, time.Now, 0)
 }
 
-// meterFixtureWith is meterFixture with egress settings and a clock.
-func meterFixtureWith(t *testing.T, eg *policies.Egress, now func() time.Time, retention time.Duration) *federation.Namespace {
+// meterFixtureWith is meterFixture with egress settings and a clock; adjust
+// changes the namespace's Config further.
+func meterFixtureWith(t *testing.T, eg *policies.Egress, now func() time.Time, retention time.Duration, adjust ...func(*federation.Config)) *federation.Namespace {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -39,7 +40,7 @@ func meterFixtureWith(t *testing.T, eg *policies.Egress, now func() time.Time, r
 	t.Cleanup(func() { node.Close() })
 	stores := map[string]store.Store{}
 	for name, loc := range map[string]string{"s3": "aws:us-east-1", "gcs": "gcp:us-central1", "blob": "azure:eastus", "local": "gcp:us-central1"} {
-		l, err := store.ParseLocation(loc)
+		l, err := policies.ParseLocation(loc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,8 +56,12 @@ func meterFixtureWith(t *testing.T, eg *policies.Egress, now func() time.Time, r
 	if eg != nil {
 		pol.Egress = *eg
 	}
-	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: "local", Policy: pol,
-		Region: region{self: "solo", members: []string{"solo"}}, RegionLocation: "gcp:us-central1", Now: now, EgressRetention: retention})
+	cfg := federation.Config{Journal: node, Stores: stores, DefaultStore: "local", Policy: pol,
+		Region: region{self: "solo", members: []string{"solo"}}, RegionLocation: "gcp:us-central1", Now: now, EgressRetention: retention}
+	for _, f := range adjust {
+		f(&cfg)
+	}
+	ns, err := federation.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,6 +286,35 @@ func TestEgressPairBudgetOnComposite(t *testing.T) {
 	}
 	// The replicated bucket still reads its GCS copy (free, and not on a blocked pair).
 	putGet(t, ns, "rep", "b/obj", data)
+}
+
+// Config.BudgetRefresh bounds how long a read trusts the budget statuses
+// it last computed: within it a spent budget is not seen yet, after it it
+// is.
+func TestEgressBudgetRefresh(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 11, 10, 12, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	usd := func(m int64) policies.Money { return policies.Money{Micros: m, Currency: "USD"} }
+	eg := &policies.Egress{
+		Prices:  []policies.Price{{From: policies.Location{Cloud: "aws"}, To: policies.Location{Cloud: "gcp"}, PerGB: usd(100e6)}},
+		Budgets: []policies.Budget{{Bucket: "plain", Monthly: usd(10_000), Action: policies.ActionBlockColdReads}},
+	}
+	ns := meterFixtureWith(t, eg, now, 0, func(c *federation.Config) { c.BudgetRefresh = time.Hour })
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("fedgate!"), 1<<17) // 1 MiB from AWS: 0.10 USD of a 0.01 USD budget
+	putGet(t, ns, "plain", "obj", data)
+	if err := ns.FlushEgress(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(int64(time.Minute)) // past the default refresh (5 s), within this one
+	if _, err := readObject(ctx, ns, "plain", "obj"); err != nil {
+		t.Fatalf("read within BudgetRefresh of the last evaluation: %v; want the stale (unspent) status", err)
+	}
+	clock.Add(int64(time.Hour))
+	if _, err := readObject(ctx, ns, "plain", "obj"); !errors.Is(err, federation.ErrEgressBudget) {
+		t.Fatalf("read after BudgetRefresh: %v; want ErrEgressBudget", err)
+	}
 }
 
 // PruneEgress drops the ledger's hours older than the retention.

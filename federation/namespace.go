@@ -77,8 +77,12 @@ type Config struct {
 	// EgressRetention is how long egress ledger rows are kept (0: for
 	// ever); older hours are pruned about once an hour.
 	EgressRetention time.Duration
-	Logger          *slog.Logger
-	Now             func() time.Time
+	// BudgetRefresh bounds how stale the egress budget statuses a read
+	// sees may be: they are re-evaluated at most this often (default
+	// DefaultBudgetRefresh, 5 s).
+	BudgetRefresh time.Duration
+	Logger        *slog.Logger
+	Now           func() time.Time
 }
 
 // ChunkCache is the region's chunk cache as the namespace uses it; a
@@ -117,10 +121,12 @@ type Namespace struct {
 	egress    *egressRecorder // nil: accounting off
 	budget    *budgets
 	retention time.Duration // of the egress ledger; 0: for ever
+	budgetTTL time.Duration // Config.BudgetRefresh
 	wb        WriteBackConfig
 	recent    recentStaged
 	metrics   *drainMetrics
 	drainWake chan struct{}
+	preloads  preloadRuns
 }
 
 // nsView is what the active policy makes of the namespace: its stores,
@@ -133,6 +139,8 @@ type nsView struct {
 	globs   []globRule         // entries whose name is a glob, in file order
 	policy  *policies.Policy
 	version uint64 // the Raft policy version (0: embedded defaults or --config seed)
+	// replaced is closed when ApplyPolicy puts another view in force.
+	replaced chan struct{}
 }
 
 func (n *Namespace) v() *nsView { return n.view.Load() }
@@ -150,6 +158,9 @@ func New(cfg Config) (*Namespace, error) {
 	}
 	if cfg.FillConcurrency <= 0 {
 		cfg.FillConcurrency = 8
+	}
+	if cfg.BudgetRefresh <= 0 {
+		cfg.BudgetRefresh = DefaultBudgetRefresh
 	}
 	if cfg.Region == nil {
 		cfg.Region = soloRegion{id: "local"}
@@ -170,6 +181,7 @@ func New(cfg Config) (*Namespace, error) {
 		// location and meter them.
 		n.egress = newEgressRecorder(cfg.RegionLocation, cfg.Now)
 		n.retention = cfg.EgressRetention
+		n.budgetTTL = cfg.BudgetRefresh
 		n.budget = newBudgets()
 	}
 	view, err := n.buildView(cfg.Policy, cfg.Stores, cfg.DefaultStore)
@@ -187,7 +199,7 @@ func (n *Namespace) buildView(p *policies.Policy, stores map[string]store.Store,
 	if !ok {
 		return nil, fmt.Errorf("federation: default store %q is not among the configured stores", defName)
 	}
-	v := &nsView{stores: maps.Clone(stores), def: def, global: map[string]*Bucket{}, policy: p}
+	v := &nsView{stores: maps.Clone(stores), def: def, global: map[string]*Bucket{}, policy: p, replaced: make(chan struct{})}
 	if p == nil {
 		return v, nil
 	}
@@ -273,11 +285,19 @@ func (n *Namespace) awaitPolicy() bool {
 	if !ok || p.Version <= n.v().version {
 		return false
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for n.v().version < p.Version && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	timeout := time.NewTimer(5 * time.Second)
+	defer timeout.Stop()
+	for {
+		v := n.v()
+		if v.version >= p.Version {
+			return true
+		}
+		select {
+		case <-v.replaced: // ApplyPolicy swapped views: look again
+		case <-timeout.C:
+			return true
+		}
 	}
-	return true
 }
 
 // Users gives the namespace's credential and grant operations.

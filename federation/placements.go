@@ -126,20 +126,20 @@ func (n *Namespace) rankBy(members []store.Store, score func(src, dst policies.L
 }
 
 // scores returns score(member location, region location) per member
-// (+Inf for a location that does not parse); nil without a region
-// location.
+// (+Inf for a member whose location names no known cloud); nil without a
+// region location.
 func (n *Namespace) scores(members []store.Store, score func(src, dst policies.Location) float64) []float64 {
 	if n.egress == nil {
 		return nil
 	}
-	dst, err := egress.ParseLocation(n.egress.region)
+	dst, err := policies.ParseLocationOrCloud(n.egress.region)
 	if err != nil {
 		return nil
 	}
 	scores := make([]float64, len(members))
 	for i, m := range members {
-		src, err := egress.ParseLocation(m.Location().String())
-		if err != nil {
+		src := m.Location()
+		if !slices.Contains(policies.Clouds, src.Cloud) {
 			scores[i] = math.Inf(1)
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/posix"
+	"github.com/fedgate/fedgate/policies"
 )
 
 func TestPlacementRanks(t *testing.T) {
@@ -13,7 +14,7 @@ func TestPlacementRanks(t *testing.T) {
 		t.Fatalf("explicitRank = %v", got)
 	}
 	mk := func(name, loc string) store.Store {
-		l, err := store.ParseLocation(loc)
+		l, err := policies.ParseLocation(loc)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -67,7 +67,7 @@ func (n *Namespace) ApplyPolicy(p *policies.Policy, stores map[string]store.Stor
 		return err
 	}
 	v.version = version
-	n.view.Store(v)
+	close(n.view.Swap(v).replaced) // wakes awaitPolicy
 	n.stats.dropAll()
 	if n.cache != nil {
 		n.setPriorities(v) // cache.priority may have changed

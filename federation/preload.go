@@ -310,9 +310,11 @@ func (n *Namespace) RunPreloader(ctx context.Context) {
 			}
 			jctx, cancel := context.WithCancel(ctx)
 			active[j.ID] = cancel
+			ended := n.preloads.start(j.ID)
 			wg.Go(func() {
 				ok := n.runPreload(jctx, j, sem)
 				cancel()
+				ended()
 				mu.Lock()
 				delete(active, j.ID)
 				if ok {
@@ -330,6 +332,47 @@ func (n *Namespace) RunPreloader(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// preloadRuns are the runs of preload jobs in progress on this node, each
+// with a channel closed when it ends.
+type preloadRuns struct {
+	mu   sync.Mutex
+	ends map[string]chan struct{} // job id -> closed when its run ends
+}
+
+// start records a run of job id; the returned func records its end.
+func (p *preloadRuns) start(id string) (ended func()) {
+	ch := make(chan struct{})
+	p.mu.Lock()
+	if p.ends == nil {
+		p.ends = map[string]chan struct{}{}
+	}
+	p.ends[id] = ch
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		if p.ends[id] == ch {
+			delete(p.ends, id)
+		}
+		p.mu.Unlock()
+		close(ch)
+	}
+}
+
+// PreloadRunEnded returns a channel that is closed when the run of job id
+// in progress on this node ends (a cancel, a delete, a stop or Done); it
+// is closed already when none is in progress.
+func (n *Namespace) PreloadRunEnded(id string) <-chan struct{} {
+	p := &n.preloads
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ch, ok := p.ends[id]; ok {
+		return ch
+	}
+	ch := make(chan struct{})
+	close(ch)
+	return ch
 }
 
 // preloadRun is one node's run of one job.
@@ -413,7 +456,7 @@ func (n *Namespace) runPreload(ctx context.Context, job raft.PreloadJob, sem cha
 			r.mu.Unlock()
 			break
 		}
-		if sleepBackoff(ctx, failures+4) != nil { // 0.8 s and up, jittered
+		if readBackoff.Sleep(ctx, failures+4) != nil { // 0.8 s and up, jittered
 			break
 		}
 	}
@@ -460,7 +503,7 @@ func (r *preloadRun) finish(ctx context.Context, totalObjects, totalBytes int64)
 			r.n.log.Warn("preload: cannot record the job's progress", "job", r.job.ID, "error", err)
 			return false
 		}
-		if sleepBackoff(ctx, attempt+4) != nil {
+		if readBackoff.Sleep(ctx, attempt+4) != nil {
 			return false
 		}
 	}

@@ -72,7 +72,7 @@ func newFixture(t *testing.T, members ...string) *fixture {
 	}
 	t.Cleanup(func() { node.Close() })
 	f.node = node
-	loc := store.Location{Cloud: "onprem", Region: "test"}
+	loc := policies.Location{Cloud: "onprem", Region: "test"}
 	inner, err := posix.New("origin", loc, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +321,7 @@ func TestPreloadResumesAndCancels(t *testing.T) {
 	}
 	// Resumes after After: each object is counted once.
 	f.origin.SetConfig(faulty.Config{})
-	f.run()
+	stop = f.run()
 	st = f.waitJob(job.ID, done)
 	if st.Objects != count || st.Bytes != total || st.Errors != 0 {
 		t.Fatalf("resumed job: %+v", st)
@@ -339,9 +339,17 @@ func TestPreloadResumesAndCancels(t *testing.T) {
 	if removed, err := f.ns[0].CancelPreload(ctx, job2.ID); err != nil || removed {
 		t.Fatalf("cancel a running job: removed %v, %v", removed, err)
 	}
-	time.Sleep(preloadSettle)
+	// The cancel ends this node's run (the job was running: it had warmed
+	// an object and was not done)...
+	select {
+	case <-f.ns[0].PreloadRunEnded(job2.ID):
+	case <-time.After(30 * time.Second):
+		t.Fatal("the canceled job's run did not end")
+	}
+	// ...and the preloader does not start it again: stopping the preloader
+	// waits for every run it started.
 	before := f.origin.Count.BytesRead.Load()
-	time.Sleep(time.Second)
+	stop()
 	if after := f.origin.Count.BytesRead.Load(); after != before {
 		t.Fatalf("a canceled job read %d more bytes", after-before)
 	}
@@ -353,10 +361,6 @@ func TestPreloadResumesAndCancels(t *testing.T) {
 		t.Fatalf("cancel a canceled job: removed %v, %v", removed, err)
 	}
 }
-
-// preloadSettle is how long a canceled job may take to stop (a poll, and
-// the warms in flight giving up).
-const preloadSettle = 1500 * time.Millisecond
 
 // A run stopped while an object is half warmed resumes from the last
 // finished object: the half object's chunks are warmed (found cached)

@@ -25,7 +25,7 @@ func TestCachePriorityFromPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { node.Close() })
-	loc := store.Location{Cloud: "onprem", Region: "test"}
+	loc := policies.Location{Cloud: "onprem", Region: "test"}
 	inner, err := posix.New("origin", loc, t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/internal/backoff"
 )
 
 // CacheRules is how a bucket's reads use the region's cache.
@@ -34,37 +34,41 @@ type CacheRules struct {
 	ReadAhead int
 }
 
-// Retry budget of one read from a store: attempts and backoff bounds.
-const (
-	readAttempts   = 6
-	backoffInitial = 50 * time.Millisecond
-	backoffMax     = 2 * time.Second
-)
+// Retry budget of one read from a store: attempts, and the backoff
+// between them (50 ms doubling up to 2 s, full jitter).
+//
+// Which layer retries what (docs/stores.md, "Retries"): exactly one layer
+// retries a given failure, else the attempts multiply (6 here around an
+// SDK's 5 to 8 were up to 48 requests per range read).
+//
+//	store kind  requests (Stat, ReadRange's open)     a body that breaks mid-read
+//	s3          aws-sdk-go-v2 retryer, 5 attempts     here (the SDK does not resume bodies)
+//	gcs         storage retryer, 8 attempts           the SDK (it reopens where it stopped)
+//	azure       azcore retry policy, 5 retries        the SDK (RetryReader, 3 resumes)
+//	posix       here                                  here
+//
+// The cloud stores mark each error they give up on store.Retried, and
+// retryable refuses those; everything unmarked (posix, a broken S3 body)
+// gets readAttempts here. A composite placement (replicated, erasure) has
+// already tried each member once, failing over: its error joins the
+// members' errors, and it is not retried here when any of them is marked
+// (an SDK behind it has retried), else it gets readAttempts too.
+const readAttempts = 6
 
-// retryable reports whether a store error may go away on its own.
+var readBackoff = backoff.Policy{Initial: 50 * time.Millisecond, Max: 2 * time.Second, Jitter: backoff.Full}
+
+// retryable reports whether a store error may go away on its own and no
+// layer below has retried it yet (store.WasRetried: the cloud stores' SDKs
+// retry their requests themselves, see federation/store/retry.go).
 func retryable(err error) bool {
 	switch {
-	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+	case err == nil, store.WasRetried(err), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrPreconditionFailed),
 		errors.Is(err, store.ErrAccessDenied), errors.Is(err, store.ErrInvalidKey),
 		errors.Is(err, store.ErrNotSupported), errors.Is(err, ErrEgressBudget):
 		return false
 	}
 	return true
-}
-
-// sleepBackoff waits before attempt (1-based) with full jitter.
-func sleepBackoff(ctx context.Context, attempt int) error {
-	d := min(backoffInitial<<(attempt-1), backoffMax)
-	d = time.Duration(rand.Int64N(int64(d)) + 1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // resumingReader reads [off, off+left) of one object version, reopening
@@ -109,7 +113,7 @@ func (r *resumingReader) fail(err error) error {
 	if !retryable(err) || r.failures >= readAttempts {
 		return err
 	}
-	return sleepBackoff(r.ctx, r.failures)
+	return readBackoff.Sleep(r.ctx, r.failures)
 }
 
 func (r *resumingReader) Read(p []byte) (int, error) {
@@ -242,7 +246,7 @@ func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error)
 		if !retryable(err) || attempt >= readAttempts {
 			break
 		}
-		if werr := sleepBackoff(ctx, attempt); werr != nil {
+		if werr := readBackoff.Sleep(ctx, attempt); werr != nil {
 			return store.ObjectInfo{}, werr
 		}
 	}

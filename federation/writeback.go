@@ -171,7 +171,7 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (raft
 	for _, p := range first {
 		sinks = append(sinks, func(r io.Reader) error { return n.region.StageTo(sctx, p, id, r, size) })
 	}
-	bodyErr, sinkErrs := placement.Tee(ctx, body, size, sinks, false, cancelSinks)
+	sinkErrs, bodyErr := placement.Tee(ctx, body, size, sinks, false, cancelSinks)
 	fail := func(err error) (raft.Segment, string, error) {
 		_ = n.wb.Staging.Remove(id)
 		return raft.Segment{}, "", err

@@ -62,8 +62,6 @@ func (s *Server) adminRoutes(r chi.Router) {
 	})
 }
 
-type adminUserKey struct{}
-
 // adminAuth admits only SigV4 requests signed by the root user.
 func (s *Server) adminAuth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -15,6 +15,7 @@ import (
 	"github.com/fedgate/fedgate/cachetier/staging"
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/internal/backoff"
 	"github.com/fedgate/fedgate/node/peerapi"
 	"github.com/fedgate/fedgate/raft"
 )
@@ -140,7 +141,7 @@ func (c *cluster) form(ctx context.Context) error {
 			c.log.Info("cluster: still waiting for peers", "known", len(known), "expect", c.expect)
 			lastLog = time.Now()
 		}
-		if err := backoff(ctx, attempt); err != nil {
+		if err := joinBackoff.Sleep(ctx, attempt+1); err != nil {
 			return fmt.Errorf("waiting for %d nodes to bootstrap (have %d): %w", c.expect, len(known), err)
 		}
 	}
@@ -166,24 +167,14 @@ func (c *cluster) joinCluster(ctx context.Context) error {
 			c.log.Info("cluster: waiting to join", "join", c.join, "last_error", lastErr)
 			lastLog = time.Now()
 		}
-		if err := backoff(ctx, attempt); err != nil {
+		if err := joinBackoff.Sleep(ctx, attempt+1); err != nil {
 			return fmt.Errorf("joining the cluster through %s: %w (last error: %v)", strings.Join(c.join, ","), err, lastErr)
 		}
 	}
 }
 
-// backoff waits 100ms, 200ms ... up to 2s, or until ctx ends.
-func backoff(ctx context.Context, attempt int) error {
-	d := min(100*time.Millisecond<<min(attempt, 5), 2*time.Second)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// joinBackoff paces discovery and join attempts: 100ms, 200ms ... up to 2s.
+var joinBackoff = backoff.Policy{Initial: 100 * time.Millisecond, Max: 2 * time.Second}
 
 // register records this node's S3 address as a Raft setting. The write
 // goes through the leader and returns once this node has applied it, so
@@ -199,7 +190,7 @@ func (c *cluster) register(ctx context.Context) error {
 			c.log.Warn("cluster: waiting for the region's leader", "error", err)
 			lastLog = time.Now()
 		}
-		if err := backoff(ctx, attempt); err != nil {
+		if err := joinBackoff.Sleep(ctx, attempt+1); err != nil {
 			return fmt.Errorf("register this node with the region's leader: %w", err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/node/peerapi"
 	"github.com/fedgate/fedgate/policies"
 )
@@ -59,6 +60,9 @@ type Config struct {
 	// EgressRetention is how long the egress ledger keeps hourly rows
 	// (0: for ever).
 	EgressRetention time.Duration
+	// EgressBudgetRefresh bounds how stale the budget statuses a cold read
+	// is checked against may be (default federation.DefaultBudgetRefresh).
+	EgressBudgetRefresh time.Duration
 	// RaftSnapshotThreshold and RaftTrailingLogs tune Raft snapshots.
 	RaftSnapshotThreshold, RaftTrailingLogs uint64
 	// RaftElectionTimeout is Raft's heartbeat and election timeout (0:
@@ -104,6 +108,7 @@ func DefaultConfig() Config {
 		WriteBackCopies:       2,
 		StagingWait:           30 * time.Second,
 		EgressRetention:       400 * 24 * time.Hour,
+		EgressBudgetRefresh:   federation.DefaultBudgetRefresh,
 		RaftSnapshotThreshold: 8192,
 		RaftTrailingLogs:      10240,
 		ShutdownTimeout:       60 * time.Second,
@@ -138,6 +143,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--write-back-copies %d: want at least 1", c.WriteBackCopies)
 	case c.EgressRetention < 0:
 		return errors.New("--egress-retention: want a duration like 90d, or 0")
+	case c.EgressBudgetRefresh < 0:
+		return errors.New("--egress-budget-refresh: want a positive duration like 5s")
 	case c.ShutdownTimeout < 0:
 		return errors.New("--shutdown-timeout must not be negative")
 	}

@@ -250,6 +250,7 @@ func (n *Node) open(ctx context.Context) error {
 		Region:          cl,
 		RegionLocation:  regionLocation(pol, cfg.Region),
 		EgressRetention: cfg.EgressRetention,
+		BudgetRefresh:   cfg.EgressBudgetRefresh,
 		WriteBack:       federation.WriteBackConfig{Staging: n.stage, Copies: cfg.WriteBackCopies, Wait: cfg.StagingWait}})
 	if err != nil {
 		return err

@@ -153,7 +153,7 @@ func (pm *policyManager) openStores(ctx context.Context, p *policies.Policy) (ma
 	if _, declared := stores["local"]; !declared {
 		for _, b := range pm.node.State().Buckets() {
 			if b.Store == "local" {
-				st, err := posix.New("local", store.Location{Cloud: "onprem", Region: "local"}, filepath.Join(pm.dataDir, "store"))
+				st, err := posix.New("local", policies.Location{Cloud: "onprem", Region: "local"}, filepath.Join(pm.dataDir, "store"))
 				if err != nil {
 					return nil, "", err
 				}

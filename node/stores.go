@@ -19,7 +19,7 @@ import (
 func openStores(ctx context.Context, dataDir string, p *policies.Policy, lookupEnv func(string) (string, bool)) (map[string]store.Store, string, error) {
 	stores := map[string]store.Store{}
 	if p == nil || len(p.Stores) == 0 {
-		st, err := posix.New("local", store.Location{Cloud: "onprem", Region: "local"}, filepath.Join(dataDir, "store"))
+		st, err := posix.New("local", policies.Location{Cloud: "onprem", Region: "local"}, filepath.Join(dataDir, "store"))
 		if err != nil {
 			return nil, "", err
 		}
@@ -54,7 +54,7 @@ func env(lookup func(string) (string, bool), name string) (string, error) {
 }
 
 func openStore(ctx context.Context, ps policies.Store, lookupEnv func(string) (string, bool)) (store.Store, error) {
-	loc := store.Location{Cloud: ps.Location.Cloud, Region: ps.Location.Region}
+	loc := policies.Location{Cloud: ps.Location.Cloud, Region: ps.Location.Region}
 	c := ps.Credentials
 	switch ps.Kind {
 	case policies.KindPosix:

@@ -30,11 +30,14 @@ type Policy struct {
 	buckets map[string]int // name -> index in Buckets; built by Parse
 }
 
-// Location is where something lives: a cloud and a region in it, written
-// "cloud:region" (aws:us-east-1, gcp:us-central1, azure:eastus, onprem:lga1).
+// Location is where something lives (a GPU region, a store's bytes): a
+// cloud and a region in it, written "cloud:region" (aws:us-east-1,
+// gcp:us-central1, azure:eastus, onprem:lga1). It is fedgate's one location
+// type: federation/store's Store.Location and federation/egress use it too.
+// ParseLocation and ParseLocationOrCloud read it; String writes it.
 type Location struct {
 	Cloud  string // aws, gcp, azure or onprem
-	Region string // "" only in an egress price, where it means every region of Cloud
+	Region string // "" only in an egress price or budget, where it means every region of Cloud
 }
 
 func (l Location) String() string {

@@ -24,9 +24,18 @@ var (
 	daysPat    = regexp.MustCompile(`^([0-9]{1,5})d(.*)$`)
 )
 
-// ParseLocation parses "cloud:region", cloud one of Clouds.
+// ParseLocation parses "cloud:region", cloud one of Clouds. It is the one
+// location parser of fedgate: policy files, store configurations and the
+// egress ledger all go through it (or ParseLocationOrCloud).
 func ParseLocation(s string) (Location, error) {
 	return parseLocation(s, false)
+}
+
+// ParseLocationOrCloud parses "cloud:region" or a bare cloud ("aws", which
+// has an empty Region and stands for every region of the cloud), as the
+// egress prices and budgets of a policy, and the egress ledger, write them.
+func ParseLocationOrCloud(s string) (Location, error) {
+	return parseLocation(s, true)
 }
 
 // parseLocation parses a location; with cloudOnly a bare cloud is allowed.

@@ -60,7 +60,7 @@ func (n *Node) WaitForLeader(ctx context.Context) error {
 			return ErrClosed
 		default:
 		}
-		if err := sleepJitter(ctx, min(attempt, 3)); err != nil {
+		if err := leaderRetry.Sleep(ctx, min(attempt, 3)+1); err != nil {
 			return fmt.Errorf("%w: %w", ErrNoLeader, err)
 		}
 	}

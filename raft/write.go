@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
+
+	"github.com/fedgate/fedgate/internal/backoff"
 )
 
 // Apply commits cmd and applies it; it is ApplyIndex without the index.
@@ -94,7 +95,7 @@ func (n *Node) write(ctx context.Context, data []byte) (uint64, error) {
 			return idx, err
 		}
 		// Rejected, not appended: the leader moved. Retry after a pause.
-		if err := sleepJitter(wctx, attempt); err != nil {
+		if err := leaderRetry.Sleep(wctx, attempt+1); err != nil {
 			return 0, fmt.Errorf("%w: %w", ErrNoLeader, err)
 		}
 	}
@@ -106,7 +107,7 @@ func (n *Node) leaderWithin(ctx context.Context) (id, addr string, err error) {
 		if id, addr = n.Leader(); id != "" {
 			return id, addr, nil
 		}
-		if err := sleepJitter(ctx, attempt); err != nil {
+		if err := leaderRetry.Sleep(ctx, attempt+1); err != nil {
 			return "", "", fmt.Errorf("%w: %w", ErrNoLeader, err)
 		}
 		select {
@@ -117,20 +118,9 @@ func (n *Node) leaderWithin(ctx context.Context) (id, addr string, err error) {
 	}
 }
 
-// sleepJitter waits 1ms, 2ms, 4ms ... up to 50ms, plus up to half again at
-// random, or until ctx ends (returning its error).
-func sleepJitter(ctx context.Context, attempt int) error {
-	d := min(time.Millisecond<<min(attempt, 6), 50*time.Millisecond)
-	d += rand.N(d/2 + 1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// leaderRetry spaces out the waits for a leader: 1ms, 2ms, 4ms ... up to
+// 50ms, plus up to half again at random.
+var leaderRetry = backoff.Policy{Initial: time.Millisecond, Max: 50 * time.Millisecond, Jitter: backoff.Up}
 
 // Barrier waits until every entry committed before the call is applied on
 // this node, which must be the leader (else a *NotLeaderError), and

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the tools that check terraform/ offline (see docs/deploy.md and
 # internal/deploycheck): OpenTofu (`tofu fmt`) and tflint with its bundled
-# terraform ruleset. Both are built from the Go module proxy.
+# terraform ruleset; and staticcheck, which `make lint` runs over the Go code.
+# All are built from the Go module proxy.
 #
-#   scripts/deploytools.sh install [tofu|tflint ...]   install (default: both); idempotent
-#   scripts/deploytools.sh status                      what is installed
+#   scripts/deploytools.sh install [tofu|tflint|staticcheck ...]   install (default: all); idempotent
+#   scripts/deploytools.sh status                                  what is installed
 #
 # Binaries go to $FEDGATE_TESTENV_CACHE/bin (default ~/.cache/fedgate-testenv/bin),
 # next to the cloud stand-ins of scripts/testenv.sh; the tests look there.
@@ -19,6 +20,9 @@ TOFU_MOD=github.com/opentofu/opentofu
 TOFU_VERSION=v1.12.6
 TFLINT_MOD=github.com/terraform-linters/tflint
 TFLINT_VERSION=v0.64.0
+# staticcheck is installed as a tool (go install pkg@version), never added to go.mod.
+STATICCHECK_MOD=honnef.co/go/tools
+STATICCHECK_VERSION=v0.8.2
 
 log() { echo "deploytools: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -38,6 +42,11 @@ tofu_version() {
 tflint_version() {
   [ -x "$BIN/tflint" ] || return 0
   go version -m "$BIN/tflint" 2>/dev/null | awk '$1 == "mod" { print $3; exit }'
+}
+
+staticcheck_version() {
+  [ -x "$BIN/staticcheck" ] || return 0
+  go version -m "$BIN/staticcheck" 2>/dev/null | awk '$1 == "mod" { print $3; exit }'
 }
 
 # build_tofu runs in a subshell so that its work directory goes however it ends.
@@ -77,9 +86,22 @@ install_tflint() {
     go install -trimpath -ldflags "-s -w" "$TFLINT_MOD@$TFLINT_VERSION"
 }
 
+install_staticcheck() {
+  local have; have=$(staticcheck_version)
+  if [ "$have" = "$STATICCHECK_VERSION" ]; then
+    log "staticcheck: present ($have)"; return
+  fi
+  [ -n "$have" ] && log "staticcheck: have $have, want $STATICCHECK_VERSION"
+  log "staticcheck: building $STATICCHECK_MOD@$STATICCHECK_VERSION (~1-2 min)"
+  timed staticcheck env GOBIN="$BIN" GOFLAGS="-mod=mod -buildvcs=false" \
+    go install -trimpath "$STATICCHECK_MOD/cmd/staticcheck@$STATICCHECK_VERSION"
+  [ "$(staticcheck_version)" = "$STATICCHECK_VERSION" ] ||
+    die "staticcheck: built binary reports '$(staticcheck_version)', want $STATICCHECK_VERSION"
+}
+
 cmd_install() {
   local kinds=("$@") k
-  [ ${#kinds[@]} -eq 0 ] && kinds=(tofu tflint)
+  [ ${#kinds[@]} -eq 0 ] && kinds=(tofu tflint staticcheck)
   mkdir -p "$BIN"
   # One installer at a time per cache (the same lock as scripts/testenv.sh).
   exec 9>"$CACHE/.install.lock"
@@ -88,7 +110,8 @@ cmd_install() {
     case $k in
       tofu | opentofu) install_tofu ;;
       tflint) install_tflint ;;
-      *) die "unknown tool $k (tofu, tflint)" ;;
+      staticcheck) install_staticcheck ;;
+      *) die "unknown tool $k (tofu, tflint, staticcheck)" ;;
     esac
   done
 }
@@ -99,10 +122,12 @@ cmd_status() {
   if [ -n "$v" ]; then echo "tofu:            installed $v (want $TOFU_VERSION)"; else echo "tofu:            missing"; fi
   v=$(tflint_version)
   if [ -n "$v" ]; then echo "tflint:          installed $v (want $TFLINT_VERSION)"; else echo "tflint:          missing"; fi
+  v=$(staticcheck_version)
+  if [ -n "$v" ]; then echo "staticcheck:     installed $v (want $STATICCHECK_VERSION)"; else echo "staticcheck:     missing"; fi
 }
 
 case ${1:-} in
   install) shift; cmd_install "$@" ;;
   status) cmd_status ;;
-  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

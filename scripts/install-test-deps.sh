@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs beyond Go: the aws CLI v2 (Debian's awscli),
 # the local cloud stand-ins (MinIO, fake-gcs-server, Azurite; see
-# scripts/testenv.sh and docs/testing.md), and OpenTofu and tflint for the
-# offline checks of terraform/ (scripts/deploytools.sh, docs/deploy.md).
+# scripts/testenv.sh and docs/testing.md), OpenTofu and tflint for the
+# offline checks of terraform/ (scripts/deploytools.sh, docs/deploy.md), and
+# staticcheck for `make lint` (scripts/deploytools.sh, docs/testing.md).
 # Idempotent: reruns skip what is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -217,7 +217,7 @@ func Advise(priced []Priced, opts AdviseOptions) []Advice {
 				a.CopyBytes, a.CopyEstimated = n, false
 			}
 		}
-		to, _ := ParseLocation(a.To)
+		to, _ := policies.ParseLocationOrCloud(a.To)
 		a.Storage, _ = opts.Storage.Lookup(to)
 		a.StoragePerMonth = a.Storage.MonthlyCost(a.CopyBytes)
 		a.CopyCost = a.Paid.MulRat(big.NewRat(a.CopyBytes, a.BytesRead))

@@ -72,7 +72,7 @@ func (l Limit) Covers(bucket, src, dst string) bool {
 		if c.pat.Cloud == "" {
 			continue
 		}
-		loc, err := ParseLocation(c.loc)
+		loc, err := policies.ParseLocationOrCloud(c.loc)
 		if err != nil || !matches(c.pat, loc) {
 			return false
 		}

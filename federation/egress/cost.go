@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fedgate/fedgate/policies"
 )
 
 // Priced is a ledger row with its cost.
@@ -91,13 +93,13 @@ func Price(rows []Row, table *Table, opts Options) ([]Priced, error) {
 		}
 		s, ok := scheds[pair{r.Src, r.Dst}]
 		if !ok {
-			src, err := ParseLocation(r.Src)
+			src, err := policies.ParseLocationOrCloud(r.Src)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("egress: row source: %w", err)
 			}
-			dst, err := ParseLocation(r.Dst)
+			dst, err := policies.ParseLocationOrCloud(r.Dst)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("egress: row destination: %w", err)
 			}
 			s = table.Schedule(src, dst)
 			scheds[pair{r.Src, r.Dst}] = s

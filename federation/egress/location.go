@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/fedgate/fedgate/policies"
@@ -14,20 +13,6 @@ const (
 	Azure  = "azure"
 	OnPrem = "onprem"
 )
-
-// ParseLocation reads "cloud:region" (a ledger row's Src or Dst). The cloud
-// must be aws, gcp, azure or onprem; a bare cloud ("aws") has an empty
-// Region.
-func ParseLocation(s string) (policies.Location, error) {
-	cloud, region, _ := strings.Cut(s, ":")
-	switch cloud {
-	case AWS, GCP, Azure, OnPrem:
-		return policies.Location{Cloud: cloud, Region: region}, nil
-	case "":
-		return policies.Location{}, fmt.Errorf("egress: location %q has no cloud (expected cloud:region)", s)
-	}
-	return policies.Location{}, fmt.Errorf("egress: location %q: unknown cloud %q (expected aws, gcp, azure or onprem)", s, cloud)
-}
 
 // Continent is the part of the world a region is in, as the clouds' price
 // lists group regions.

@@ -185,8 +185,8 @@ func NewTable(prices []policies.Price) (*Table, error) {
 	t := &Table{}
 	for _, p := range prices {
 		for _, l := range []policies.Location{p.From, p.To} {
-			if _, err := ParseLocation(l.String()); err != nil {
-				return nil, err
+			if _, err := policies.ParseLocationOrCloud(l.String()); err != nil {
+				return nil, fmt.Errorf("egress: price %s -> %s: %w", p.From, p.To, err)
 			}
 		}
 		if p.PerGB.Currency != "" && p.PerGB.Currency != "USD" {

@@ -9,7 +9,7 @@ import (
 
 func loc(t testing.TB, s string) policies.Location {
 	t.Helper()
-	l, err := ParseLocation(s)
+	l, err := policies.ParseLocationOrCloud(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 )
 
 // Errors of this package, besides the store sentinels.
@@ -108,13 +109,13 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 type base struct {
 	kind   string // "replicated" or "erasure", for messages
 	name   string
-	loc    store.Location
+	loc    policies.Location
 	stores []store.Store
 	opts   options
 	health []atomic.Int64 // per store: unix nanos until which it is demoted
 }
 
-func newBase(kind, name string, loc store.Location, stores []store.Store, opts []Option) (base, error) {
+func newBase(kind, name string, loc policies.Location, stores []store.Store, opts []Option) (base, error) {
 	b := base{kind: kind, name: name, loc: loc, stores: slices.Clone(stores), opts: defaultOptions()}
 	for _, o := range opts {
 		o(&b.opts)
@@ -146,7 +147,7 @@ func (b *base) Name() string { return b.name }
 
 // Location is where the placement is reached from for routing and egress
 // accounting; its bytes live in the stores' locations.
-func (b *base) Location() store.Location { return b.loc }
+func (b *base) Location() policies.Location { return b.loc }
 
 // Stores returns the placement's stores in listed order.
 func (b *base) Stores() []store.Store { return slices.Clone(b.stores) }

@@ -12,6 +12,7 @@ import (
 	"github.com/klauspost/reedsolomon"
 
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 )
 
 // Erasure is a placement that cuts every object into segments and each
@@ -38,7 +39,7 @@ var (
 // must survive the loss of any one store: at most parity shards of a
 // segment may share a store, i.e. ceil((data+parity)/len(stores)) <=
 // parity. It understands every Option.
-func NewErasure(name string, loc store.Location, stores []store.Store, data, parity int, opts ...Option) (*Erasure, error) {
+func NewErasure(name string, loc policies.Location, stores []store.Store, data, parity int, opts ...Option) (*Erasure, error) {
 	b, err := newBase("erasure", name, loc, stores, opts)
 	if err != nil {
 		return nil, err

@@ -11,13 +11,14 @@ import (
 	"testing"
 
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 )
 
 // swappable is a store whose inner store a test can replace, as an
 // operator replaces a dead disk or server with an empty one.
 type swappable struct {
 	name  string
-	loc   store.Location
+	loc   policies.Location
 	inner atomic.Pointer[store.Store]
 }
 
@@ -30,8 +31,8 @@ func newSwappable(s store.Store) *swappable {
 func (w *swappable) swap(s store.Store) { w.inner.Store(&s) }
 func (w *swappable) get() store.Store   { return *w.inner.Load() }
 
-func (w *swappable) Name() string             { return w.name }
-func (w *swappable) Location() store.Location { return w.loc }
+func (w *swappable) Name() string                { return w.name }
+func (w *swappable) Location() policies.Location { return w.loc }
 func (w *swappable) Stat(ctx context.Context, key string) (store.ObjectInfo, error) {
 	return w.get().Stat(ctx, key)
 }

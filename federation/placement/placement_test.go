@@ -12,6 +12,7 @@ import (
 	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/federation/store/storetest"
 	"github.com/fedgate/fedgate/internal/testenv"
+	"github.com/fedgate/fedgate/policies"
 )
 
 func TestMain(m *testing.M) {
@@ -20,14 +21,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var testLocs = []store.Location{
+var testLocs = []policies.Location{
 	{Cloud: "aws", Region: "us-east-1"},
 	{Cloud: "gcp", Region: "us-central1"},
 	{Cloud: "azure", Region: "eastus"},
 	{Cloud: "onprem", Region: "lga1"},
 }
 
-var placementLoc = store.Location{Cloud: "onprem", Region: "lga1"}
+var placementLoc = policies.Location{Cloud: "onprem", Region: "lga1"}
 
 // posixStores makes n posix stores in fresh temp dirs, returning them and
 // their directories.

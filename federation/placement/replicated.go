@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 )
 
 // Replicated is a placement that keeps a full copy of every object in each
@@ -41,7 +42,7 @@ const (
 // NewReplicated returns the placement that writes every object to each of
 // stores and reads it from the first healthy one in read order
 // (WithRank). It understands WithRank and WithCooldown.
-func NewReplicated(name string, loc store.Location, stores []store.Store, opts ...Option) (*Replicated, error) {
+func NewReplicated(name string, loc policies.Location, stores []store.Store, opts ...Option) (*Replicated, error) {
 	b, err := newBase("replicated", name, loc, stores, opts)
 	if err != nil {
 		return nil, err
@@ -261,7 +262,7 @@ func (r *Replicated) Put(ctx context.Context, key string, body io.Reader, size i
 			return err
 		}
 	}
-	bodyErr, sinkErrs := Tee(ctx, body, size, sinks, true, cancel)
+	sinkErrs, bodyErr := Tee(ctx, body, size, sinks, true, cancel)
 	if bodyErr != nil {
 		return store.ObjectInfo{}, fmt.Errorf("placement %s: put %s: read body: %w", r.name, quote(key), bodyErr)
 	}
@@ -411,7 +412,7 @@ func (r *Replicated) copyOut(ctx context.Context, key string, src int, srcNative
 				return err
 			}
 		}
-		bodyErr, sinkErrs := Tee(ctx, rc, size, sinks, false, nil)
+		sinkErrs, bodyErr := Tee(ctx, rc, size, sinks, false, nil)
 		rc.Close()
 		if bodyErr != nil {
 			failed = append(failed, fmt.Errorf("reading the copy from %s: %w", r.stores[src].Name(), bodyErr))

@@ -121,7 +121,7 @@ func (r *Replicated) UploadPart(ctx context.Context, key, uploadID string, numbe
 			return err
 		}
 	}
-	bodyErr, sinkErrs := Tee(ctx, body, size, sinks, true, cancel)
+	sinkErrs, bodyErr := Tee(ctx, body, size, sinks, true, cancel)
 	if bodyErr != nil {
 		return store.PartInfo{}, fmt.Errorf("placement %s: upload part %d of %s: read body: %w", r.name, number, quote(key), bodyErr)
 	}

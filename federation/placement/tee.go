@@ -36,9 +36,9 @@ var errSinkReturned = errors.New("placement: store returned before the end of th
 // Replicated and erasure-coded placements write their copies with it, and
 // write-back staging its local and peer copies.
 //
-// It returns the body's error (nil when the body was read to its end) and
-// each sink's error.
-func Tee(ctx context.Context, body io.Reader, size int64, sinks []func(io.Reader) error, allOrNothing bool, abort func()) (bodyErr error, sinkErrs []error) {
+// It returns each sink's error and the body's error (nil when the body
+// was read to its end).
+func Tee(ctx context.Context, body io.Reader, size int64, sinks []func(io.Reader) error, allOrNothing bool, abort func()) (sinkErrs []error, bodyErr error) {
 	n := len(sinks)
 	sinkErrs = make([]error, n)
 	pws := make([]*io.PipeWriter, n)
@@ -121,5 +121,5 @@ func Tee(ctx context.Context, body io.Reader, size int64, sinks []func(io.Reader
 		abort()
 	}
 	wg.Wait()
-	return bodyErr, sinkErrs
+	return sinkErrs, bodyErr
 }

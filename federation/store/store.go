@@ -4,18 +4,19 @@
 //
 // A Store is one bucket, container or directory in one cloud or on-prem
 // system. It knows nothing about S3 requests, buckets of the gateway or
-// policies: keys are opaque strings of up to 1024 bytes of UTF-8.
+// policies (it borrows only the policies.Location value type): keys are
+// opaque strings of up to 1024 bytes of UTF-8.
 package store
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"iter"
 	"os"
-	"strings"
 	"time"
+
+	"github.com/fedgate/fedgate/policies"
 )
 
 // Sentinel errors. Every method documents which of these it returns; the
@@ -37,24 +38,6 @@ var (
 
 // MaxKeyLen is the longest key, in bytes, that every store accepts (S3's limit).
 const MaxKeyLen = 1024
-
-// Location is where a store's bytes live: a cloud and a region in it, written
-// "cloud:region" (clouds: aws, gcp, azure, onprem).
-type Location struct {
-	Cloud  string
-	Region string
-}
-
-func (l Location) String() string { return l.Cloud + ":" + l.Region }
-
-// ParseLocation parses "cloud:region".
-func ParseLocation(s string) (Location, error) {
-	cloud, region, ok := strings.Cut(s, ":")
-	if !ok || cloud == "" || region == "" {
-		return Location{}, fmt.Errorf("location %q: want cloud:region", s)
-	}
-	return Location{Cloud: cloud, Region: region}, nil
-}
 
 // Validator is a store's strong change detector for one object (S3 ETag, GCS
 // generation, Azure ETag, posix inode+mtime+size). The cache keys chunks by
@@ -145,7 +128,7 @@ type Entry struct {
 // Every method is safe for concurrent use and honours ctx cancellation.
 type Store interface {
 	Name() string
-	Location() Location
+	Location() policies.Location
 
 	// Stat returns the object's info, or ErrNotFound.
 	Stat(ctx context.Context, key string) (ObjectInfo, error)

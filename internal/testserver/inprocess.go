@@ -41,7 +41,7 @@ func InProcess(tb testing.TB, origin store.Store, opts StackOptions) *Stack {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { node.Close() })
-	local, err := posix.New("local", store.Location{Cloud: "onprem", Region: "test"}, tb.TempDir())
+	local, err := posix.New("local", policies.Location{Cloud: "onprem", Region: "test"}, tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -57,6 +57,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 )
 
 var (
@@ -71,7 +72,7 @@ var (
 // Azure CLI).
 type Config struct {
 	Name      string
-	Location  store.Location
+	Location  policies.Location
 	Account   string
 	Container string
 	// Endpoint overrides the account's blob endpoint
@@ -110,7 +111,7 @@ const (
 // Store is one Azure container.
 type Store struct {
 	name        string
-	loc         store.Location
+	loc         policies.Location
 	cont        *container.Client
 	blockSize   int64
 	concurrency int
@@ -206,7 +207,7 @@ func (identityEncoding) Do(req *policy.Request) (*http.Response, error) {
 func (s *Store) Name() string { return s.name }
 
 // Location is the store's cloud and region.
-func (s *Store) Location() store.Location { return s.loc }
+func (s *Store) Location() policies.Location { return s.loc }
 
 // checkKey returns ErrInvalidKey (wrapped) for a key the store does not
 // hold: empty, longer than store.MaxKeyLen, reserved (".fedgate/"), or one

@@ -12,6 +12,7 @@ import (
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/storetest"
 	"github.com/fedgate/fedgate/internal/testenv"
+	"github.com/fedgate/fedgate/policies"
 )
 
 func TestMain(m *testing.M) {
@@ -20,7 +21,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var testLoc = store.Location{Cloud: "azure", Region: "test1"}
+var testLoc = policies.Location{Cloud: "azure", Region: "test1"}
 
 // testConfig is the config of a store on a fresh Azurite container.
 func testConfig(t *testing.T, adjust func(*Config)) Config {

@@ -87,21 +87,24 @@ func (e *azError) Unwrap() []error {
 
 // mapErr wraps an SDK error for operation op on key. Context errors and
 // errors that already carry a message of ours pass through wrapped as they
-// are; everything else becomes an azError.
+// are; everything else becomes an azError. Every error it returns is marked
+// store.Retried: the azcore pipeline has retried the request (and the
+// RetryReader a broken body) as New configures, so no caller retries it
+// again.
 func (s *Store) mapErr(op, key string, err error) error {
 	if err == nil {
 		return nil
 	}
 	var ae *azError
 	if errors.As(err, &ae) {
-		return fmt.Errorf("azure: %s %q: %w", op, key, err)
+		return store.Retried(fmt.Errorf("azure: %s %q: %w", op, key, err))
 	}
 	kind := kindOf(err)
 	msg := s.scrub(describe(err))
 	if kind == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		return fmt.Errorf("azure: %s %q: %w", op, key, &azError{msg: msg, err: err})
+		return store.Retried(fmt.Errorf("azure: %s %q: %w", op, key, &azError{msg: msg, err: err}))
 	}
-	return fmt.Errorf("azure: %s %q: %w", op, key, &azError{msg: msg, kind: kind, err: err})
+	return store.Retried(fmt.Errorf("azure: %s %q: %w", op, key, &azError{msg: msg, kind: kind, err: err}))
 }
 
 // describe is a one-line description of err: for a service error its

@@ -56,6 +56,9 @@ func TestMapErr(t *testing.T) {
 	if !errors.Is(err, store.ErrThrottled) || err.Error() != `azure: put "k": 503 ServerBusy` {
 		t.Errorf("mapErr(503) = %q", err)
 	}
+	if !store.WasRetried(err) {
+		t.Errorf("mapErr(503) = %q: not marked store.Retried (azcore has retried it)", err)
+	}
 	if got := s.scrub("key KEYKEY== sig=abc AccountKey=xyz;"); strings.Contains(got, "KEYKEY") ||
 		strings.Contains(got, "abc") || strings.Contains(got, "xyz") {
 		t.Errorf("scrub left a secret: %q", got)

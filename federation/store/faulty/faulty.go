@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 )
 
 // Config says which faults to inject.
@@ -35,6 +36,10 @@ type Config struct {
 	// BandwidthPerStream caps each body (read or written) at this many bytes
 	// per second; 0 means no cap.
 	BandwidthPerStream int64
+	// Retried marks the injected call failures store.Retried, as a cloud
+	// store returns a failure after its SDK has retried it: callers must
+	// not retry them again.
+	Retried bool
 }
 
 // Injected errors. ErrInjected wraps store.ErrThrottled.
@@ -106,13 +111,16 @@ func (f *Store) before(ctx context.Context) error {
 	}
 	if f.chance(cfg.ErrorRate) {
 		f.Count.Failed.Add(1)
+		if cfg.Retried {
+			return store.Retried(ErrInjected)
+		}
 		return ErrInjected
 	}
 	return nil
 }
 
-func (f *Store) Name() string             { return f.inner.Name() }
-func (f *Store) Location() store.Location { return f.inner.Location() }
+func (f *Store) Name() string                { return f.inner.Name() }
+func (f *Store) Location() policies.Location { return f.inner.Location() }
 
 func (f *Store) Stat(ctx context.Context, key string) (store.ObjectInfo, error) {
 	if err := f.before(ctx); err != nil {

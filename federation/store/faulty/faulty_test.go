@@ -10,10 +10,11 @@ import (
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/federation/store/storetest"
+	"github.com/fedgate/fedgate/policies"
 )
 
 func newPosix(t *testing.T) store.Store {
-	s, err := posix.New("p", store.Location{Cloud: "onprem", Region: "test"}, t.TempDir())
+	s, err := posix.New("p", policies.Location{Cloud: "onprem", Region: "test"}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,9 @@
 package gcs
 
 // All mapping of SDK errors to store sentinels is here. Whether to retry is
-// the SDK's retryer's business (see New); the sentinel says what happened.
+// the SDK's retryer's business (see New; it also reopens a broken read body
+// where it stopped); the sentinel says what happened, and every error
+// mapErr returns is marked store.Retried so that no caller retries it again.
 
 import (
 	"context"
@@ -37,7 +39,7 @@ func mapErr(op, key string, err error) error {
 	case errors.Is(err, storage.ErrObjectNotExist), code == http.StatusNotFound:
 		sentinel = store.ErrNotFound
 	case errors.Is(err, storage.ErrBucketNotExist):
-		return fmt.Errorf("gcs: %s %q: bucket does not exist: %w (%w)", op, key, store.ErrNotFound, redact(err))
+		return store.Retried(fmt.Errorf("gcs: %s %q: bucket does not exist: %w (%w)", op, key, store.ErrNotFound, redact(err)))
 	case code == http.StatusPreconditionFailed:
 		sentinel = store.ErrPreconditionFailed
 	case code == http.StatusTooManyRequests, code == http.StatusServiceUnavailable:
@@ -48,9 +50,9 @@ func mapErr(op, key string, err error) error {
 		sentinel = store.ErrInvalidKey
 	}
 	if sentinel == nil {
-		return fmt.Errorf("gcs: %s %q: %w", op, key, redact(err))
+		return store.Retried(fmt.Errorf("gcs: %s %q: %w", op, key, redact(err)))
 	}
-	return fmt.Errorf("gcs: %s %q: %w (%w)", op, key, sentinel, redact(err))
+	return store.Retried(fmt.Errorf("gcs: %s %q: %w (%w)", op, key, sentinel, redact(err)))
 }
 
 // httpCode is the HTTP status of a GCS error, 0 when err has none.

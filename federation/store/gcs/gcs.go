@@ -53,6 +53,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 )
 
 var (
@@ -66,7 +67,7 @@ const DefaultChunkSize = 16 << 20
 // Config describes one GCS store.
 type Config struct {
 	Name     string
-	Location store.Location
+	Location policies.Location
 	Bucket   string
 	// Endpoint overrides the JSON API endpoint (an emulator). A bare
 	// "http://host:port" gets "/storage/v1/" appended.
@@ -86,7 +87,7 @@ type Config struct {
 // Store is one GCS bucket.
 type Store struct {
 	name   string
-	loc    store.Location
+	loc    policies.Location
 	bucket string
 	client *storage.Client
 	bkt    *storage.BucketHandle // no retry settings: see object
@@ -208,7 +209,7 @@ func (s *Store) Close() error { return s.client.Close() }
 func (s *Store) Name() string { return s.name }
 
 // Location is the bucket's cloud and region.
-func (s *Store) Location() store.Location { return s.loc }
+func (s *Store) Location() policies.Location { return s.loc }
 
 // reservedPrefix starts the name of every object the store keeps for
 // itself; tmpPrefix and mpuPrefix are under it.

@@ -18,6 +18,7 @@ import (
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/storetest"
 	"github.com/fedgate/fedgate/internal/testenv"
+	"github.com/fedgate/fedgate/policies"
 )
 
 func TestMain(m *testing.M) {
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var testLoc = store.Location{Cloud: "gcp", Region: "test1"}
+var testLoc = policies.Location{Cloud: "gcp", Region: "test1"}
 
 // testChunk is small so that bodies over 256 KiB take the staged path
 // (temporary object, then compose) and parts stream in several requests.

@@ -74,7 +74,10 @@ func spans(p string) []span {
 // successor is the least string greater than every string with prefix p,
 // or "" when that is not valid UTF-8 (GCS wants UTF-8 offsets).
 func successor(p string) string {
-	b := []byte(strings.TrimRight(p, "\xff"))
+	b := []byte(p)
+	for len(b) > 0 && b[len(b)-1] == 0xff {
+		b = b[:len(b)-1]
+	}
 	if len(b) == 0 {
 		return ""
 	}

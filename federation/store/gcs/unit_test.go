@@ -79,10 +79,15 @@ func TestRedact(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &ue) {
 		t.Errorf("redacted error lost its chain: %v", err)
 	}
+	if !store.WasRetried(err) {
+		t.Errorf("mapErr(%v) not marked store.Retried (the SDK's retryer has had it)", err)
+	}
 }
 
 func TestSuccessor(t *testing.T) {
-	for p, want := range map[string]string{"a/": "a0", ".fedgate/": ".fedgate0", "é": "ê", "a\x7f": "", "": "", "a//": "a/0"} {
+	for p, want := range map[string]string{"a/": "a0", ".fedgate/": ".fedgate0", "é": "ê", "a\x7f": "", "": "", "a//": "a/0",
+		"a\uFFFD": "a\uFFFE", // a trailing U+FFFD is a character, not a byte to trim
+	} {
 		if got := successor(p); got != want {
 			t.Errorf("successor(%q) = %q, want %q", p, got, want)
 		}

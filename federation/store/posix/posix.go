@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 )
 
 var (
@@ -43,7 +44,7 @@ var (
 // Store is a posix store rooted at one directory.
 type Store struct {
 	name string
-	loc  store.Location
+	loc  policies.Location
 	dir  string
 	root *os.Root
 
@@ -55,7 +56,7 @@ type Store struct {
 }
 
 // New opens (creating it if needed) the store rooted at directory root.
-func New(name string, loc store.Location, root string) (*Store, error) {
+func New(name string, loc policies.Location, root string) (*Store, error) {
 	if root == "" {
 		return nil, errors.New("posix: empty root path")
 	}
@@ -82,7 +83,7 @@ func (s *Store) Close() error { return s.root.Close() }
 func (s *Store) Name() string { return s.name }
 
 // Location is where the root's disk is, for routing and egress accounting.
-func (s *Store) Location() store.Location { return s.loc }
+func (s *Store) Location() policies.Location { return s.loc }
 
 // Stat returns the object's info. ErrNotFound when key does not exist,
 // ErrInvalidKey for a key no store holds, ErrCorrupt (wrapped) for a

@@ -14,9 +14,10 @@ import (
 
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/storetest"
+	"github.com/fedgate/fedgate/policies"
 )
 
-var testLoc = store.Location{Cloud: "onprem", Region: "test1"}
+var testLoc = policies.Location{Cloud: "onprem", Region: "test1"}
 
 func newAt(t *testing.T, root string) *Store {
 	t.Helper()

@@ -13,7 +13,10 @@ import (
 
 // This file is the one place where S3 errors become store sentinels. Retry
 // decisions are not made here: the SDK's retryer (see New) retries
-// throttling, 5xx and connection errors before an error reaches mapErr.
+// throttling, 5xx and connection errors before an error reaches mapErr,
+// which marks what it returns store.Retried so that no caller retries it
+// again. A response body that breaks is not retried by the SDK: those
+// errors reach the caller unmarked (ReadRange returns the SDK's body).
 
 // sentinelFor returns the store sentinel for an S3 error code and HTTP
 // status, or nil when none applies.
@@ -83,9 +86,9 @@ func mapErr(op, key string, err error) error {
 		return fmt.Errorf("s3: %s %q: %w", op, key, err)
 	}
 	if s := sentinelFor(errParts(err)); s != nil {
-		return fmt.Errorf("s3: %s %q: %w: %w", op, key, s, err)
+		return store.Retried(fmt.Errorf("s3: %s %q: %w: %w", op, key, s, err))
 	}
-	return fmt.Errorf("s3: %s %q: %w", op, key, err)
+	return store.Retried(fmt.Errorf("s3: %s %q: %w", op, key, err))
 }
 
 // isCode reports whether err is an S3 error with one of codes.

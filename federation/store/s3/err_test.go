@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 )
 
 // fakeS3 answers every request with status and an S3 error document of
@@ -74,6 +75,9 @@ func TestErrorMapping(t *testing.T) {
 			}
 			if !errors.Is(err, tc.want) {
 				t.Errorf("%d %s: %v, want %v", tc.status, tc.code, err, tc.want)
+			}
+			if !store.WasRetried(err) {
+				t.Errorf("%d %s: %v not marked store.Retried (the SDK's retryer has had it)", tc.status, tc.code, err)
 			}
 		})
 	}
@@ -173,7 +177,7 @@ func TestConfigChecks(t *testing.T) {
 	for name, c := range map[string]func(*Config){
 		"no name":       func(c *Config) { c.Name = "" },
 		"no bucket":     func(c *Config) { c.Bucket = "" },
-		"no location":   func(c *Config) { c.Location = store.Location{} },
+		"no location":   func(c *Config) { c.Location = policies.Location{} },
 		"part size":     func(c *Config) { c.PartSize = 1 << 20 },
 		"buffer memory": func(c *Config) { c.MaxBufferMemory = 8 << 20 },
 		"half keys":     func(c *Config) { c.SecretKey = "" },

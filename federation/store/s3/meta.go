@@ -125,14 +125,6 @@ func setUser(m map[string]string, k, v string) map[string]string {
 	return m
 }
 
-// withoutETag is h without the S3-facing ETag (for a multipart upload,
-// whose ETag S3 computes itself).
-func (h headers) withoutETag() headers {
-	h.meta = maps.Clone(h.meta)
-	delete(h.meta, metaETag)
-	return h
-}
-
 func (h headers) expiresTime() *time.Time {
 	if h.expires == nil {
 		return nil

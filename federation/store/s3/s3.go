@@ -52,6 +52,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 )
 
 var (
@@ -79,7 +80,7 @@ const (
 // with AccessKey empty the SDK's default chain finds them.
 type Config struct {
 	Name     string
-	Location store.Location
+	Location policies.Location
 	Bucket   string
 	// Region is the bucket's region; empty: the SDK's (AWS_REGION, profile),
 	// else us-east-1.
@@ -143,7 +144,7 @@ func (c Config) LogValue() slog.Value {
 // Store is one S3 bucket. It is safe for concurrent use.
 type Store struct {
 	name     string
-	loc      store.Location
+	loc      policies.Location
 	bucket   string
 	client   *awss3.Client
 	partSize int64
@@ -249,7 +250,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 func (s *Store) Name() string { return s.name }
 
 // Location is the bucket's cloud and region, for routing and egress.
-func (s *Store) Location() store.Location { return s.loc }
+func (s *Store) Location() policies.Location { return s.loc }
 
 // checkKey refuses keys no store holds (empty, over MaxKeyLen bytes, NUL,
 // invalid UTF-8), keys under StagingPrefix and, with MinIOKeyRules, the

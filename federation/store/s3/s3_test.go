@@ -8,6 +8,7 @@ import (
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/storetest"
 	"github.com/fedgate/fedgate/internal/testenv"
+	"github.com/fedgate/fedgate/policies"
 )
 
 func TestMain(m *testing.M) {
@@ -16,7 +17,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var testLoc = store.Location{Cloud: "onprem", Region: "minio"}
+var testLoc = policies.Location{Cloud: "onprem", Region: "minio"}
 
 // newMinIO returns a store on a fresh bucket of the test MinIO, with cfg's
 // non-zero fields adjusted by adjust.
