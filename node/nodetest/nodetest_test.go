@@ -1,0 +1,41 @@
+package nodetest_test
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fedgate/fedgate/node/nodetest"
+)
+
+func TestMakeRegion(t *testing.T) {
+	r := nodetest.MakeRegion(t, 3, nodetest.Options{})
+	leader, followers := r.Leader(), r.Followers()
+	if len(followers) != 2 || followers[0] == leader || followers[1] == leader {
+		t.Fatalf("leader %d, followers %v; want 2 followers besides the leader", leader, followers)
+	}
+	for i := range r.Len() {
+		m, err := r.Node(i).Raft().Members()
+		if err != nil || len(m) != 3 {
+			t.Fatalf("node %d: members %v, %v; want 3", i, m, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := r.Client(followers[0]).CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("made")}); err != nil {
+		t.Fatal(err)
+	}
+	r.WaitForReplication()
+	for i := range r.Len() {
+		if _, ok := r.Node(i).Raft().State().Bucket("made"); !ok {
+			t.Errorf("node %d does not hold the bucket after WaitForReplication", i)
+		}
+	}
+	_ = io.EOF
+	_ = strings.NewReader
+}
