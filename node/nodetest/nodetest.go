@@ -372,7 +372,9 @@ func (r *Region) WaitForReplication() {
 // ones open are closed. It replaces an earlier partition.
 func (r *Region) Partition(far ...int) { r.net.partition(far) }
 
-// Heal ends the partition.
+// Heal ends the partition. hashicorp/raft backs off from a peer it could
+// not reach (up to about 10 s), so a node cut off for seconds may catch up
+// that much later: wait with WaitForReplication.
 func (r *Region) Heal() { r.net.partition(nil) }
 
 // WaitFor polls cond every 10ms until it holds, and fails the test when it
