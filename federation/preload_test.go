@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,13 +47,12 @@ func (noPeers) ReadChunk(context.Context, string, cachetier.ChunkKey, int64, int
 // a (faulty-wrapped, so cached) origin and a bucket "local" on a posix
 // store (read directly, never cached).
 type fixture struct {
-	t       *testing.T
-	node    *raft.Node
-	origin  *faulty.Store
-	inner   store.Store
-	ns      []*federation.Namespace
-	caches  []*cachetier.Cache
-	onApply atomic.Pointer[func(raft.Command)]
+	t      *testing.T
+	node   *raft.Node
+	origin *faulty.Store
+	inner  store.Store
+	ns     []*federation.Namespace
+	caches []*cachetier.Cache
 }
 
 func newFixture(t *testing.T, members ...string) *fixture {
@@ -62,11 +60,7 @@ func newFixture(t *testing.T, members ...string) *fixture {
 	f := &fixture{t: t}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	node, err := raft.Open(ctx, raft.Config{NodeID: "n1", Dir: t.TempDir(), OnApply: func(cmd raft.Command) {
-		if h := f.onApply.Load(); h != nil {
-			(*h)(cmd)
-		}
-	}})
+	node, err := raft.Open(ctx, raft.Config{NodeID: "n1", Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,16 +102,11 @@ func newFixture(t *testing.T, members ...string) *fixture {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(node.Subscribe(ns.OnApply))
 		ns.StartPins()
 		f.ns = append(f.ns, ns)
 		f.caches = append(f.caches, c)
 	}
-	h := func(cmd raft.Command) {
-		for _, ns := range f.ns {
-			ns.OnApply(cmd)
-		}
-	}
-	f.onApply.Store(&h)
 	return f
 }
 

@@ -58,12 +58,27 @@ func (b *Bucket) uploadPath(up Upload) writePath { return pathFor(b, up.WriteBac
 // directPath writes straight to the bucket's store.
 type directPath struct{ b *Bucket }
 
+// writeBarrier is the first step of a write-through write that changes an
+// object without a Raft command of its own (put, delete, complete): it
+// waits until this node has applied every write acknowledged in the region
+// before it, so it never writes on a view the region has moved past (a
+// bucket deleted and made again under a new prefix, a policy change), and
+// a node cut off from the leader refuses the write with ErrNoLeader (S3:
+// 503 SlowDown) instead of acknowledging it alone. Multipart sessions go
+// through Raft already (CreateUpload, PutPart).
+func (n *Namespace) writeBarrier(ctx context.Context) error {
+	return RegionError(n.region.ReadBarrier(ctx))
+}
+
 func (directPath) lookup(context.Context, string) (store.ObjectInfo, bool, error) {
 	return store.ObjectInfo{}, false, nil
 }
 
 func (p directPath) put(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
 	b := p.b
+	if err := b.ns.writeBarrier(ctx); err != nil {
+		return store.ObjectInfo{}, err
+	}
 	defer b.invalidate(key)
 	info, err := b.store.Put(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key, body, size, opts)
 	info.Key = key
@@ -76,6 +91,9 @@ func (p directPath) put(ctx context.Context, key string, body io.Reader, size in
 
 func (p directPath) delete(ctx context.Context, key string) error {
 	b := p.b
+	if err := b.ns.writeBarrier(ctx); err != nil {
+		return err
+	}
 	defer b.invalidate(key)
 	if err := b.store.Delete(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key); err != nil {
 		return err
@@ -140,6 +158,9 @@ func (p directPath) uploadPart(ctx context.Context, up Upload, number int, body 
 
 func (p directPath) complete(ctx context.Context, up Upload, parts []store.PartInfo, _ []PartRef, ifNoneMatch bool) (store.ObjectInfo, error) {
 	b, n := p.b, p.b.ns
+	if err := n.writeBarrier(ctx); err != nil {
+		return store.ObjectInfo{}, err
+	}
 	mp, err := b.multiparter()
 	if err != nil {
 		return store.ObjectInfo{}, err

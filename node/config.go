@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -90,6 +91,10 @@ type Config struct {
 	// the nodes; PeerServerName is the DNS SAN every peer certificate
 	// carries ("": verify each peer's Raft host).
 	PeerCertFile, PeerKeyFile, PeerCAFile, PeerServerName string
+	// Dial, when set, opens this node's connections to its peers (Raft
+	// and the internal API) instead of a net.Dialer; node/nodetest cuts
+	// nodes off from each other with it.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// LookupEnv reads the environment variables the policy's store
 	// credentials name (nil: none is set).

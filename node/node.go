@@ -127,6 +127,7 @@ func (n *Node) open(ctx context.Context) error {
 		cl.log = log.With("component", "cluster")
 		rcfg.BindAddr = cfg.RaftAddr
 		rcfg.Forward = cl.forward
+		rcfg.Dial = cfg.Dial
 		switch {
 		case cfg.BootstrapExpect > 1:
 			rcfg.BootstrapExpect = cfg.BootstrapExpect
@@ -149,7 +150,7 @@ func (n *Node) open(ctx context.Context) error {
 		cl.internal = advertisedInternal(iln.Addr(), cfg.RaftAddr, rcfg.TLS != nil)
 	}
 	cl.client = peerapi.NewClient(peerapi.ClientConfig{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey,
-		SigningRegion: cfg.SigningRegion, Self: cl.httpAddr, SelfInternal: cl.internal, Join: cfg.Join, TLS: rcfg.TLS})
+		SigningRegion: cfg.SigningRegion, Self: cl.httpAddr, SelfInternal: cl.internal, Join: cfg.Join, TLS: rcfg.TLS, Dial: cfg.Dial})
 
 	// The cache and staging open before any server starts: the internal
 	// API's info reports their use.

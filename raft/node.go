@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -64,6 +65,10 @@ type Config struct {
 	// TransportMaxPool is how many idle connections are kept per peer
 	// (0: 3).
 	TransportMaxPool int
+	// Dial, when set, opens the TCP connections to peers (under TLS too:
+	// the handshake runs over what it returns) instead of a net.Dialer.
+	// Tests cut nodes off from each other with it (see node/nodetest).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// Bootstrap starts a new one-node cluster when Dir holds no Raft
 	// state. It is the default when BootstrapExpect is 0 or 1.

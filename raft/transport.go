@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -34,14 +35,14 @@ func newTransport(cfg Config, hl *hclogAdapter) (transport, error) {
 	}
 	timeout := cmpOr(cfg.TransportTimeout, 10*time.Second)
 	pool := cmpOr(cfg.TransportMaxPool, 3)
-	if cfg.TLS == nil {
+	if cfg.TLS == nil && cfg.Dial == nil {
 		t, err := hraft.NewTCPTransportWithLogger(cfg.BindAddr, adv, pool, timeout, hl.Named("transport"))
 		if err != nil {
 			return nil, fmt.Errorf("raft: transport: %w", err)
 		}
 		return t, nil
 	}
-	ln, err := tls.Listen("tcp", cfg.BindAddr, cfg.TLS)
+	ln, err := net.Listen("tcp", cfg.BindAddr)
 	if err != nil {
 		return nil, fmt.Errorf("raft: transport: %w", err)
 	}
@@ -52,7 +53,10 @@ func newTransport(cfg Config, hl *hclogAdapter) (transport, error) {
 			return nil, fmt.Errorf("raft: transport: %s is not an address peers can dial; set AdvertiseAddr", a)
 		}
 	}
-	stream := &tlsStream{Listener: ln, adv: adv, cfg: cfg.TLS}
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
+	stream := &streamLayer{Listener: ln, adv: adv, tls: cfg.TLS, dial: cfg.Dial}
 	return hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{
 		Stream: stream, MaxPool: pool, Timeout: timeout, Logger: hl.Named("transport"),
 	}), nil
@@ -66,22 +70,43 @@ func cmpOr[T comparable](v, def T) T {
 	return v
 }
 
-// tlsStream is a hraft.StreamLayer over TLS: it accepts with tls.Listen's
-// listener and dials with tls.Dialer, both with the same *tls.Config, so
-// every node is both a TLS server and a TLS client to its peers.
-type tlsStream struct {
+// streamLayer is a hraft.StreamLayer for TLS or a Config.Dial: it
+// accepts on its listener (a TLS one with Config.TLS) and dials with
+// Config.Dial (or a net.Dialer), adding the TLS handshake with Config.TLS,
+// so every node is both a TLS server and a TLS client to its peers.
+type streamLayer struct {
 	net.Listener
-	adv net.Addr
-	cfg *tls.Config
+	adv  net.Addr
+	tls  *tls.Config // nil: plain TCP
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-var _ hraft.StreamLayer = (*tlsStream)(nil)
+var _ hraft.StreamLayer = (*streamLayer)(nil)
 
-func (s *tlsStream) Addr() net.Addr { return s.adv }
+func (s *streamLayer) Addr() net.Addr { return s.adv }
 
-func (s *tlsStream) Dial(addr hraft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: s.cfg}
-	return d.Dial("tcp", string(addr))
+func (s *streamLayer) Dial(addr hraft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	dial := s.dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	raw, err := dial(ctx, "tcp", string(addr))
+	if err != nil || s.tls == nil {
+		return raw, err
+	}
+	cfg := s.tls
+	if cfg.ServerName == "" { // as tls.Dialer does: verify the host dialed
+		cfg = cfg.Clone()
+		cfg.ServerName, _, _ = net.SplitHostPort(string(addr))
+	}
+	c := tls.Client(raw, cfg)
+	if err := c.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // PeerTLSConfig builds Config.TLS from PEM files: certFile and keyFile are

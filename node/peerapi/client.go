@@ -34,6 +34,9 @@ type ClientConfig struct {
 	Join []string
 	// TLS, when set, is the peers' mutual TLS (client side).
 	TLS *tls.Config
+	// Dial, when set, opens the connections to other nodes instead of a
+	// net.Dialer (tests cut nodes off with it).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Client makes internal API calls. It learns, and keeps, each node's
@@ -54,9 +57,13 @@ type Client struct {
 func NewClient(cfg ClientConfig) *Client {
 	c := &Client{cfg: cfg, call: newCallClient(), stream: newStreamClient(),
 		peers: map[string]string{}, internal: map[string]string{}}
-	if cfg.TLS != nil {
-		for _, hc := range []*http.Client{c.call, c.stream} {
-			hc.Transport.(*http.Transport).TLSClientConfig = cfg.TLS.Clone()
+	for _, hc := range []*http.Client{c.call, c.stream} {
+		t := hc.Transport.(*http.Transport)
+		if cfg.TLS != nil {
+			t.TLSClientConfig = cfg.TLS.Clone()
+		}
+		if cfg.Dial != nil {
+			t.DialContext = cfg.Dial
 		}
 	}
 	return c
