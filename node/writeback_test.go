@@ -28,6 +28,7 @@ import (
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/node/nodetest"
+	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/raft"
 )
 
@@ -79,7 +80,7 @@ func readEverywhere(t *testing.T, ctx context.Context, r *nodetest.Region, bucke
 // was drained.
 func storeOf(t *testing.T, r *nodetest.Region) *posix.Store {
 	t.Helper()
-	s, err := posix.New("nas", store.Location{Cloud: "onprem", Region: "lga1"}, r.StoreDir())
+	s, err := posix.New("nas", policies.Location{Cloud: "onprem", Region: "lga1"}, r.StoreDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -228,7 +228,7 @@ func (r *Region) stop(i int) error {
 	select {
 	case err = <-m.done:
 	case <-time.After(Timeout):
-		err = fmt.Errorf("Run did not return within %s of its context ending", Timeout)
+		err = fmt.Errorf("node.Run did not return within %s of its context ending", Timeout)
 	}
 	err = errors.Join(err, m.n.Close())
 	m.n = nil
