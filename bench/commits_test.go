@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	fgraft "github.com/fedgate/fedgate/raft"
+	fgraft "github.com/fedgate/fedgate/regionstate"
 )
 
 // pprofEnv names a directory: when set, BenchmarkRegionCommits ends with an

@@ -1,7 +1,7 @@
 package bench
 
 // The raw hashicorp/raft peer of BenchmarkRegionCommits: three nodes in
-// this process, built the way raft/node.go builds fedgate's (same log
+// this process, built the way regionstate/node.go builds fedgate's (same log
 // store, same Raft settings, same TCP transport on loopback), with an FSM
 // that does nothing (fsmTrivial) or one that writes every batch to a bbolt
 // file, fsynced, as fedgate's FSM does (fsmBolt).
@@ -45,7 +45,7 @@ func startRawRaft(b *testing.B, kind fsmKind) *rawCluster {
 	var servers []hraft.Server
 	for i := range n {
 		dir := b.TempDir()
-		// raft/transport.go: NewTCPTransport, pool 3, timeout 10s.
+		// regionstate/transport.go: NewTCPTransport, pool 3, timeout 10s.
 		trans, err := hraft.NewTCPTransportWithLogger("127.0.0.1:0", nil, 3, 10*time.Second, logger)
 		if err != nil {
 			b.Fatal(err)
@@ -56,7 +56,7 @@ func startRawRaft(b *testing.B, kind fsmKind) *rawCluster {
 	}
 	c := &rawCluster{}
 	for i, m := range ms {
-		// raft/node.go: raft-boltdb/v2 (fsync on, the default) behind a
+		// regionstate/node.go: raft-boltdb/v2 (fsync on, the default) behind a
 		// 512-entry log cache, a file snapshot store keeping 2.
 		store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(m.dir, "raft.db"), BoltOptions: &bolt.Options{Timeout: time.Second}})
 		if err != nil {
@@ -71,7 +71,7 @@ func startRawRaft(b *testing.B, kind fsmKind) *rawCluster {
 		if err != nil {
 			b.Fatal(err)
 		}
-		// raft/node.go raftConfig with fedgate server's defaults:
+		// regionstate/node.go raftConfig with fedgate server's defaults:
 		// DefaultConfig, BatchApplyCh, no election-timeout override.
 		rc := hraft.DefaultConfig()
 		rc.LocalID = servers[i].ID
@@ -129,7 +129,7 @@ func (f *trivialFSM) Restore(rc io.ReadCloser) error { return rc.Close() }
 
 // boltFSM writes each batch of entries to a bbolt file in one transaction
 // (bbolt fsyncs every commit), keyed by index: what fedgate's FSM does per
-// batch (raft/fsm.go persist), without decoding the commands.
+// batch (regionstate/fsm.go persist), without decoding the commands.
 type boltFSM struct{ db *bolt.DB }
 
 func (f *boltFSM) Apply(l *hraft.Log) any { return f.ApplyBatch([]*hraft.Log{l})[0] }

@@ -168,7 +168,7 @@ func (h bucketHandle) Uploads(prefix string) []backend.Upload {
 // record returns the region's record of an upload the gateway looked up
 // with Upload a moment ago.
 func (h bucketHandle) record(up backend.Upload) (Upload, error) {
-	rec, ok := h.ns.j.State().Upload(up.ID)
+	rec, ok := h.ns.rs.State().Upload(up.ID)
 	if !ok || rec.Bucket != h.Bucket.Name || rec.Key != up.Key {
 		return Upload{}, ErrNoSuchUpload
 	}

@@ -60,7 +60,7 @@ func (n *Namespace) budgetStatuses(ctx context.Context) []egress.Status {
 	_ = n.flushEgress(ctx) // this node's latest counts belong in the sum
 	month := egress.MonthStart(now)
 	var rows []egress.Row
-	for _, r := range n.j.State().Egress(month.Unix()/3600, now.Unix()/3600+1) {
+	for _, r := range n.rs.State().Egress(month.Unix()/3600, now.Unix()/3600+1) {
 		rows = append(rows, egress.Row{Key: egress.Key{Hour: r.Hour, Src: r.Src, Dst: r.Dst, Bucket: r.Bucket, Store: r.Store,
 			Direction: egress.Direction(r.Direction)}, Counts: egress.Counts{Bytes: r.Bytes}})
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/policies"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // The region's cache across nodes: a chunk is cached only by the node the
@@ -28,7 +28,7 @@ func (n *Namespace) bucketOf(storeName, key string) *Bucket {
 	for _, b := range n.v().global {
 		consider(b)
 	}
-	for _, rec := range n.j.State().Buckets() {
+	for _, rec := range n.rs.State().Buckets() {
 		if rec.Store == storeName && strings.HasPrefix(key, rec.Prefix) {
 			if b, err := n.fromRecord(rec); err == nil {
 				consider(b)
@@ -93,7 +93,7 @@ func (n *Namespace) pinned(group, storeName, key string) bool {
 	if b := n.lookupBucket(group); b != nil && b.cache.Pin && b.store.Name() == storeName && strings.HasPrefix(key, b.prefix) {
 		return true // the policy pins the bucket (cache.pin, by name or glob)
 	}
-	pins := n.j.State().Pins()
+	pins := n.rs.State().Pins()
 	if len(pins) == 0 {
 		return false
 	}
@@ -148,8 +148,8 @@ func cachePriority(p policies.CachePriority) cachetier.Priority {
 
 // repin re-evaluates pins after they changed (off the FSM goroutine: it
 // walks every chunk).
-func (n *Namespace) repin(cmd raft.Command) {
-	if _, ok := cmd.(*raft.SetPin); ok && n.cache != nil {
+func (n *Namespace) repin(cmd regionstate.Command) {
+	if _, ok := cmd.(*regionstate.SetPin); ok && n.cache != nil {
 		go n.cache.Repin()
 	}
 }

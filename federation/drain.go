@@ -13,7 +13,7 @@ import (
 
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/internal/backoff"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // The drainer: every node uploads the journal entries it holds a staged
@@ -119,7 +119,7 @@ type Backlog struct {
 
 // Backlog returns the region's drain backlog as this node's state shows it.
 func (n *Namespace) Backlog() Backlog {
-	entries, bytes, oldest := n.j.State().JournalStats()
+	entries, bytes, oldest := n.rs.State().JournalStats()
 	b := Backlog{Entries: entries, Bytes: bytes}
 	if !oldest.IsZero() {
 		b.OldestAge = max(0, n.now().Sub(oldest))
@@ -158,7 +158,7 @@ func (n *Namespace) RunDrainer(ctx context.Context) {
 			lastSweep = time.Now()
 			n.sweepStaging()
 		}
-		for _, e := range n.j.State().Journal("", "") {
+		for _, e := range n.rs.State().Journal("", "") {
 			if !n.shouldDrain(e) {
 				continue
 			}
@@ -213,7 +213,7 @@ func (b retryAt) after() retryAt {
 }
 
 // shouldDrain decides whether this node tries e now.
-func (n *Namespace) shouldDrain(e raft.JournalEntry) bool {
+func (n *Namespace) shouldDrain(e regionstate.JournalEntry) bool {
 	now := n.now()
 	if e.Claim != nil && now.Before(e.Claim.Expires) {
 		return false
@@ -240,16 +240,16 @@ func (n *Namespace) shouldDrain(e raft.JournalEntry) bool {
 
 // drainOne claims, uploads (or deletes) and finishes one entry; false
 // when it should be retried later.
-func (n *Namespace) drainOne(ctx context.Context, e raft.JournalEntry) bool {
+func (n *Namespace) drainOne(ctx context.Context, e regionstate.JournalEntry) bool {
 	self := n.region.Self()
-	claim := raft.ClaimDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Lease: drainLease}
+	claim := regionstate.ClaimDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Lease: drainLease}
 	start := time.Now()
-	err := n.j.Apply(ctx, claim)
+	err := n.rs.Apply(ctx, claim)
 	switch {
-	case errors.Is(err, raft.ErrSuperseded):
+	case errors.Is(err, regionstate.ErrSuperseded):
 		n.metrics.superseded.Inc()
 		return true
-	case errors.Is(err, raft.ErrDrainClaimed):
+	case errors.Is(err, regionstate.ErrDrainClaimed):
 		return true
 	case err != nil:
 		n.metrics.drainErrors.Inc()
@@ -274,7 +274,7 @@ func (n *Namespace) drainOne(ctx context.Context, e raft.JournalEntry) bool {
 			case <-tick.C:
 				at := time.Now()
 				rctx, rcancel := context.WithTimeout(uctx, time.Until(deadline))
-				if n.j.Apply(rctx, claim) == nil {
+				if n.rs.Apply(rctx, claim) == nil {
 					deadline = at.Add(drainLease - drainSafety)
 				}
 				rcancel()
@@ -289,14 +289,14 @@ func (n *Namespace) drainOne(ctx context.Context, e raft.JournalEntry) bool {
 		n.log.Warn("write-back: drain failed; will retry", "bucket", e.Bucket, "key", e.Key, "version", e.Version, "error", err)
 		// Give the claim back at once (same as finishing a superseded one:
 		// the entry stays), so the retry need not wait for the lease.
-		_ = n.j.Apply(context.WithoutCancel(ctx), raft.FinishDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Failed: true})
+		_ = n.rs.Apply(context.WithoutCancel(ctx), regionstate.FinishDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Failed: true})
 		return false
 	}
 	var drained []string
 	for _, s := range e.Segments {
 		drained = append(drained, s.ID)
 	}
-	if err := n.j.Apply(context.WithoutCancel(ctx), raft.FinishDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Drained: drained}); err != nil {
+	if err := n.rs.Apply(context.WithoutCancel(ctx), regionstate.FinishDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Drained: drained}); err != nil {
 		n.log.Warn("write-back: drained, but the journal entry was not cleared (it will be drained again)", "bucket", e.Bucket, "key", e.Key, "error", err)
 		return false
 	}
@@ -311,7 +311,7 @@ func (n *Namespace) drainOne(ctx context.Context, e raft.JournalEntry) bool {
 }
 
 // upload writes (or deletes) e in its store.
-func (n *Namespace) upload(ctx context.Context, e raft.JournalEntry) error {
+func (n *Namespace) upload(ctx context.Context, e regionstate.JournalEntry) error {
 	st, ok := n.v().stores[e.Store]
 	if !ok {
 		return fmt.Errorf("store %q is not configured on this node", e.Store)
@@ -346,7 +346,7 @@ func (n *Namespace) upload(ctx context.Context, e raft.JournalEntry) error {
 	}
 	parts := make([]store.PartInfo, 0, len(e.Segments))
 	for i, s := range e.Segments {
-		r := &segmentReader{ctx: ctx, ns: n, segs: []raft.Segment{s}, left: s.Size}
+		r := &segmentReader{ctx: ctx, ns: n, segs: []regionstate.Segment{s}, left: s.Size}
 		pi, err := mp.UploadPart(ctx, e.StoreKey, uid, i+1, r, s.Size)
 		r.Close()
 		if err != nil {
@@ -365,7 +365,7 @@ func (n *Namespace) upload(ctx context.Context, e raft.JournalEntry) error {
 // referenced returns the staged ids the journal and the write-back
 // multipart sessions still need.
 func (n *Namespace) referenced() map[string]bool {
-	st := n.j.State()
+	st := n.rs.State()
 	refs := map[string]bool{}
 	for _, e := range st.Journal("", "") {
 		for _, s := range e.Segments {
@@ -420,23 +420,23 @@ func (n *Namespace) forgetStoreKey(storeName, key string) {
 	}
 }
 
-// OnApply is the Raft apply hook (raft.Config.OnApply): it keeps this
+// OnApply is the Raft apply hook (regionstate.Config.OnApply): it keeps this
 // node's caches consistent with writes acknowledged by other nodes and
 // wakes the drainer.
-func (n *Namespace) OnApply(cmd raft.Command) {
+func (n *Namespace) OnApply(cmd regionstate.Command) {
 	switch c := cmd.(type) {
 	case nil:
 		n.stats.dropAll()
 		n.wakeDrainer()
-	case *raft.StageObject:
+	case *regionstate.StageObject:
 		n.forgetStoreKey(c.Entry.Store, c.Entry.StoreKey)
 		n.wakeDrainer()
-	case *raft.CompleteUpload:
+	case *regionstate.CompleteUpload:
 		if c.Stage != nil {
 			n.forgetStoreKey(c.Stage.Store, c.Stage.StoreKey)
 			n.wakeDrainer()
 		}
-	case *raft.FinishDrain:
+	case *regionstate.FinishDrain:
 		// The store now holds what the journal held; a cached Stat from
 		// before the drain must not outlive the entry.
 		if b, err := n.Bucket(c.Bucket); err == nil {
@@ -452,11 +452,11 @@ func (n *Namespace) OnApply(cmd raft.Command) {
 			}()
 		}
 		n.wakeDrainer()
-	case *raft.ClaimDrain:
+	case *regionstate.ClaimDrain:
 		n.wakeDrainer()
-	case *raft.SetPin:
+	case *regionstate.SetPin:
 		n.repin(c)
-	case *raft.Touch:
+	case *regionstate.Touch:
 		n.forgetStoreKey(c.Store, c.Key)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/policies"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // meterFixture is a region in gcp:us-central1 (no cache: reads go to the
@@ -33,7 +33,7 @@ func meterFixtureWith(t *testing.T, eg *policies.Egress, now func() time.Time, r
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	node, err := raft.Open(ctx, raft.Config{NodeID: "n1", Dir: t.TempDir()})
+	node, err := regionstate.Open(ctx, regionstate.Config{NodeID: "n1", Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func meterFixtureWith(t *testing.T, eg *policies.Egress, now func() time.Time, r
 	if eg != nil {
 		pol.Egress = *eg
 	}
-	cfg := federation.Config{Journal: node, Stores: stores, DefaultStore: "local", Policy: pol,
+	cfg := federation.Config{State: node, Stores: stores, DefaultStore: "local", Policy: pol,
 		Region: region{self: "solo", members: []string{"solo"}}, RegionLocation: "gcp:us-central1", Now: now, EgressRetention: retention}
 	for _, f := range adjust {
 		f(&cfg)

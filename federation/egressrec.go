@@ -11,7 +11,7 @@ import (
 
 	"github.com/fedgate/fedgate/federation/egress"
 	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // Egress accounting: every byte read from or written to a store is counted
@@ -164,14 +164,14 @@ func newEgressRecorder(region string, now func() time.Time) *egressRecorder {
 }
 
 // take returns the counts since the last take as ledger rows.
-func (r *egressRecorder) take() []raft.EgressRow {
+func (r *egressRecorder) take() []regionstate.EgressRow {
 	r.mu.Lock()
 	m := r.m
 	r.m = map[egressKey]*egressCounts{}
 	r.mu.Unlock()
-	rows := make([]raft.EgressRow, 0, len(m))
+	rows := make([]regionstate.EgressRow, 0, len(m))
 	for k, c := range m {
-		row := raft.EgressRow{Hour: k.hour, Bucket: k.bucket, Store: k.store, Direction: k.direction, Prefix: k.prefix,
+		row := regionstate.EgressRow{Hour: k.hour, Bucket: k.bucket, Store: k.store, Direction: k.direction, Prefix: k.prefix,
 			Bytes: c.bytes, Served: c.served, Logical: c.logical}
 		if k.direction == "read" {
 			row.Src, row.Dst = k.storeLoc, r.region
@@ -288,7 +288,7 @@ func (n *Namespace) PruneEgress(ctx context.Context) error {
 	if before <= 0 {
 		return nil
 	}
-	return n.j.Apply(ctx, raft.PruneEgress{BeforeHour: before})
+	return n.rs.Apply(ctx, regionstate.PruneEgress{BeforeHour: before})
 }
 
 // FlushEgress adds the counts gathered so far to the ledger now.
@@ -302,7 +302,7 @@ func (n *Namespace) flushEgress(ctx context.Context) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	if err := n.j.Apply(ctx, raft.AddEgress{Rows: rows}); err != nil {
+	if err := n.rs.Apply(ctx, regionstate.AddEgress{Rows: rows}); err != nil {
 		// Put them back (not counted in the metrics again): they are added
 		// to the next flush.
 		for _, r := range rows {
@@ -355,7 +355,7 @@ func (n *Namespace) EgressLedger(ctx context.Context, since, until time.Time) ([
 	type sums struct{ bytes, served, logical int64 }
 	all := map[egress.Key]*sums{}
 	var out []egress.Row
-	for _, r := range n.j.State().Egress(from, to) {
+	for _, r := range n.rs.State().Egress(from, to) {
 		k := egress.Key{Hour: r.Hour, Src: r.Src, Dst: r.Dst, Bucket: r.Bucket, Store: r.Store, Direction: egress.Direction(r.Direction)}
 		if r.Direction == "read" {
 			t := all[k]

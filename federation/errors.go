@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // Errors of the region's replicated state, as the namespace reports them.
@@ -32,27 +32,27 @@ func RegionError(err error) error {
 		return nil
 	case errors.Is(err, ErrNoLeader), errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrClosed), errors.Is(err, ErrStalePolicy):
 		return err // already translated
-	case errors.Is(err, raft.ErrLeadershipLost): // before ErrNotLeader, which it matches
+	case errors.Is(err, regionstate.ErrLeadershipLost): // before ErrNotLeader, which it matches
 		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
-	case errors.Is(err, raft.ErrNoLeader), errors.Is(err, raft.ErrNotLeader):
+	case errors.Is(err, regionstate.ErrNoLeader), errors.Is(err, regionstate.ErrNotLeader):
 		return fmt.Errorf("%w: %w", ErrNoLeader, err)
-	case errors.Is(err, raft.ErrClosed):
+	case errors.Is(err, regionstate.ErrClosed):
 		return fmt.Errorf("%w: %w", ErrClosed, err)
-	case errors.Is(err, raft.ErrStalePolicy):
+	case errors.Is(err, regionstate.ErrStalePolicy):
 		return fmt.Errorf("%w: %w", ErrStalePolicy, err)
 	}
 	return err
 }
 
-// regionJournal is the Journal the namespace uses: every write's error
+// regionState is the RegionState the namespace uses: every write's error
 // goes through RegionError.
-type regionJournal struct{ Journal }
+type regionState struct{ RegionState }
 
-func (j regionJournal) Apply(ctx context.Context, cmd raft.Command) error {
-	return RegionError(j.Journal.Apply(ctx, cmd))
+func (j regionState) Apply(ctx context.Context, cmd regionstate.Command) error {
+	return RegionError(j.RegionState.Apply(ctx, cmd))
 }
 
-func (j regionJournal) ApplyIndex(ctx context.Context, cmd raft.Command) (uint64, error) {
-	i, err := j.Journal.ApplyIndex(ctx, cmd)
+func (j regionState) ApplyIndex(ctx context.Context, cmd regionstate.Command) (uint64, error) {
+	i, err := j.RegionState.ApplyIndex(ctx, cmd)
 	return i, RegionError(err)
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // overlayItem is what the write-back journal adds to (or, as a tombstone,
@@ -15,12 +15,12 @@ type overlayItem struct {
 	key       string
 	isPrefix  bool
 	tombstone bool
-	entry     raft.JournalEntry
+	entry     regionstate.JournalEntry
 }
 
 // overlay turns a bucket's pending journal entries into listing items for
 // opts, sorted and with each common prefix once.
-func overlay(entries []raft.JournalEntry, opts store.ListOptions) []overlayItem {
+func overlay(entries []regionstate.JournalEntry, opts store.ListOptions) []overlayItem {
 	var out []overlayItem
 	for _, e := range entries {
 		it := overlayItem{key: e.Key, tombstone: e.Tombstone, entry: e}
@@ -54,7 +54,7 @@ func (b *Bucket) listMerged(ctx context.Context, opts store.ListOptions) iter.Se
 			yield(store.Entry{}, err)
 			return
 		}
-		items := overlay(b.ns.j.State().Journal(b.Name, opts.Prefix), opts)
+		items := overlay(b.ns.rs.State().Journal(b.Name, opts.Prefix), opts)
 		emit := func(it overlayItem) bool {
 			if it.isPrefix {
 				return yield(store.Entry{Key: it.key, IsPrefix: true}, nil)

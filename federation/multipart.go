@@ -9,7 +9,7 @@ import (
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // MinPartSize is the smallest part S3 accepts, except for the last one.
@@ -22,7 +22,7 @@ var ErrEntityTooSmall = backend.ErrEntityTooSmall
 var ErrInvalidPartOrder = backend.ErrInvalidPartOrder
 
 // Upload is a multipart upload in progress (a copy of Raft state).
-type Upload = raft.MultipartUpload
+type Upload = regionstate.MultipartUpload
 
 func (b *Bucket) multiparter() (store.Multiparter, error) {
 	mp, ok := b.store.(store.Multiparter)
@@ -44,7 +44,7 @@ func (n *Namespace) Upload(b *Bucket, id, key string) (Upload, error) {
 	if len(n.region.Members()) > 1 {
 		n.catchUp()
 	}
-	up, ok := n.j.State().Upload(id)
+	up, ok := n.rs.State().Upload(id)
 	if !ok || up.Bucket != b.Name || up.Key != key {
 		return Upload{}, ErrNoSuchUpload
 	}
@@ -57,7 +57,7 @@ func (n *Namespace) Uploads(b *Bucket, prefix string) []Upload {
 	if len(n.region.Members()) > 1 {
 		n.catchUp()
 	}
-	return n.j.State().Uploads(b.Name, prefix)
+	return n.rs.State().Uploads(b.Name, prefix)
 }
 
 // UploadPart streams one part into the store's staging area and records it.
@@ -110,8 +110,8 @@ func (n *Namespace) AbortUpload(ctx context.Context, b *Bucket, up Upload) error
 }
 
 // SortedParts returns an upload's parts by number.
-func SortedParts(up Upload) []raft.Part {
-	out := make([]raft.Part, 0, len(up.Parts))
+func SortedParts(up Upload) []regionstate.Part {
+	out := make([]regionstate.Part, 0, len(up.Parts))
 	for _, p := range up.Parts {
 		out = append(out, p)
 	}
@@ -119,13 +119,13 @@ func SortedParts(up Upload) []raft.Part {
 	return out
 }
 
-func toRaftMeta(m store.Metadata, checksumAlg string) raft.ObjectMeta {
-	return raft.ObjectMeta{ContentType: m.ContentType, CacheControl: m.CacheControl,
+func toRaftMeta(m store.Metadata, checksumAlg string) regionstate.ObjectMeta {
+	return regionstate.ObjectMeta{ContentType: m.ContentType, CacheControl: m.CacheControl,
 		ContentDisposition: m.ContentDisposition, ContentEncoding: m.ContentEncoding,
 		ContentLanguage: m.ContentLanguage, Expires: m.Expires, User: m.User, ChecksumAlgorithm: checksumAlg}
 }
 
-func fromRaftMeta(m raft.ObjectMeta) store.Metadata {
+func fromRaftMeta(m regionstate.ObjectMeta) store.Metadata {
 	return store.Metadata{ContentType: m.ContentType, CacheControl: m.CacheControl,
 		ContentDisposition: m.ContentDisposition, ContentEncoding: m.ContentEncoding,
 		ContentLanguage: m.ContentLanguage, Expires: m.Expires, User: m.User}

@@ -1,7 +1,7 @@
 // Package federation is fedgate's namespace: it maps a bucket to its policy
 // and stores, routes reads and places writes. Region state (buckets, users,
 // multipart sessions) lives in the region's Raft journal, reached through the
-// small Journal interface.
+// small RegionState interface.
 package federation
 
 import (
@@ -23,7 +23,7 @@ import (
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/policies"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // Errors the namespace returns besides the store sentinels. They are the
@@ -44,17 +44,18 @@ var (
 // BucketExistsError answers CreateBucket on a name that is taken.
 type BucketExistsError = backend.BucketExistsError
 
-// Journal is the region's replicated state as the namespace uses it; a
-// *raft.Node implements it.
-type Journal interface {
-	Apply(ctx context.Context, cmd raft.Command) error
-	ApplyIndex(ctx context.Context, cmd raft.Command) (uint64, error)
-	State() *raft.State
+// RegionState is the region's replicated state as the namespace uses it;
+// a *regionstate.Node implements it. (The write-back journal is part of that
+// state: State().Journal.)
+type RegionState interface {
+	Apply(ctx context.Context, cmd regionstate.Command) error
+	ApplyIndex(ctx context.Context, cmd regionstate.Command) (uint64, error)
+	State() *regionstate.State
 }
 
 // Config holds what a Namespace needs.
 type Config struct {
-	Journal Journal
+	State RegionState
 	// Stores by name; DefaultStore is where S3-created buckets live.
 	Stores       map[string]store.Store
 	DefaultStore string
@@ -106,7 +107,7 @@ type ChunkCache interface {
 
 // Namespace is one region's view of every bucket.
 type Namespace struct {
-	j       Journal
+	rs      RegionState
 	cache   ChunkCache
 	fill    int
 	stats   statCache
@@ -147,8 +148,8 @@ func (n *Namespace) v() *nsView { return n.view.Load() }
 
 // New validates cfg and builds the namespace.
 func New(cfg Config) (*Namespace, error) {
-	if cfg.Journal == nil {
-		return nil, errors.New("federation: Config.Journal is required")
+	if cfg.State == nil {
+		return nil, errors.New("federation: Config.State is required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -171,11 +172,11 @@ func New(cfg Config) (*Namespace, error) {
 	if cfg.WriteBack.Wait <= 0 {
 		cfg.WriteBack.Wait = 30 * time.Second
 	}
-	j := regionJournal{cfg.Journal}
-	n := &Namespace{j: j, log: cfg.Logger, now: cfg.Now,
+	rs := regionState{cfg.State}
+	n := &Namespace{rs: rs, log: cfg.Logger, now: cfg.Now,
 		created: cfg.Now(), cache: cfg.Cache, fill: cfg.FillConcurrency,
 		region: cfg.Region, wb: cfg.WriteBack, metrics: newDrainMetrics(), drainWake: make(chan struct{}, 1)}
-	n.users = &Users{j: j, now: cfg.Now, catchUp: n.catchUp}
+	n.users = &Users{rs: rs, now: cfg.Now, catchUp: n.catchUp}
 	if cfg.RegionLocation != "" {
 		// Before the view: placements rank their members from the region's
 		// location and meter them.
@@ -281,7 +282,7 @@ func (n *Namespace) catchUp() bool {
 // applied from Raft is in force here (installing one opens its stores, so
 // it lags the Raft apply a little); it reports whether one was awaited.
 func (n *Namespace) awaitPolicy() bool {
-	p, ok := n.j.State().Policy()
+	p, ok := n.rs.State().Policy()
 	if !ok || p.Version <= n.v().version {
 		return false
 	}
@@ -350,14 +351,14 @@ func (n *Namespace) Bucket(name string) (*Bucket, error) {
 	if b, ok := n.v().global[name]; ok {
 		return b, nil
 	}
-	rec, ok := n.j.State().Bucket(name)
+	rec, ok := n.rs.State().Bucket(name)
 	if !ok && n.catchUp() {
 		if n.awaitPolicy() {
 			if b, ok := n.v().global[name]; ok {
 				return b, nil
 			}
 		}
-		rec, ok = n.j.State().Bucket(name)
+		rec, ok = n.rs.State().Bucket(name)
 	}
 	if !ok {
 		return nil, ErrNoSuchBucket
@@ -365,7 +366,7 @@ func (n *Namespace) Bucket(name string) (*Bucket, error) {
 	return n.fromRecord(rec)
 }
 
-func (n *Namespace) fromRecord(rec raft.Bucket) (*Bucket, error) {
+func (n *Namespace) fromRecord(rec regionstate.Bucket) (*Bucket, error) {
 	v := n.v()
 	st, ok := v.stores[rec.Store]
 	if !ok {
@@ -391,7 +392,7 @@ func (n *Namespace) ListBuckets(u User) []*Bucket {
 			out = append(out, b)
 		}
 	}
-	for _, rec := range n.j.State().Buckets() {
+	for _, rec := range n.rs.State().Buckets() {
 		if _, dup := view.global[rec.Name]; dup {
 			continue
 		}
@@ -413,7 +414,7 @@ func (n *Namespace) Authorize(u User, b *Bucket, write bool) error {
 	if u.Root || b.Owner == u.Name {
 		return nil
 	}
-	st := n.j.State()
+	st := n.rs.State()
 	if write && st.CanWrite(u.Name, b.Name) || !write && st.CanRead(u.Name, b.Name) {
 		return nil
 	}
@@ -438,9 +439,9 @@ func (n *Namespace) CreateBucket(ctx context.Context, u User, name string) error
 	if g, ok := v.glob(name); ok {
 		storeName = g.store.Name()
 	}
-	rec := raft.Bucket{Name: name, Owner: u.Name, Store: storeName, Prefix: name + "/" + hex.EncodeToString(inc[:]) + "/", Created: n.now().UTC()}
-	err := n.j.Apply(ctx, raft.CreateBucket{Bucket: rec})
-	var exists *raft.BucketExistsError
+	rec := regionstate.Bucket{Name: name, Owner: u.Name, Store: storeName, Prefix: name + "/" + hex.EncodeToString(inc[:]) + "/", Created: n.now().UTC()}
+	err := n.rs.Apply(ctx, regionstate.CreateBucket{Bucket: rec})
+	var exists *regionstate.BucketExistsError
 	if errors.As(err, &exists) {
 		return &BucketExistsError{Bucket: name, OwnedByCaller: exists.Owner == u.Name}
 	}
@@ -460,11 +461,11 @@ func (n *Namespace) DeleteBucket(ctx context.Context, b *Bucket) error {
 		}
 		return ErrBucketNotEmpty
 	}
-	if len(n.j.State().Uploads(b.Name, "")) > 0 || len(n.j.State().Journal(b.Name, "")) > 0 {
+	if len(n.rs.State().Uploads(b.Name, "")) > 0 || len(n.rs.State().Journal(b.Name, "")) > 0 {
 		return ErrBucketNotEmpty
 	}
-	err := n.j.Apply(ctx, raft.DeleteBucket{Name: b.Name})
-	if errors.Is(err, raft.ErrNoSuchBucket) {
+	err := n.rs.Apply(ctx, regionstate.DeleteBucket{Name: b.Name})
+	if errors.Is(err, regionstate.ErrNoSuchBucket) {
 		return ErrNoSuchBucket
 	}
 	return err
@@ -504,7 +505,7 @@ func (b *Bucket) touch(ctx context.Context, key string) error {
 	if b.cache.TTL <= 0 || len(b.ns.region.Members()) < 2 {
 		return nil
 	}
-	return b.ns.j.Apply(context.WithoutCancel(ctx), raft.Touch{Store: b.store.Name(), Key: b.prefix + key})
+	return b.ns.rs.Apply(context.WithoutCancel(ctx), regionstate.Touch{Store: b.store.Name(), Key: b.prefix + key})
 }
 
 // Delete removes an object; deleting a missing key is not an error.

@@ -33,7 +33,7 @@ func (n *Namespace) CheckPolicyChange(next *policies.Policy, stores map[string]s
 		return fmt.Errorf("%w: %v", ErrPolicyChange, err)
 	}
 	var problems []string
-	st := n.j.State()
+	st := n.rs.State()
 	for name, old := range n.v().global {
 		nb, kept := nv.global[name]
 		if kept && nb.store.Name() == old.store.Name() && nb.prefix == old.prefix && nb.WriteBack() == old.WriteBack() {

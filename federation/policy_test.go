@@ -9,7 +9,7 @@ import (
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/policies"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // A bucket declared by a policy that Raft has committed but this node has
@@ -18,7 +18,7 @@ import (
 func TestBucketAwaitsCommittedPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	node, err := raft.Open(ctx, raft.Config{NodeID: "n1", Dir: t.TempDir()})
+	node, err := regionstate.Open(ctx, regionstate.Config{NodeID: "n1", Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestBucketAwaitsCommittedPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	stores := map[string]store.Store{"local": local}
-	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: "local",
+	ns, err := federation.New(federation.Config{State: node, Stores: stores, DefaultStore: "local",
 		Region: region{self: "solo", members: []string{"solo"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestBucketAwaitsCommittedPolicy(t *testing.T) {
 		t.Fatal(`bucket "late" exists before any policy declares it`)
 	}
 	// Raft commits policy version 1; this node installs it a moment later.
-	if err := node.Apply(ctx, &raft.SetPolicy{YAML: []byte("buckets: [{name: late}]\n"), Version: 1}); err != nil {
+	if err := node.Apply(ctx, &regionstate.SetPolicy{YAML: []byte("buckets: [{name: late}]\n"), Version: 1}); err != nil {
 		t.Fatal(err)
 	}
 	type result struct {

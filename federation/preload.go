@@ -13,7 +13,7 @@ import (
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // Preload jobs and pins. A preload job (Raft state) asks every node of the
@@ -52,7 +52,7 @@ const (
 
 // PreloadStatus is a preload job with its progress summed over the region.
 type PreloadStatus struct {
-	raft.PreloadJob
+	regionstate.PreloadJob
 	// Objects is how many objects every current member has finished (the
 	// least over the members: each lists every object of the prefix).
 	Objects int64
@@ -99,31 +99,31 @@ func (n *Namespace) cachedBucket(b *Bucket) bool { return b.cache.Chunked && n.c
 // evicted. The preloaders of the region's nodes (RunPreloader) do the work.
 // A bucket whose store is a local directory is never cached: its job is
 // done at once. It returns ErrNoSuchBucket or ErrInvalidPrefix.
-func (n *Namespace) StartPreload(ctx context.Context, bucket, prefix string, pin bool) (raft.PreloadJob, error) {
+func (n *Namespace) StartPreload(ctx context.Context, bucket, prefix string, pin bool) (regionstate.PreloadJob, error) {
 	if err := validPrefix(prefix); err != nil {
-		return raft.PreloadJob{}, err
+		return regionstate.PreloadJob{}, err
 	}
 	b, err := n.Bucket(bucket)
 	if err != nil {
-		return raft.PreloadJob{}, err
+		return regionstate.PreloadJob{}, err
 	}
 	if pin {
-		if err := n.j.Apply(ctx, raft.SetPin{Pin: raft.Pin{Bucket: b.Name, Prefix: prefix, Created: n.now().UTC()}}); err != nil {
-			return raft.PreloadJob{}, err
+		if err := n.rs.Apply(ctx, regionstate.SetPin{Pin: regionstate.Pin{Bucket: b.Name, Prefix: prefix, Created: n.now().UTC()}}); err != nil {
+			return regionstate.PreloadJob{}, err
 		}
 	}
 	var id [6]byte
 	_, _ = rand.Read(id[:])
 	now := n.now().UTC()
-	job := raft.PreloadJob{ID: hex.EncodeToString(id[:]), Bucket: b.Name, Prefix: prefix, Pin: pin, Created: now}
+	job := regionstate.PreloadJob{ID: hex.EncodeToString(id[:]), Bucket: b.Name, Prefix: prefix, Pin: pin, Created: now}
 	if !n.cachedBucket(b) {
-		job.Nodes = map[string]raft.JobProgress{}
+		job.Nodes = map[string]regionstate.JobProgress{}
 		for _, m := range n.region.Members() {
-			job.Nodes[m] = raft.JobProgress{Done: true, Updated: now}
+			job.Nodes[m] = regionstate.JobProgress{Done: true, Updated: now}
 		}
 	}
-	if err := n.j.Apply(ctx, raft.PutJob{Job: job}); err != nil {
-		return raft.PreloadJob{}, err
+	if err := n.rs.Apply(ctx, regionstate.PutJob{Job: job}); err != nil {
+		return regionstate.PreloadJob{}, err
 	}
 	return job, nil
 }
@@ -133,27 +133,27 @@ func (n *Namespace) StartPreload(ctx context.Context, bucket, prefix string, pin
 // is already done or canceled is forgotten instead (removed from the
 // list); removed says which happened. It returns ErrNoSuchJob.
 func (n *Namespace) CancelPreload(ctx context.Context, id string) (removed bool, err error) {
-	j, ok := n.j.State().Job(id)
+	j, ok := n.rs.State().Job(id)
 	if !ok && n.catchUp() {
-		j, ok = n.j.State().Job(id)
+		j, ok = n.rs.State().Job(id)
 	}
 	if !ok {
 		return false, ErrNoSuchJob
 	}
 	if j.Canceled || n.status(j).Done {
-		err := n.j.Apply(ctx, raft.DeleteJob{ID: id})
-		if errors.Is(err, raft.ErrNoSuchJob) {
+		err := n.rs.Apply(ctx, regionstate.DeleteJob{ID: id})
+		if errors.Is(err, regionstate.ErrNoSuchJob) {
 			return false, ErrNoSuchJob
 		}
 		return err == nil, err
 	}
 	j.Canceled = true
-	return false, n.j.Apply(ctx, raft.PutJob{Job: j})
+	return false, n.rs.Apply(ctx, regionstate.PutJob{Job: j})
 }
 
 // Jobs returns the region's preload jobs, oldest first.
 func (n *Namespace) Jobs() []PreloadStatus {
-	jobs := n.j.State().Jobs()
+	jobs := n.rs.State().Jobs()
 	out := make([]PreloadStatus, 0, len(jobs))
 	for _, j := range jobs {
 		out = append(out, n.status(j))
@@ -163,9 +163,9 @@ func (n *Namespace) Jobs() []PreloadStatus {
 
 // Job returns one preload job, or ErrNoSuchJob.
 func (n *Namespace) Job(id string) (PreloadStatus, error) {
-	j, ok := n.j.State().Job(id)
+	j, ok := n.rs.State().Job(id)
 	if !ok && n.catchUp() {
-		j, ok = n.j.State().Job(id)
+		j, ok = n.rs.State().Job(id)
 	}
 	if !ok {
 		return PreloadStatus{}, ErrNoSuchJob
@@ -174,7 +174,7 @@ func (n *Namespace) Job(id string) (PreloadStatus, error) {
 }
 
 // status sums a job's progress over the region's current members.
-func (n *Namespace) status(j raft.PreloadJob) PreloadStatus {
+func (n *Namespace) status(j regionstate.PreloadJob) PreloadStatus {
 	s := PreloadStatus{PreloadJob: j, Done: true}
 	for _, p := range j.Nodes {
 		s.Bytes += p.Bytes
@@ -203,7 +203,7 @@ func (n *Namespace) lookupBucket(name string) *Bucket {
 	if b, ok := n.v().global[name]; ok {
 		return b
 	}
-	rec, ok := n.j.State().Bucket(name)
+	rec, ok := n.rs.State().Bucket(name)
 	if !ok {
 		return nil
 	}
@@ -218,22 +218,22 @@ func (n *Namespace) lookupBucket(name string) *Bucket {
 // cache: they are never evicted (they still count against the bucket's
 // quota). Pinning does not fetch anything; StartPreload with pin does. It
 // returns ErrNoSuchBucket or ErrInvalidPrefix.
-func (n *Namespace) Pin(ctx context.Context, bucket, prefix string) (raft.Pin, error) {
+func (n *Namespace) Pin(ctx context.Context, bucket, prefix string) (regionstate.Pin, error) {
 	if err := validPrefix(prefix); err != nil {
-		return raft.Pin{}, err
+		return regionstate.Pin{}, err
 	}
 	b, err := n.Bucket(bucket)
 	if err != nil {
-		return raft.Pin{}, err
+		return regionstate.Pin{}, err
 	}
-	p := raft.Pin{Bucket: b.Name, Prefix: prefix, Created: n.now().UTC()}
-	for _, old := range n.j.State().Pins() {
+	p := regionstate.Pin{Bucket: b.Name, Prefix: prefix, Created: n.now().UTC()}
+	for _, old := range n.rs.State().Pins() {
 		if old.Bucket == p.Bucket && old.Prefix == p.Prefix {
 			p.Created = old.Created // pinning again keeps the pin as it was
 		}
 	}
-	if err := n.j.Apply(ctx, raft.SetPin{Pin: p}); err != nil {
-		return raft.Pin{}, err
+	if err := n.rs.Apply(ctx, regionstate.SetPin{Pin: p}); err != nil {
+		return regionstate.Pin{}, err
 	}
 	return p, nil
 }
@@ -243,7 +243,7 @@ func (n *Namespace) Pin(ctx context.Context, bucket, prefix string) (raft.Pin, e
 // neither the pin nor the bucket exists.
 func (n *Namespace) Unpin(ctx context.Context, bucket, prefix string) error {
 	found := func() bool {
-		for _, p := range n.j.State().Pins() {
+		for _, p := range n.rs.State().Pins() {
 			if p.Bucket == bucket && p.Prefix == prefix {
 				return true
 			}
@@ -256,11 +256,11 @@ func (n *Namespace) Unpin(ctx context.Context, bucket, prefix string) error {
 		}
 		return fmt.Errorf("%w: bucket %q, prefix %q", ErrNoSuchPin, bucket, prefix)
 	}
-	return n.j.Apply(ctx, raft.SetPin{Pin: raft.Pin{Bucket: bucket, Prefix: prefix}, Delete: true})
+	return n.rs.Apply(ctx, regionstate.SetPin{Pin: regionstate.Pin{Bucket: bucket, Prefix: prefix}, Delete: true})
 }
 
 // Pins returns the region's pins, sorted by bucket, then prefix.
-func (n *Namespace) Pins() []raft.Pin { return n.j.State().Pins() }
+func (n *Namespace) Pins() []regionstate.Pin { return n.rs.State().Pins() }
 
 // RunPreloader runs this node's share of the region's preload jobs until
 // ctx ends. Call it once per node. Jobs run side by side, sharing a few
@@ -280,8 +280,8 @@ func (n *Namespace) RunPreloader(ctx context.Context) {
 	defer t.Stop()
 	for {
 		self := n.region.Self()
-		jobs := n.j.State().Jobs()
-		live := make(map[string]raft.PreloadJob, len(jobs))
+		jobs := n.rs.State().Jobs()
+		live := make(map[string]regionstate.PreloadJob, len(jobs))
 		for _, j := range jobs {
 			live[j.ID] = j
 		}
@@ -378,14 +378,14 @@ func (n *Namespace) PreloadRunEnded(id string) <-chan struct{} {
 // preloadRun is one node's run of one job.
 type preloadRun struct {
 	n    *Namespace
-	job  raft.PreloadJob
+	job  regionstate.PreloadJob
 	self string
 	b    *Bucket
 	sem  chan struct{}
 	stop context.CancelFunc // ends the run (the job was deleted)
 
 	mu    sync.Mutex
-	p     raft.JobProgress // what to record next
+	p     regionstate.JobProgress // what to record next
 	dirty bool
 	queue []*preloadObject // listed and not finished, in key order
 	// counted is the totals from a listing of the whole prefix (0: not yet).
@@ -403,7 +403,7 @@ type preloadObject struct {
 
 // runPreload runs this node's share of job; it reports whether the node
 // recorded Done.
-func (n *Namespace) runPreload(ctx context.Context, job raft.PreloadJob, sem chan struct{}) bool {
+func (n *Namespace) runPreload(ctx context.Context, job regionstate.PreloadJob, sem chan struct{}) bool {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	r := &preloadRun{n: n, job: job, self: n.region.Self(), sem: sem, stop: stop, p: job.Nodes[n.region.Self()]}
@@ -481,7 +481,7 @@ func (n *Namespace) runPreload(ctx context.Context, job raft.PreloadJob, sem cha
 	return r.finish(ctx, listedObjects, listedBytes)
 }
 
-func (r *preloadRun) progress() raft.JobProgress {
+func (r *preloadRun) progress() regionstate.JobProgress {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.p
@@ -496,7 +496,7 @@ func (r *preloadRun) finish(ctx context.Context, totalObjects, totalBytes int64)
 	r.mu.Unlock()
 	for attempt := 1; ; attempt++ {
 		err := r.report(ctx, true)
-		if err == nil || errors.Is(err, raft.ErrNoSuchJob) {
+		if err == nil || errors.Is(err, regionstate.ErrNoSuchJob) {
 			return true
 		}
 		if attempt >= readAttempts {
@@ -519,7 +519,7 @@ func (r *preloadRun) reportLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := r.report(ctx, false); errors.Is(err, raft.ErrNoSuchJob) {
+		if err := r.report(ctx, false); errors.Is(err, regionstate.ErrNoSuchJob) {
 			r.stop() // the job was deleted
 			return
 		} else if err != nil && ctx.Err() == nil {
@@ -538,10 +538,10 @@ func (r *preloadRun) report(ctx context.Context, force bool) error {
 	}
 	p := r.p
 	p.Updated = time.Time{} // the FSM stamps it
-	cmd := raft.JobProgressUpdate{ID: r.job.ID, Node: r.self, Progress: p, TotalObjects: r.countedObjects, TotalBytes: r.countedBytes}
+	cmd := regionstate.JobProgressUpdate{ID: r.job.ID, Node: r.self, Progress: p, TotalObjects: r.countedObjects, TotalBytes: r.countedBytes}
 	r.dirty = false
 	r.mu.Unlock()
-	err := r.n.j.Apply(ctx, cmd)
+	err := r.n.rs.Apply(ctx, cmd)
 	if err != nil {
 		r.mu.Lock()
 		r.dirty = true

@@ -15,7 +15,7 @@ import (
 	"github.com/fedgate/fedgate/federation/store/faulty"
 	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/policies"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 const testChunk = 64 << 10
@@ -48,7 +48,7 @@ func (noPeers) ReadChunk(context.Context, string, cachetier.ChunkKey, int64, int
 // store (read directly, never cached).
 type fixture struct {
 	t      *testing.T
-	node   *raft.Node
+	node   *regionstate.Node
 	origin *faulty.Store
 	inner  store.Store
 	ns     []*federation.Namespace
@@ -60,7 +60,7 @@ func newFixture(t *testing.T, members ...string) *fixture {
 	f := &fixture{t: t}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	node, err := raft.Open(ctx, raft.Config{NodeID: "n1", Dir: t.TempDir()})
+	node, err := regionstate.Open(ctx, regionstate.Config{NodeID: "n1", Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func newFixture(t *testing.T, members ...string) *fixture {
 		if len(members) > 1 {
 			c.SetMembers(members)
 		}
-		ns, err := federation.New(federation.Config{Journal: node, Stores: map[string]store.Store{"origin": f.origin, "local": local},
+		ns, err := federation.New(federation.Config{State: node, Stores: map[string]store.Store{"origin": f.origin, "local": local},
 			DefaultStore: "local", Policy: pol, Cache: c, Region: region{self: m, members: members}})
 		if err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/fedgate/fedgate/federation/store/faulty"
 	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/policies"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // The policy's cache.priority reaches the cache when the namespace starts
@@ -20,7 +20,7 @@ import (
 func TestCachePriorityFromPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	node, err := raft.Open(ctx, raft.Config{NodeID: "n1", Dir: t.TempDir()})
+	node, err := regionstate.Open(ctx, regionstate.Config{NodeID: "n1", Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestCachePriorityFromPolicy(t *testing.T) {
 		}}
 	}
 	stores := map[string]store.Store{"origin": origin}
-	ns, err := federation.New(federation.Config{Journal: node, Stores: stores, DefaultStore: "origin",
+	ns, err := federation.New(federation.Config{State: node, Stores: stores, DefaultStore: "origin",
 		Policy: policy(policies.PriorityHigh, policies.PriorityLow), Cache: c})
 	if err != nil {
 		t.Fatal(err)

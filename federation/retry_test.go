@@ -17,7 +17,7 @@ import (
 	"github.com/fedgate/fedgate/federation/store/posix"
 	s3store "github.com/fedgate/fedgate/federation/store/s3"
 	"github.com/fedgate/fedgate/policies"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // readAttempts is federation's budget for one read (federation/read.go).
@@ -29,13 +29,13 @@ func retryFixture(t *testing.T, origin store.Store) *federation.Bucket {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	node, err := raft.Open(ctx, raft.Config{NodeID: "n1", Dir: t.TempDir()})
+	node, err := regionstate.Open(ctx, regionstate.Config{NodeID: "n1", Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { node.Close() })
 	pol := &policies.Policy{Buckets: []policies.Bucket{{Name: "b", Origin: &policies.Origin{Store: "origin"}}}}
-	ns, err := federation.New(federation.Config{Journal: node, Stores: map[string]store.Store{"origin": origin},
+	ns, err := federation.New(federation.Config{State: node, Stores: map[string]store.Store{"origin": origin},
 		DefaultStore: "origin", Policy: pol, Region: region{self: "solo", members: []string{"solo"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // RootUser is the name of the user who can do everything.
@@ -20,7 +20,7 @@ type User = backend.User
 
 // Users manages credentials and grants; they are Raft state.
 type Users struct {
-	j   Journal
+	rs  RegionState
 	now func() time.Time
 	// catchUp waits until this node has applied what the region committed
 	// (Region.ReadBarrier), so a user added through another node a moment
@@ -29,10 +29,10 @@ type Users struct {
 }
 
 // byKey looks an access key up, catching up with the region on a miss.
-func (u *Users) byKey(accessKey string) (raft.User, bool) {
-	rec, ok := u.j.State().UserByAccessKey(accessKey)
+func (u *Users) byKey(accessKey string) (regionstate.User, bool) {
+	rec, ok := u.rs.State().UserByAccessKey(accessKey)
 	if !ok && u.catchUp != nil && u.catchUp() {
-		rec, ok = u.j.State().UserByAccessKey(accessKey)
+		rec, ok = u.rs.State().UserByAccessKey(accessKey)
 	}
 	return rec, ok
 }
@@ -55,7 +55,7 @@ func (u *Users) ByAccessKey(accessKey string) (User, bool) {
 	return toUser(rec), true
 }
 
-func toUser(r raft.User) User {
+func toUser(r regionstate.User) User {
 	return User{Name: r.Name, AccessKey: r.AccessKey, Root: r.Root, Created: r.Created}
 }
 
@@ -64,7 +64,7 @@ type UserInfo = backend.UserInfo
 
 // List returns every user and its grants.
 func (u *Users) List() []UserInfo {
-	st := u.j.State()
+	st := u.rs.State()
 	var out []UserInfo
 	for _, r := range st.Users() {
 		ui := UserInfo{User: toUser(r), Grants: map[string]string{}}
@@ -121,7 +121,7 @@ func (u *Users) Add(ctx context.Context, name string, c Credentials) (Credential
 	if err := validCredentials(c); err != nil {
 		return Credentials{}, err
 	}
-	err := u.j.Apply(ctx, raft.PutUser{User: raft.User{Name: name, AccessKey: c.AccessKey, SecretKey: c.SecretKey, Created: u.now().UTC()}})
+	err := u.rs.Apply(ctx, regionstate.PutUser{User: regionstate.User{Name: name, AccessKey: c.AccessKey, SecretKey: c.SecretKey, Created: u.now().UTC()}})
 	return c, mapUserErr(err)
 }
 
@@ -140,10 +140,10 @@ func (u *Users) EnsureRoot(ctx context.Context, c Credentials) error {
 	if err := validCredentials(c); err != nil {
 		return err
 	}
-	if cur, ok := u.j.State().User(RootUser); ok && cur.AccessKey == c.AccessKey && cur.SecretKey == c.SecretKey {
+	if cur, ok := u.rs.State().User(RootUser); ok && cur.AccessKey == c.AccessKey && cur.SecretKey == c.SecretKey {
 		return nil
 	}
-	err := u.j.Apply(ctx, raft.PutUser{Replace: true, User: raft.User{Name: RootUser, Root: true,
+	err := u.rs.Apply(ctx, regionstate.PutUser{Replace: true, User: regionstate.User{Name: RootUser, Root: true,
 		AccessKey: c.AccessKey, SecretKey: c.SecretKey, Created: u.now().UTC()}})
 	return mapUserErr(err)
 }
@@ -153,7 +153,7 @@ func (u *Users) Remove(ctx context.Context, name string) error {
 	if name == RootUser {
 		return errors.New("the root user cannot be removed; change its keys with --access-key/--secret-key on the server")
 	}
-	return mapUserErr(u.j.Apply(ctx, raft.DeleteUser{Name: name}))
+	return mapUserErr(u.rs.Apply(ctx, regionstate.DeleteUser{Name: name}))
 }
 
 // Grant gives user read or write access to a bucket. Only the bucket's owner
@@ -165,10 +165,10 @@ func (u *Users) Grant(ctx context.Context, caller User, name string, b *Bucket, 
 	if !caller.Root && caller.Name != b.Owner {
 		return ErrAccessDenied
 	}
-	if _, ok := u.j.State().User(name); !ok {
+	if _, ok := u.rs.State().User(name); !ok {
 		return ErrNoSuchUser
 	}
-	return mapUserErr(u.j.Apply(ctx, raft.Grant{User: name, Bucket: b.Name, Perm: raft.Perm(perm)}))
+	return mapUserErr(u.rs.Apply(ctx, regionstate.Grant{User: name, Bucket: b.Name, Perm: regionstate.Perm(perm)}))
 }
 
 // Revoke removes a user's grant on a bucket.
@@ -176,18 +176,18 @@ func (u *Users) Revoke(ctx context.Context, caller User, name string, b *Bucket)
 	if !caller.Root && caller.Name != b.Owner {
 		return ErrAccessDenied
 	}
-	return mapUserErr(u.j.Apply(ctx, raft.Revoke{User: name, Bucket: b.Name}))
+	return mapUserErr(u.rs.Apply(ctx, regionstate.Revoke{User: name, Bucket: b.Name}))
 }
 
 func mapUserErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, raft.ErrNoSuchUser):
+	case errors.Is(err, regionstate.ErrNoSuchUser):
 		return ErrNoSuchUser
-	case errors.Is(err, raft.ErrUserExists):
+	case errors.Is(err, regionstate.ErrUserExists):
 		return ErrUserExists
-	case errors.Is(err, raft.ErrAccessKeyInUse):
+	case errors.Is(err, regionstate.ErrAccessKeyInUse):
 		return ErrAccessKeyInUse
 	}
 	return err

@@ -20,7 +20,7 @@ import (
 	"github.com/fedgate/fedgate/cachetier/staging"
 	"github.com/fedgate/fedgate/federation/placement"
 	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // Write-back: a PUT to a write-back bucket is acknowledged once its bytes
@@ -128,12 +128,12 @@ func (n *Namespace) peersFor(id string) []string {
 // stage writes exactly size bytes of body to this node's staging area and
 // to copies-1 peers at once, and returns the segment and the bytes' MD5.
 // Nothing is left behind here on failure (a peer's orphan is swept by it).
-func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (raft.Segment, string, error) {
+func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (regionstate.Segment, string, error) {
 	if n.wb.Staging == nil {
-		return raft.Segment{}, "", fmt.Errorf("%w: this node has no staging area", ErrStagingUnavailable)
+		return regionstate.Segment{}, "", fmt.Errorf("%w: this node has no staging area", ErrStagingUnavailable)
 	}
 	if size < 0 {
-		return raft.Segment{}, "", fmt.Errorf("federation: a write-back write needs its size in advance (Content-Length or x-amz-decoded-content-length): %w", store.ErrNotSupported)
+		return regionstate.Segment{}, "", fmt.Errorf("federation: a write-back write needs its size in advance (Content-Length or x-amz-decoded-content-length): %w", store.ErrNotSupported)
 	}
 	id := newStageID()
 	wctx, cancel := context.WithTimeout(ctx, n.wb.Wait)
@@ -141,7 +141,7 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (raft
 	cancel()
 	if err != nil {
 		n.metrics.stagingWaits.Inc()
-		return raft.Segment{}, "", fmt.Errorf("%w: %v", ErrStagingUnavailable, err)
+		return regionstate.Segment{}, "", fmt.Errorf("%w: %v", ErrStagingUnavailable, err)
 	}
 	want := n.copies()
 	peers := n.peersFor(id)
@@ -172,9 +172,9 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (raft
 		sinks = append(sinks, func(r io.Reader) error { return n.region.StageTo(sctx, p, id, r, size) })
 	}
 	sinkErrs, bodyErr := placement.Tee(ctx, body, size, sinks, false, cancelSinks)
-	fail := func(err error) (raft.Segment, string, error) {
+	fail := func(err error) (regionstate.Segment, string, error) {
 		_ = n.wb.Staging.Remove(id)
-		return raft.Segment{}, "", err
+		return regionstate.Segment{}, "", err
 	}
 	switch {
 	case bodyErr != nil:
@@ -215,12 +215,12 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (raft
 		return fail(fmt.Errorf("%w: %d of %d copies staged (%v)", ErrStagingUnavailable, len(nodes), want, errors.Join(peerErrs...)))
 	}
 	n.metrics.stagedBytes.Add(float64(size))
-	return raft.Segment{ID: id, Size: size, Nodes: nodes}, hex.EncodeToString(h.Sum(nil)), nil
+	return regionstate.Segment{ID: id, Size: size, Nodes: nodes}, hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // unstage removes a segment's local copy after its write was not
 // acknowledged (peers sweep theirs as unreferenced).
-func (n *Namespace) unstage(seg raft.Segment) {
+func (n *Namespace) unstage(seg regionstate.Segment) {
 	if n.wb.Staging != nil {
 		_ = n.wb.Staging.Remove(seg.ID)
 	}
@@ -266,10 +266,10 @@ func (p writeBackPath) put(ctx context.Context, key string, body io.Reader, size
 	if opts.LateChecksums != nil {
 		meta.Checksums = store.MergeMaps(meta.Checksums, opts.LateChecksums())
 	}
-	e := raft.JournalEntry{Bucket: b.Name, Key: key, Store: b.store.Name(), StoreKey: b.prefix + key,
+	e := regionstate.JournalEntry{Bucket: b.Name, Key: key, Store: b.store.Name(), StoreKey: b.prefix + key,
 		Size: size, ETag: etag, Meta: toRaftMeta(meta, ""), Checksums: meta.Checksums,
-		Segments: []raft.Segment{seg}, Created: n.now().UTC()}
-	version, err := n.j.ApplyIndex(ctx, raft.StageObject{Entry: e})
+		Segments: []regionstate.Segment{seg}, Created: n.now().UTC()}
+	version, err := n.rs.ApplyIndex(ctx, regionstate.StageObject{Entry: e})
 	if err != nil {
 		n.unstage(seg)
 		return store.ObjectInfo{}, err
@@ -306,9 +306,9 @@ func (b *Bucket) checkWriteConditions(ctx context.Context, key string, opts stor
 // from the store when drained.
 func (p writeBackPath) delete(ctx context.Context, key string) error {
 	b := p.b
-	e := raft.JournalEntry{Bucket: b.Name, Key: key, Tombstone: true, Store: b.store.Name(),
+	e := regionstate.JournalEntry{Bucket: b.Name, Key: key, Tombstone: true, Store: b.store.Name(),
 		StoreKey: b.prefix + key, Created: b.ns.now().UTC()}
-	if err := b.ns.j.Apply(ctx, raft.StageObject{Entry: e}); err != nil {
+	if err := b.ns.rs.Apply(ctx, regionstate.StageObject{Entry: e}); err != nil {
 		return err
 	}
 	b.invalidate(key)
@@ -316,7 +316,7 @@ func (p writeBackPath) delete(ctx context.Context, key string) error {
 	return nil
 }
 
-func entryInfo(e raft.JournalEntry) store.ObjectInfo {
+func entryInfo(e regionstate.JournalEntry) store.ObjectInfo {
 	meta := fromRaftMeta(e.Meta)
 	meta.Checksums = e.Checksums
 	return store.ObjectInfo{Key: e.Key, Size: e.Size, ModTime: e.Created, ETag: e.ETag,
@@ -325,11 +325,11 @@ func entryInfo(e raft.JournalEntry) store.ObjectInfo {
 
 // journaled returns the key's pending write-back entry, after making sure
 // this node has applied every write acknowledged before the call.
-func (b *Bucket) journaled(ctx context.Context, key string) (raft.JournalEntry, bool, error) {
+func (b *Bucket) journaled(ctx context.Context, key string) (regionstate.JournalEntry, bool, error) {
 	if err := b.ns.region.ReadBarrier(ctx); err != nil {
-		return raft.JournalEntry{}, false, err
+		return regionstate.JournalEntry{}, false, err
 	}
-	e, ok := b.ns.j.State().JournalEntry(b.Name, key)
+	e, ok := b.ns.rs.State().JournalEntry(b.Name, key)
 	if ok && !e.Tombstone {
 		b.ns.recent.put(e)
 	}
@@ -341,7 +341,7 @@ func (b *Bucket) journaled(ctx context.Context, key string) (raft.JournalEntry, 
 // still reads the (not yet swept) staged copies.
 type recentStaged struct {
 	mu sync.Mutex
-	m  map[string][]raft.Segment // bucket NUL key NUL version
+	m  map[string][]regionstate.Segment // bucket NUL key NUL version
 }
 
 const recentStagedMax = 10_000
@@ -350,16 +350,16 @@ func recentKey(bucket, key string, v store.Validator) string {
 	return bucket + "\x00" + key + "\x00" + string(v)
 }
 
-func (r *recentStaged) put(e raft.JournalEntry) {
+func (r *recentStaged) put(e regionstate.JournalEntry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil || len(r.m) >= recentStagedMax {
-		r.m = map[string][]raft.Segment{}
+		r.m = map[string][]regionstate.Segment{}
 	}
 	r.m[recentKey(e.Bucket, e.Key, stagedValidator(e.Version))] = e.Segments
 }
 
-func (r *recentStaged) get(bucket, key string, v store.Validator) ([]raft.Segment, bool) {
+func (r *recentStaged) get(bucket, key string, v store.Validator) ([]regionstate.Segment, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s, ok := r.m[recentKey(bucket, key, v)]
@@ -370,7 +370,7 @@ func (r *recentStaged) get(bucket, key string, v store.Validator) ([]raft.Segmen
 func (b *Bucket) openStaged(ctx context.Context, info store.ObjectInfo, off, n int64) (io.ReadCloser, error) {
 	segs, ok := b.ns.recent.get(b.Name, info.Key, info.Validator)
 	if !ok {
-		e, found := b.ns.j.State().JournalEntry(b.Name, info.Key)
+		e, found := b.ns.rs.State().JournalEntry(b.Name, info.Key)
 		if !found || stagedValidator(e.Version) != info.Validator {
 			return nil, fmt.Errorf("%w: the staged version was replaced", store.ErrPreconditionFailed)
 		}
@@ -388,7 +388,7 @@ func (b *Bucket) openStaged(ctx context.Context, info store.ObjectInfo, off, n i
 type segmentReader struct {
 	ctx  context.Context
 	ns   *Namespace
-	segs []raft.Segment
+	segs []regionstate.Segment
 	off  int64 // offset in the object of the next byte
 	left int64
 	cur  io.ReadCloser
@@ -452,7 +452,7 @@ func (r *segmentReader) Close() error {
 
 // openSegment opens [off, off+n) of a staged segment: the local copy when
 // this node holds one, else the first holder that answers.
-func (n *Namespace) openSegment(ctx context.Context, s raft.Segment, off, length int64) (io.ReadCloser, error) {
+func (n *Namespace) openSegment(ctx context.Context, s regionstate.Segment, off, length int64) (io.ReadCloser, error) {
 	if n.wb.Staging != nil {
 		if f, size, err := n.wb.Staging.Open(s.ID); err == nil {
 			if size != s.Size {
@@ -525,7 +525,7 @@ func (p writeBackPath) createUpload(ctx context.Context, u User, key string, met
 	b, n := p.b, p.b.ns
 	up := Upload{ID: newUploadID(), Bucket: b.Name, Key: key, Store: b.store.Name(),
 		Initiator: u.Name, Created: n.now().UTC(), Meta: toRaftMeta(meta, checksumAlg), WriteBack: true}
-	if err := n.j.Apply(ctx, raft.CreateUpload{Upload: up}); err != nil {
+	if err := n.rs.Apply(ctx, regionstate.CreateUpload{Upload: up}); err != nil {
 		return Upload{}, err
 	}
 	return up, nil
@@ -542,11 +542,11 @@ func (p writeBackPath) uploadPart(ctx context.Context, up Upload, number int, bo
 	if checksums != nil {
 		pi.Checksums = checksums()
 	}
-	err = n.j.Apply(ctx, raft.PutPart{UploadID: up.ID, Part: raft.Part{
+	err = n.rs.Apply(ctx, regionstate.PutPart{UploadID: up.ID, Part: regionstate.Part{
 		Number: number, Size: size, ETag: etag, Checksums: pi.Checksums, Modified: pi.ModTime, Staged: &seg}})
 	if err != nil {
 		n.unstage(seg)
-		if errors.Is(err, raft.ErrNoSuchUpload) {
+		if errors.Is(err, regionstate.ErrNoSuchUpload) {
 			return store.PartInfo{}, ErrNoSuchUpload
 		}
 		return store.PartInfo{}, err
@@ -562,7 +562,7 @@ func (p writeBackPath) complete(ctx context.Context, up Upload, _ []store.PartIn
 		return store.ObjectInfo{}, err
 	}
 	sum := md5.New()
-	var segs []raft.Segment
+	var segs []regionstate.Segment
 	var size int64
 	for _, ref := range refs {
 		p := up.Parts[ref.Number]
@@ -578,11 +578,11 @@ func (p writeBackPath) complete(ctx context.Context, up Upload, _ []store.PartIn
 		size += p.Size
 	}
 	etag := fmt.Sprintf("%s-%d", hex.EncodeToString(sum.Sum(nil)), len(refs))
-	e := raft.JournalEntry{Bucket: b.Name, Key: up.Key, Store: b.store.Name(), StoreKey: b.prefix + up.Key,
+	e := regionstate.JournalEntry{Bucket: b.Name, Key: up.Key, Store: b.store.Name(), StoreKey: b.prefix + up.Key,
 		Size: size, ETag: etag, Meta: up.Meta, Segments: segs, Created: n.now().UTC()}
 	e.Meta.ChecksumAlgorithm = ""
-	idx, err := n.j.ApplyIndex(ctx, raft.CompleteUpload{UploadID: up.ID, Stage: &e})
-	if errors.Is(err, raft.ErrNoSuchUpload) {
+	idx, err := n.rs.ApplyIndex(ctx, regionstate.CompleteUpload{UploadID: up.ID, Stage: &e})
+	if errors.Is(err, regionstate.ErrNoSuchUpload) {
 		return store.ObjectInfo{}, ErrNoSuchUpload
 	}
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // writePath is how a bucket's objects are written, deleted, listed and
@@ -127,7 +127,7 @@ func (p directPath) createUpload(ctx context.Context, u User, key string, meta s
 		ID: newUploadID(), Bucket: b.Name, Key: key, Store: b.store.Name(), StoreUploadID: sid,
 		Initiator: u.Name, Created: n.now().UTC(), Meta: toRaftMeta(meta, checksumAlg),
 	}
-	if err := n.j.Apply(ctx, raft.CreateUpload{Upload: up}); err != nil {
+	if err := n.rs.Apply(ctx, regionstate.CreateUpload{Upload: up}); err != nil {
 		_ = mp.AbortMultipart(withEgressTag(context.WithoutCancel(ctx), egressTag{bucket: b.Name, key: key}), b.prefix+key, sid)
 		return Upload{}, err
 	}
@@ -148,9 +148,9 @@ func (p directPath) uploadPart(ctx context.Context, up Upload, number int, body 
 	if checksums != nil {
 		pi.Checksums = checksums()
 	}
-	err = n.j.Apply(ctx, raft.PutPart{UploadID: up.ID, Part: raft.Part{
+	err = n.rs.Apply(ctx, regionstate.PutPart{UploadID: up.ID, Part: regionstate.Part{
 		Number: pi.Number, Size: pi.Size, ETag: pi.ETag, Checksums: pi.Checksums, Modified: pi.ModTime}})
-	if errors.Is(err, raft.ErrNoSuchUpload) {
+	if errors.Is(err, regionstate.ErrNoSuchUpload) {
 		return store.PartInfo{}, ErrNoSuchUpload
 	}
 	return pi, err
@@ -177,7 +177,7 @@ func (p directPath) complete(ctx context.Context, up Upload, parts []store.PartI
 	}
 	// The object is committed; forgetting the session may not be cancelled
 	// half-way by a client that hangs up.
-	if err := n.j.Apply(context.WithoutCancel(ctx), raft.CompleteUpload{UploadID: up.ID}); err != nil && !errors.Is(err, raft.ErrNoSuchUpload) {
+	if err := n.rs.Apply(context.WithoutCancel(ctx), regionstate.CompleteUpload{UploadID: up.ID}); err != nil && !errors.Is(err, regionstate.ErrNoSuchUpload) {
 		n.log.Warn("multipart session not cleared after completion", "upload_id", up.ID, "error", err)
 	}
 	return info, nil
@@ -197,8 +197,8 @@ func (p directPath) abort(ctx context.Context, up Upload) error {
 
 // dropUpload forgets an upload's session.
 func (n *Namespace) dropUpload(ctx context.Context, up Upload) error {
-	err := n.j.Apply(ctx, raft.AbortUpload{UploadID: up.ID})
-	if errors.Is(err, raft.ErrNoSuchUpload) {
+	err := n.rs.Apply(ctx, regionstate.AbortUpload{UploadID: up.ID})
+	if errors.Is(err, regionstate.ErrNoSuchUpload) {
 		return ErrNoSuchUpload
 	}
 	return err

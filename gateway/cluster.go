@@ -9,8 +9,8 @@ import (
 )
 
 // Cluster is what the admin API's cluster routes need from the node's
-// region membership; cmd/fedgate implements it over package raft and the
-// internal node-to-node API.
+// region membership; package node implements it over package regionstate
+// and the internal node-to-node API.
 //
 // Errors of the region's replicated state are the backend sentinels
 // (backend.ErrNoLeader, ...), which the admin API answers like the S3

@@ -17,7 +17,7 @@ import (
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/internal/backoff"
 	"github.com/fedgate/fedgate/node/peerapi"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // cluster is this node's side of its region: discovery, forming and
@@ -41,7 +41,7 @@ type cluster struct {
 	cache    *cachetier.Cache
 	stage    *staging.Area
 
-	raft    *raft.Node
+	raft    *regionstate.Node
 	ns      *federation.Namespace
 	members memberCache
 }
@@ -77,7 +77,7 @@ func (c *cluster) httpOf(ctx context.Context, id string) string {
 	return c.KnownHTTP(id)
 }
 
-// forward is raft.Config.Forward: it posts the encoded command to the
+// forward is regionstate.Config.Forward: it posts the encoded command to the
 // leader's internal API and, once the leader has applied it, waits until
 // this node has applied it too, so a read on the node that acknowledged a
 // write sees it.
@@ -85,7 +85,7 @@ func (c *cluster) forward(ctx context.Context, leaderID, _ string, data []byte) 
 	base := c.httpOf(ctx, leaderID)
 	if base == "" {
 		// Not sent: let raft retry until the wait for a leader ends.
-		return 0, &raft.NotLeaderError{}
+		return 0, &regionstate.NotLeaderError{}
 	}
 	idx, err := c.client.Forward(ctx, leaderID, base, data)
 	if err != nil {
@@ -116,24 +116,24 @@ func (c *cluster) form(ctx context.Context) error {
 		if m, err := c.raft.Members(); err != nil || len(m) > 0 {
 			return err // added, or bootstrapped by a peer's list
 		}
-		known := map[string]raft.Member{c.id: {ID: c.id, Address: c.raft.Addr(), Voter: true}}
+		known := map[string]regionstate.Member{c.id: {ID: c.id, Address: c.raft.Addr(), Voter: true}}
 		existing := ""
 		c.client.AskPeers(ctx, func(p string, in peerapi.Info) {
 			if in.Members > 0 && in.LeaderID != "" {
 				existing = p
 			}
-			known[in.ID] = raft.Member{ID: in.ID, Address: in.RaftAddr, Voter: true}
+			known[in.ID] = regionstate.Member{ID: in.ID, Address: in.RaftAddr, Voter: true}
 		})
 		if existing != "" {
 			c.log.Info("cluster: a peer already belongs to a cluster with a leader; joining it", "peer", existing)
 			return c.joinCluster(ctx)
 		}
 		if len(known) >= c.expect {
-			members := make([]raft.Member, 0, len(known))
+			members := make([]regionstate.Member, 0, len(known))
 			for _, m := range known {
 				members = append(members, m)
 			}
-			slices.SortFunc(members, func(a, b raft.Member) int { return strings.Compare(a.ID, b.ID) })
+			slices.SortFunc(members, func(a, b regionstate.Member) int { return strings.Compare(a.ID, b.ID) })
 			c.log.Info("cluster: bootstrapping", "members", members)
 			return c.raft.BootstrapCluster(members)
 		}
@@ -182,7 +182,7 @@ var joinBackoff = backoff.Policy{Initial: 100 * time.Millisecond, Max: 2 * time.
 func (c *cluster) register(ctx context.Context) error {
 	lastLog := time.Now()
 	for attempt := 0; ; attempt++ {
-		_, err := c.raft.ApplyIndex(ctx, raft.SetSetting{Key: peerapi.MemberKey(c.id), Value: c.httpAddr})
+		_, err := c.raft.ApplyIndex(ctx, regionstate.SetSetting{Key: peerapi.MemberKey(c.id), Value: c.httpAddr})
 		if err == nil {
 			return nil
 		}
@@ -222,13 +222,13 @@ func (c *cluster) usage() gateway.NodeUsage {
 func (c *cluster) AddVoter(ctx context.Context, j peerapi.JoinRequest) error {
 	c.client.Remember(j.ID, peerapi.NormalizeHTTP(j.HTTPAddr))
 	if j.ID == "" || j.RaftAddr == "" {
-		return fmt.Errorf("%w: join needs an id and a raft_addr", raft.ErrInvalid)
+		return fmt.Errorf("%w: join needs an id and a raft_addr", regionstate.ErrInvalid)
 	}
 	if err := c.raft.AddVoter(ctx, j.ID, j.RaftAddr); err != nil {
 		return err
 	}
 	if j.HTTPAddr != "" {
-		return c.raft.Apply(ctx, raft.SetSetting{Key: peerapi.MemberKey(j.ID), Value: peerapi.NormalizeHTTP(j.HTTPAddr)})
+		return c.raft.Apply(ctx, regionstate.SetSetting{Key: peerapi.MemberKey(j.ID), Value: peerapi.NormalizeHTTP(j.HTTPAddr)})
 	}
 	return nil
 }
@@ -318,11 +318,11 @@ func (c *cluster) AddMember(ctx context.Context, address string) (gateway.AdminM
 	}
 	j := peerapi.JoinRequest{ID: in.ID, RaftAddr: in.RaftAddr, HTTPAddr: in.HTTPAddr}
 	err = c.AddVoter(ctx, j)
-	if errors.Is(err, raft.ErrNotLeader) {
+	if errors.Is(err, regionstate.ErrNotLeader) {
 		lid, _ := c.raft.Leader()
 		lh := c.httpOf(ctx, lid)
 		if lid == "" || lh == "" {
-			return gateway.AdminMember{}, fmt.Errorf("%w: no leader known to add %s", raft.ErrNoLeader, in.ID)
+			return gateway.AdminMember{}, fmt.Errorf("%w: no leader known to add %s", regionstate.ErrNoLeader, in.ID)
 		}
 		err = c.client.Join(ctx, lh, j)
 	}
@@ -341,15 +341,15 @@ func (c *cluster) RemoveMember(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(members, func(m raft.Member) bool { return m.ID == id }) {
+	if !slices.ContainsFunc(members, func(m regionstate.Member) bool { return m.ID == id }) {
 		return fmt.Errorf("%q is not a member of this region", id)
 	}
 	err = c.raft.RemoveServer(ctx, id)
-	if errors.Is(err, raft.ErrNotLeader) {
+	if errors.Is(err, regionstate.ErrNotLeader) {
 		lid, _ := c.raft.Leader()
 		lh := c.httpOf(ctx, lid)
 		if lid == "" || lh == "" {
-			return fmt.Errorf("%w: no leader known to remove %s", raft.ErrNoLeader, id)
+			return fmt.Errorf("%w: no leader known to remove %s", regionstate.ErrNoLeader, id)
 		}
 		err = c.client.Remove(ctx, lh, id)
 	}

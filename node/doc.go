@@ -21,7 +21,7 @@
 // also checks for a newer policy once its loop starts. A two-phase
 // construction (namespace before Raft) would need federation.New to
 // accept a journal and a policy that do not exist yet; the subscription
-// needs no change outside package raft.
+// needs no change outside package regionstate.
 //
 // A multi-node node serves its S3 port and internal API before Raft opens,
 // so peers can discover each other while the region forms. Those handlers

@@ -27,7 +27,7 @@ import (
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/node/peerapi"
 	"github.com/fedgate/fedgate/policies"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // Node is one running gateway node. Open builds it, Run serves until its
@@ -44,7 +44,7 @@ type Node struct {
 	errc      chan error
 	cl        *cluster
 	peer      *peerapi.Server // nil: no internal API
-	rn        *raft.Node
+	rn        *regionstate.Node
 	cache     *cachetier.Cache
 	stage     *staging.Area
 	ns        *federation.Namespace
@@ -113,7 +113,7 @@ func (n *Node) open(ctx context.Context) error {
 		n.ln = ln
 	}
 
-	rcfg := raft.Config{NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, "raft"), Logger: log.With("component", "raft"),
+	rcfg := regionstate.Config{NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, "raft"), Logger: log.With("component", "raft"),
 		SnapshotThreshold: cfg.RaftSnapshotThreshold, TrailingLogs: cfg.RaftTrailingLogs, ElectionTimeout: cfg.RaftElectionTimeout}
 	cl := &cluster{id: cfg.NodeID, log: log, tcp: cfg.clustered()}
 	n.cl = cl
@@ -138,7 +138,7 @@ func (n *Node) open(ctx context.Context) error {
 		}
 		if cfg.PeerCertFile != "" {
 			var err error
-			if rcfg.TLS, err = raft.PeerTLSConfig(cfg.PeerCertFile, cfg.PeerKeyFile, cfg.PeerCAFile, cfg.PeerServerName); err != nil {
+			if rcfg.TLS, err = regionstate.PeerTLSConfig(cfg.PeerCertFile, cfg.PeerKeyFile, cfg.PeerCAFile, cfg.PeerServerName); err != nil {
 				return err
 			}
 		}
@@ -192,7 +192,7 @@ func (n *Node) open(ctx context.Context) error {
 	}
 
 	openCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	rn, err := raft.Open(openCtx, rcfg)
+	rn, err := regionstate.Open(openCtx, rcfg)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("open region state: %w", err)
@@ -220,7 +220,7 @@ func (n *Node) open(ctx context.Context) error {
 
 	_, hadPolicy := rn.State().Policy()
 	pol, err := activePolicy(ctx, rn, cfg.PolicyFile, fileData, log)
-	if errors.Is(err, raft.ErrStalePolicy) && cfg.clustered() {
+	if errors.Is(err, regionstate.ErrStalePolicy) && cfg.clustered() {
 		// Another founding node seeded the policy first: catch up and use it.
 		if err = cl.register(ctx); err == nil {
 			pol, err = activePolicy(ctx, rn, cfg.PolicyFile, fileData, log)
@@ -246,7 +246,7 @@ func (n *Node) open(ctx context.Context) error {
 			activeVersion = a.Version
 		}
 	}
-	ns, err := federation.New(federation.Config{Journal: rn, Stores: stores, DefaultStore: defStore, Policy: pol, PolicyVersion: activeVersion,
+	ns, err := federation.New(federation.Config{State: rn, Stores: stores, DefaultStore: defStore, Policy: pol, PolicyVersion: activeVersion,
 		Cache: n.cache, FillConcurrency: cfg.FillConcurrency, Logger: log.With("component", "federation"),
 		Region:          cl,
 		RegionLocation:  regionLocation(pol, cfg.Region),
@@ -439,7 +439,7 @@ func (n *Node) InternalAddr() net.Addr {
 func (n *Node) RegionName() string { return n.region }
 
 // Raft is the node's Raft member.
-func (n *Node) Raft() *raft.Node { return n.rn }
+func (n *Node) Raft() *regionstate.Node { return n.rn }
 
 // Namespace is the node's namespace.
 func (n *Node) Namespace() *federation.Namespace { return n.ns }
@@ -529,13 +529,13 @@ func serveDebug(addr string, log *slog.Logger) (*http.Server, error) {
 // activePolicy returns the region's policy. A policy file seeds a region
 // that has none; after that the policy in Raft is the active one, and a
 // file that differs only earns a warning.
-func activePolicy(ctx context.Context, rn *raft.Node, file string, data []byte, log *slog.Logger) (*policies.Policy, error) {
+func activePolicy(ctx context.Context, rn *regionstate.Node, file string, data []byte, log *slog.Logger) (*policies.Policy, error) {
 	active, ok := rn.State().Policy()
 	switch {
 	case !ok && data == nil:
 		return nil, nil
 	case !ok:
-		if err := rn.Apply(ctx, raft.SetPolicy{YAML: data, Version: 1}); err != nil {
+		if err := rn.Apply(ctx, regionstate.SetPolicy{YAML: data, Version: 1}); err != nil {
 			return nil, fmt.Errorf("seed the region's policy from %s: %w", file, err)
 		}
 		log.Info("region policy seeded from file", "file", file)

@@ -18,7 +18,7 @@ import (
 	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/policies"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 var _ gateway.PolicyAdmin = (*policyManager)(nil)
@@ -28,7 +28,7 @@ var _ gateway.PolicyAdmin = (*policyManager)(nil)
 // through the admin API. Stores whose configuration did not change are
 // kept open across policy versions.
 type policyManager struct {
-	node      *raft.Node
+	node      *regionstate.Node
 	ns        *federation.Namespace
 	dataDir   string
 	clustered bool
@@ -50,7 +50,7 @@ type openedStore struct {
 	st  store.Store
 }
 
-func newPolicyManager(node *raft.Node, ns *federation.Namespace, cfg *Config, p *policies.Policy,
+func newPolicyManager(node *regionstate.Node, ns *federation.Namespace, cfg *Config, p *policies.Policy,
 	stores map[string]store.Store, version uint64, log *slog.Logger) *policyManager {
 	pm := &policyManager{node: node, ns: ns, dataDir: cfg.DataDir, clustered: cfg.clustered(), lookupEnv: cfg.LookupEnv, log: log,
 		wake: make(chan struct{}, 1), installed: version, open: map[string]openedStore{},
@@ -76,8 +76,8 @@ func (pm *policyManager) register(reg prometheus.Registerer) error {
 
 // onApply is the policy manager's Raft subscription: a new active policy
 // (or a restored snapshot) wakes run.
-func (pm *policyManager) onApply(cmd raft.Command) {
-	if _, ok := cmd.(*raft.SetPolicy); ok || cmd == nil {
+func (pm *policyManager) onApply(cmd regionstate.Command) {
+	if _, ok := cmd.(*regionstate.SetPolicy); ok || cmd == nil {
 		pm.notify()
 	}
 }
@@ -210,7 +210,7 @@ func (pm *policyManager) ApplyPolicy(ctx context.Context, req gateway.AdminPolic
 	active, _ := pm.node.State().Policy()
 	if req.BaseVersion != active.Version {
 		return gateway.AdminPolicy{}, fmt.Errorf("%w: the active policy is version %d, not version %d that the change was prepared against; run `fedgate policy diff` again",
-			raft.ErrStalePolicy, active.Version, req.BaseVersion)
+			regionstate.ErrStalePolicy, active.Version, req.BaseVersion)
 	}
 	pm.mu.Lock()
 	defer pm.mu.Unlock()
@@ -229,7 +229,7 @@ func (pm *policyManager) ApplyPolicy(ctx context.Context, req gateway.AdminPolic
 	}
 	old, _ := pm.ns.Policy()
 	version := active.Version + 1
-	if err := pm.node.Apply(ctx, raft.SetPolicy{YAML: []byte(req.YAML), Version: version}); err != nil {
+	if err := pm.node.Apply(ctx, regionstate.SetPolicy{YAML: []byte(req.YAML), Version: version}); err != nil {
 		return gateway.AdminPolicy{}, err
 	}
 	if err := pm.install(next, stores, def, version); err != nil {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/cachetier"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // The cluster as the namespace's federation.Region (staged copies of
@@ -107,7 +107,7 @@ func (c *cluster) ReadBarrier(ctx context.Context) error {
 			return c.raft.WaitApplied(ctx, idx)
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w: no leader answered a read barrier: %v", raft.ErrNoLeader, err)
+			return fmt.Errorf("%w: no leader answered a read barrier: %v", regionstate.ErrNoLeader, err)
 		}
 		t := time.NewTimer(time.Duration(min(attempt+1, 10)) * 20 * time.Millisecond)
 		select {
@@ -122,7 +122,7 @@ func (c *cluster) ReadBarrier(ctx context.Context) error {
 func (c *cluster) leaderCommit(ctx context.Context) (uint64, error) {
 	lid, _ := c.raft.Leader()
 	if lid == "" {
-		return 0, raft.ErrNoLeader
+		return 0, regionstate.ErrNoLeader
 	}
 	if lid == c.id {
 		return c.raft.CommitIndex(), nil

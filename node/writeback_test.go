@@ -29,7 +29,7 @@ import (
 	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/node/nodetest"
 	"github.com/fedgate/fedgate/policies"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 func randomBytes(n int, seed uint64) []byte {
@@ -149,7 +149,7 @@ func blockDrain(t *testing.T, r *nodetest.Region, storeKey string) (unblock func
 }
 
 // journaled returns node i's journal entry for bucket/key.
-func journaled(r *nodetest.Region, i int, bucket, key string) (raft.JournalEntry, bool) {
+func journaled(r *nodetest.Region, i int, bucket, key string) (regionstate.JournalEntry, bool) {
 	return r.Node(i).Raft().State().JournalEntry(bucket, key)
 }
 
@@ -368,13 +368,13 @@ func TestWriteBackDeleteHidesAtOnceAndDrains(t *testing.T) {
 	// Node 2 records what it applies for the key: the delete must reach
 	// it as a journaled tombstone, then a drain that cleared it.
 	applied := make(chan string, 64)
-	cancel := r.Node(2).Raft().Subscribe(func(cmd raft.Command) {
+	cancel := r.Node(2).Raft().Subscribe(func(cmd regionstate.Command) {
 		switch c := cmd.(type) {
-		case *raft.StageObject:
+		case *regionstate.StageObject:
 			if c.Entry.Key == key {
 				applied <- fmt.Sprintf("stage tombstone=%v", c.Entry.Tombstone)
 			}
-		case *raft.FinishDrain:
+		case *regionstate.FinishDrain:
 			if c.Key == key {
 				applied <- fmt.Sprintf("finish failed=%v", c.Failed)
 			}

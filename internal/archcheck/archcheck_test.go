@@ -125,7 +125,7 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 	}
-	forbid("gateway", "raft", "the gateway must not see region state (it talks to backend)")
+	forbid("gateway", "regionstate", "the gateway must not see region state (it talks to backend)")
 	for p, ds := range deps {
 		if !under(p, "gateway") || strings.HasSuffix(p, "test") {
 			continue
@@ -136,12 +136,21 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 	}
-	forbid("backend", "raft", "backend is the contract and holds no region state")
+	forbid("backend", "regionstate", "backend is the contract and holds no region state")
 	forbid("backend", "cachetier", "backend imports only leaf packages")
 	forbid("federation/store", "federation/placement", "stores know one cloud")
 	forbid("policies", "federation", "policies is a leaf")
-	forbid("raft", "federation", "raft holds state, not the namespace")
-	forbid("raft", "gateway", "raft holds state, not the S3 layer")
+	forbid("regionstate", "federation", "raft holds state, not the namespace")
+	forbid("regionstate", "gateway", "raft holds state, not the S3 layer")
+	for p, ds := range deps {
+		if under(p, "regionstate") && !strings.HasSuffix(p, "_test") {
+			for _, d := range ds {
+				if !under(d, "regionstate") && d != "internal/backoff" {
+					t.Errorf("%s depends on %s: the region state imports no other fedgate package (but internal/backoff)", p, d)
+				}
+			}
+		}
+	}
 	forbid("federation", "gateway", "the namespace knows nothing of S3 requests")
 	forbid("federation", "node", "the namespace does not assemble nodes")
 	for _, ds := range [][]string{imports["cmd/fedgate"]} {

@@ -12,7 +12,7 @@ import (
 	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/policies"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // Stack is a whole fedgate node built in the test's process around an
@@ -36,7 +36,7 @@ func InProcess(tb testing.TB, origin store.Store, opts StackOptions) *Stack {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	node, err := raft.Open(ctx, raft.Config{NodeID: "n1", Dir: tb.TempDir()})
+	node, err := regionstate.Open(ctx, regionstate.Config{NodeID: "n1", Dir: tb.TempDir()})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func InProcess(tb testing.TB, origin store.Store, opts StackOptions) *Stack {
 	tb.Cleanup(func() { cache.Close() })
 	pol := &policies.Policy{Buckets: []policies.Bucket{{Name: "data", Origin: &policies.Origin{Store: origin.Name()},
 		Cache: policies.Cache{TTL: opts.TTL, Prefetch: policies.PrefetchSequential}}}}
-	ns, err := federation.New(federation.Config{Journal: node, Stores: map[string]store.Store{"local": local, origin.Name(): origin},
+	ns, err := federation.New(federation.Config{State: node, Stores: map[string]store.Store{"local": local, origin.Name(): origin},
 		DefaultStore: "local", Policy: pol, Cache: cache, FillConcurrency: opts.FillConcurrency})
 	if err != nil {
 		tb.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/cachetier"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // ClientConfig configures a Client.
@@ -99,7 +99,7 @@ func (c *Client) CloseIdle() {
 }
 
 // StatusError is an error answered by another node as an ErrorBody.
-// Unwrap rebuilds the sender's error, so errors.Is(err, raft.ErrNotLeader)
+// Unwrap rebuilds the sender's error, so errors.Is(err, regionstate.ErrNotLeader)
 // and the like work across the call.
 type StatusError struct {
 	Status int
@@ -195,9 +195,9 @@ func (c *Client) Learned(id string) string {
 	return c.peers[id]
 }
 
-// Forward posts an encoded raft.Command to the leader serving S3 at base
+// Forward posts an encoded regionstate.Command to the leader serving S3 at base
 // and returns the index the leader applied it at. The error is the
-// leader's own (rebuilt, so errors.Is works), a *raft.NotLeaderError when
+// leader's own (rebuilt, so errors.Is works), a *regionstate.NotLeaderError when
 // the write was certainly not sent (the leader's port refused it), or an
 // error saying the outcome is unknown.
 func (c *Client) Forward(ctx context.Context, leaderID, base string, data []byte) (uint64, error) {
@@ -208,7 +208,7 @@ func (c *Client) Forward(ctx context.Context, leaderID, base string, data []byte
 	}
 	if err != nil {
 		if Refused(err) {
-			return 0, &raft.NotLeaderError{}
+			return 0, &regionstate.NotLeaderError{}
 		}
 		return 0, fmt.Errorf("forward the write to the leader %s at %s (outcome unknown): %w", leaderID, base, err)
 	}
@@ -234,7 +234,7 @@ func (c *Client) Join(ctx context.Context, base string, j JoinRequest) error {
 		err := c.do(jctx, base, http.MethodPost, "join", req, nil)
 		cancel()
 		se := (*StatusError)(nil)
-		if !errors.As(err, &se) || se.Body.LeaderHTTP == "" || se.Body.Code != raft.CodeNotLeader {
+		if !errors.As(err, &se) || se.Body.LeaderHTTP == "" || se.Body.Code != regionstate.CodeNotLeader {
 			return err
 		}
 		base = NormalizeHTTP(se.Body.LeaderHTTP)

@@ -15,7 +15,7 @@ import (
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/cachetier/staging"
 	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 const (
@@ -59,10 +59,10 @@ func (b *fakeBackend) Info() Info {
 func (b *fakeBackend) notLeader() error {
 	for id := range b.known {
 		if id != b.id {
-			return &raft.NotLeaderError{LeaderID: id, LeaderAddr: "raft-" + id}
+			return &regionstate.NotLeaderError{LeaderID: id, LeaderAddr: "raft-" + id}
 		}
 	}
-	return &raft.NotLeaderError{}
+	return &regionstate.NotLeaderError{}
 }
 
 func (b *fakeBackend) AddVoter(_ context.Context, j JoinRequest) error {
@@ -195,14 +195,14 @@ func TestBeforeStartEverythingIsUnavailable(t *testing.T) {
 	c := newClient()
 	_, err := c.Info(ctx, p.base())
 	se := (*StatusError)(nil)
-	if !errors.As(err, &se) || se.Status != http.StatusServiceUnavailable || !errors.Is(err, raft.ErrClosed) {
-		t.Fatalf("Info before Start: %v, want a 503 StatusError that is raft.ErrClosed", err)
+	if !errors.As(err, &se) || se.Status != http.StatusServiceUnavailable || !errors.Is(err, regionstate.ErrClosed) {
+		t.Fatalf("Info before Start: %v, want a 503 StatusError that is regionstate.ErrClosed", err)
 	}
 	// The internal port answers the same; a client that knows it skips
 	// discovery.
 	c.learnInternal(p.base(), p.intl.URL)
-	if _, err := c.ReadIndex(ctx, p.base()); !errors.Is(err, raft.ErrClosed) {
-		t.Fatalf("ReadIndex before Start: %v, want raft.ErrClosed", err)
+	if _, err := c.ReadIndex(ctx, p.base()); !errors.Is(err, regionstate.ErrClosed) {
+		t.Fatalf("ReadIndex before Start: %v, want regionstate.ErrClosed", err)
 	}
 }
 
@@ -234,24 +234,24 @@ func TestInfoAndForward(t *testing.T) {
 	follower.b.known["b"] = leader.base()
 	follower.b.mu.Unlock()
 	_, err = c.Forward(ctx, "a", follower.base(), []byte("cmd-2"))
-	var nle *raft.NotLeaderError
+	var nle *regionstate.NotLeaderError
 	if !errors.As(err, &nle) || nle.LeaderID != "b" {
-		t.Fatalf("Forward to a follower: %v, want a *raft.NotLeaderError naming b", err)
+		t.Fatalf("Forward to a follower: %v, want a *regionstate.NotLeaderError naming b", err)
 	}
 
 	// A command's own error keeps its kind.
 	leader.b.mu.Lock()
-	leader.b.applyFn = func([]byte) (uint64, error) { return 0, raft.ErrInvalid }
+	leader.b.applyFn = func([]byte) (uint64, error) { return 0, regionstate.ErrInvalid }
 	leader.b.mu.Unlock()
-	if _, err := c.Forward(ctx, "b", leader.base(), []byte("bad")); !errors.Is(err, raft.ErrInvalid) {
-		t.Fatalf("Forward of a bad command: %v, want raft.ErrInvalid", err)
+	if _, err := c.Forward(ctx, "b", leader.base(), []byte("bad")); !errors.Is(err, regionstate.ErrInvalid) {
+		t.Fatalf("Forward of a bad command: %v, want regionstate.ErrInvalid", err)
 	}
 
 	if i, err := c.ReadIndex(ctx, leader.base()); err != nil || i != 42 {
 		t.Fatalf("ReadIndex on the leader = %d, %v", i, err)
 	}
-	if _, err := c.ReadIndex(ctx, follower.base()); !errors.Is(err, raft.ErrNotLeader) {
-		t.Fatalf("ReadIndex on a follower: %v, want raft.ErrNotLeader", err)
+	if _, err := c.ReadIndex(ctx, follower.base()); !errors.Is(err, regionstate.ErrNotLeader) {
+		t.Fatalf("ReadIndex on a follower: %v, want regionstate.ErrNotLeader", err)
 	}
 }
 
@@ -266,8 +266,8 @@ func TestForwardToAClosedPortIsNotSent(t *testing.T) {
 	}
 	p.intl.Close()
 	_, err := c.Forward(ctx, "a", p.base(), []byte("cmd"))
-	if !errors.Is(err, raft.ErrNotLeader) {
-		t.Fatalf("Forward to a closed port: %v, want a *raft.NotLeaderError (not sent)", err)
+	if !errors.Is(err, regionstate.ErrNotLeader) {
+		t.Fatalf("Forward to a closed port: %v, want a *regionstate.NotLeaderError (not sent)", err)
 	}
 }
 
@@ -297,8 +297,8 @@ func TestJoinFollowsTheLeader(t *testing.T) {
 	c.learnInternal(leader.base(), leader.intl.URL)
 	err := c.do(ctx, leader.base(), http.MethodPost, "join", []byte("{"), nil)
 	se := (*StatusError)(nil)
-	if !errors.As(err, &se) || se.Status != http.StatusBadRequest || !errors.Is(err, raft.ErrInvalid) {
-		t.Fatalf("malformed join: %v, want a 400 that is raft.ErrInvalid", err)
+	if !errors.As(err, &se) || se.Status != http.StatusBadRequest || !errors.Is(err, regionstate.ErrInvalid) {
+		t.Fatalf("malformed join: %v, want a 400 that is regionstate.ErrInvalid", err)
 	}
 }
 
@@ -437,7 +437,7 @@ func TestWireFormat(t *testing.T) {
 		{JoinRequest{ID: "n2", RaftAddr: "r2", HTTPAddr: "h2"}, `{"id":"n2","raft_addr":"r2","http_addr":"h2"}`},
 		{RemoveRequest{ID: "n2"}, `{"id":"n2"}`},
 		{indexAnswer{Index: 7}, `{"index":7}`},
-		{ErrorBody{WireError: raft.WireError{Code: raft.CodeNotLeader, Message: "m", LeaderID: "n1"}, LeaderHTTP: "http://h"},
+		{ErrorBody{WireError: regionstate.WireError{Code: regionstate.CodeNotLeader, Message: "m", LeaderID: "n1"}, LeaderHTTP: "http://h"},
 			`{"code":"not_leader","message":"m","leader_id":"n1","leader_http":"http://h"}`},
 	} {
 		if got := string(jsonBody(c.v)); got != c.want {

@@ -16,7 +16,7 @@ import (
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/sigv4"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // Backend is the node's Raft side as the server answers for it.
@@ -24,7 +24,7 @@ type Backend interface {
 	// Info describes this node.
 	Info() Info
 	// AddVoter adds a member as the leader; elsewhere it returns a
-	// *raft.NotLeaderError.
+	// *regionstate.NotLeaderError.
 	AddVoter(ctx context.Context, j JoinRequest) error
 	// RemoveServer removes a member as the leader.
 	RemoveServer(ctx context.Context, id string) error
@@ -58,7 +58,7 @@ type ServerConfig struct {
 // Server answers the internal API. Its handlers serve from the moment it
 // is built, before the node's Raft state is open: until Start they answer
 // info (on Discovery) and everything else with 503 and the code
-// raft.CodeClosed; until ServeData the staging and chunk routes do. Start
+// regionstate.CodeClosed; until ServeData the staging and chunk routes do. Start
 // and ServeData are each called once; a handler sees what they were given
 // because it reads it only after the channel they close is closed.
 type Server struct {
@@ -122,7 +122,7 @@ func (s *Server) data() (Data, bool) {
 const deniedMsg = "the internal API needs a request signed with the root credentials given to this node"
 
 func (s *Server) notStarted(w http.ResponseWriter) {
-	writeJSON(w, http.StatusServiceUnavailable, ErrorBody{WireError: raft.WireError{Code: raft.CodeClosed,
+	writeJSON(w, http.StatusServiceUnavailable, ErrorBody{WireError: regionstate.WireError{Code: regionstate.CodeClosed,
 		Message: "this node is still opening its Raft state"}})
 }
 
@@ -135,7 +135,7 @@ func (s *Server) Handler() http.Handler {
 			if err != nil {
 				msg += ": " + err.Error()
 			}
-			writeJSON(w, http.StatusForbidden, ErrorBody{WireError: raft.WireError{Code: "access_denied", Message: msg}})
+			writeJSON(w, http.StatusForbidden, ErrorBody{WireError: regionstate.WireError{Code: "access_denied", Message: msg}})
 			return
 		}
 		if res.Body != nil {
@@ -154,12 +154,12 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) Discovery() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet || r.URL.Path != Prefix+"info" {
-			writeJSON(w, http.StatusNotFound, ErrorBody{WireError: raft.WireError{Code: "not_found",
+			writeJSON(w, http.StatusNotFound, ErrorBody{WireError: regionstate.WireError{Code: "not_found",
 				Message: "the internal API listens on each node's --internal-addr; the S3 port answers only " + Prefix + "info"}})
 			return
 		}
 		if res, err := s.verifier.Verify(r); err != nil || res.Anonymous {
-			writeJSON(w, http.StatusForbidden, ErrorBody{WireError: raft.WireError{Code: "access_denied", Message: deniedMsg}})
+			writeJSON(w, http.StatusForbidden, ErrorBody{WireError: regionstate.WireError{Code: "access_denied", Message: deniedMsg}})
 			return
 		}
 		b, ok := s.backend()
@@ -180,7 +180,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("POST "+Prefix+"join", func(w http.ResponseWriter, r *http.Request) {
 		var j JoinRequest
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&j); err != nil {
-			s.fail(w, fmt.Errorf("%w: malformed join request: %v", raft.ErrInvalid, err))
+			s.fail(w, fmt.Errorf("%w: malformed join request: %v", regionstate.ErrInvalid, err))
 			return
 		}
 		if err := s.b.AddVoter(r.Context(), j); err != nil {
@@ -193,7 +193,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("POST "+Prefix+"remove", func(w http.ResponseWriter, r *http.Request) {
 		var j RemoveRequest
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&j); err != nil || j.ID == "" {
-			s.fail(w, fmt.Errorf("%w: remove needs an id", raft.ErrInvalid))
+			s.fail(w, fmt.Errorf("%w: remove needs an id", regionstate.ErrInvalid))
 			return
 		}
 		if err := s.b.RemoveServer(r.Context(), j.ID); err != nil {
@@ -218,7 +218,7 @@ func (s *Server) routes() *http.ServeMux {
 	})
 	mux.HandleFunc("GET "+Prefix+"readindex", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.b.IsLeader() {
-			s.fail(w, &raft.NotLeaderError{})
+			s.fail(w, &regionstate.NotLeaderError{})
 			return
 		}
 		writeJSON(w, http.StatusOK, indexAnswer{Index: s.b.CommitIndex()})
@@ -231,21 +231,21 @@ func (s *Server) routes() *http.ServeMux {
 
 // fail answers err as an ErrorBody with a status that says what it is.
 func (s *Server) fail(w http.ResponseWriter, err error) {
-	eb := ErrorBody{WireError: *raft.ToWire(err)}
+	eb := ErrorBody{WireError: *regionstate.ToWire(err)}
 	status := http.StatusInternalServerError
 	switch eb.Code {
-	case raft.CodeNotLeader:
+	case regionstate.CodeNotLeader:
 		status = http.StatusMisdirectedRequest
 		if eb.LeaderID != "" {
 			eb.LeaderHTTP = s.b.KnownHTTP(eb.LeaderID)
 		}
-	case raft.CodeNoLeader, raft.CodeClosed, raft.CodeLeadershipLost:
+	case regionstate.CodeNoLeader, regionstate.CodeClosed, regionstate.CodeLeadershipLost:
 		status = http.StatusServiceUnavailable
-	case raft.CodeInvalid, raft.CodeUnknownCommand:
+	case regionstate.CodeInvalid, regionstate.CodeUnknownCommand:
 		status = http.StatusBadRequest
-	case raft.CodeCanceled, raft.CodeDeadlineExceeded:
+	case regionstate.CodeCanceled, regionstate.CodeDeadlineExceeded:
 		status = http.StatusGatewayTimeout
-	case raft.CodeInternal:
+	case regionstate.CodeInternal:
 	default: // a command's own error (bucket exists, no such user, ...)
 		status = http.StatusConflict
 	}
@@ -253,7 +253,7 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 }
 
 func (s *Server) stillStarting(w http.ResponseWriter) {
-	s.fail(w, fmt.Errorf("%w: this node is still starting", raft.ErrClosed))
+	s.fail(w, fmt.Errorf("%w: this node is still starting", regionstate.ErrClosed))
 }
 
 func (s *Server) putStaged(w http.ResponseWriter, r *http.Request) {

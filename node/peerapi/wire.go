@@ -15,13 +15,13 @@
 //	GET  info                  -> Info
 //	POST join        JoinRequest -> Info (the leader adds a voter)
 //	POST remove      RemoveRequest -> 204 (the leader removes a member)
-//	POST apply       an encoded raft.Command -> {"index": N} (on the leader)
+//	POST apply       an encoded regionstate.Command -> {"index": N} (on the leader)
 //	GET  readindex             -> {"index": N} (the leader's commit index)
 //	PUT  stage/{id}  bytes     -> 204 once fsynced in the staging area
 //	GET  stage/{id}?off=&n=    -> bytes of a staged file
 //	GET  chunk?store=&key=&validator=&size=&index=&off=&n= -> bytes of a cached chunk
 //
-// An error is an ErrorBody (a raft.WireError, so errors.Is works after
+// An error is an ErrorBody (a regionstate.WireError, so errors.Is works after
 // the trip, plus the leader's S3 address on "not the leader"); the staging
 // and chunk routes answer plain-text errors with a status that says what
 // they are. The wire format is shared by every version of a region: add
@@ -41,7 +41,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/fedgate/fedgate/gateway"
-	"github.com/fedgate/fedgate/raft"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // Prefix is the path every internal API route starts with.
@@ -76,10 +76,10 @@ type RemoveRequest struct {
 	ID string `json:"id"`
 }
 
-// ErrorBody is every JSON error answer: a raft.WireError plus the
+// ErrorBody is every JSON error answer: a regionstate.WireError plus the
 // leader's S3 address when the answer is "not the leader".
 type ErrorBody struct {
-	raft.WireError
+	regionstate.WireError
 	LeaderHTTP string `json:"leader_http,omitempty"`
 }
 

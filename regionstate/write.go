@@ -1,4 +1,4 @@
-package raft
+package regionstate
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package raft
+package regionstate
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	hraft "github.com/hashicorp/raft"
+	"github.com/hashicorp/raft"
 )
 
 func TestRestartRestoresState(t *testing.T) {
@@ -54,7 +54,7 @@ func TestSnapshotRestart(t *testing.T) {
 	want := dumpState(n.State())
 	closeNode(t, n)
 
-	snaps, err := hraft.NewFileSnapshotStore(dir, 2, os.Stderr)
+	snaps, err := raft.NewFileSnapshotStore(dir, 2, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package raft
+package regionstate
 
 import (
 	"bufio"
@@ -7,7 +7,7 @@ import (
 	"io"
 	"testing"
 
-	hraft "github.com/hashicorp/raft"
+	"github.com/hashicorp/raft"
 )
 
 func snapshotBytes(t *testing.T, f *fsm) []byte {
@@ -40,7 +40,7 @@ func TestFSMBatchResponses(t *testing.T) {
 		PutUser{User: User{Name: "a", AccessKey: "AK2"}},
 		DeleteBucket{Name: "x"},
 		SetSetting{Key: "k", Value: "v"})
-	logs = append(logs, &hraft.Log{Index: 5, Type: hraft.LogConfiguration, Data: []byte("not ours")})
+	logs = append(logs, &raft.Log{Index: 5, Type: raft.LogConfiguration, Data: []byte("not ours")})
 	resp := f.ApplyBatch(logs)
 	if len(resp) != 5 || resp[0] != nil || !errors.Is(resp[1].(error), ErrUserExists) ||
 		!errors.Is(resp[2].(error), ErrNoSuchBucket) || resp[3] != nil || resp[4] != nil {

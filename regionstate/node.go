@@ -1,4 +1,4 @@
-// Package raft is a region's replicated state, kept by hashicorp/raft:
+// Package regionstate is a region's replicated state, kept by hashicorp/raft:
 // buckets created through S3, users and their grants, multipart sessions,
 // the write-back journal (objects staged on the region's nodes and not yet
 // drained to their stores, with their tombstones; journal.go), cache pins
@@ -19,7 +19,7 @@
 // leader (AddVoter, AddNonVoter, RemoveServer). Apply on a follower
 // forwards the write through Config.Forward, whose other end calls the
 // leader's ApplyEncoded; without Forward it returns a *NotLeaderError.
-package raft
+package regionstate
 
 import (
 	"context"
@@ -33,7 +33,7 @@ import (
 	"sync"
 	"time"
 
-	hraft "github.com/hashicorp/raft"
+	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	bolt "go.etcd.io/bbolt"
 )
@@ -123,7 +123,7 @@ type Node struct {
 	forward   func(ctx context.Context, leaderID, leaderAddr string, data []byte) (uint64, error)
 	wait      time.Duration
 	log       *slog.Logger
-	raft      *hraft.Raft
+	raft      *raft.Raft
 	trans     transport
 	fsm       *fsm
 	closers   []func() error // run in reverse by Close
@@ -186,12 +186,12 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("raft: open log store: %w", err)
 	}
 	n.closers = append(n.closers, store.Close)
-	logs, err := hraft.NewLogCache(512, store)
+	logs, err := raft.NewLogCache(512, store)
 	if err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	hl := newHCLog(log, "raft")
-	snaps, err := hraft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hl.Named("snapshot"))
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hl.Named("snapshot"))
 	if err != nil {
 		return nil, fmt.Errorf("raft: open snapshot store: %w", err)
 	}
@@ -202,7 +202,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.trans = trans
 	n.closers = append(n.closers, trans.Close)
 
-	hasState, err := hraft.HasExistingState(logs, store, snaps)
+	hasState, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
@@ -222,18 +222,18 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	rc.NoSnapshotRestoreOnStart = hasSnap && applied >= snapApplied
 	leaderCh := make(chan bool, 8)
 	rc.NotifyCh = leaderCh
-	if err := hraft.ValidateConfig(rc); err != nil {
+	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
-	if n.raft, err = hraft.NewRaft(rc, n.fsm, logs, store, snaps, trans); err != nil {
+	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, store, snaps, trans); err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	n.closers = append(n.closers, func() error { return n.raft.Shutdown().Error() })
 	go n.markLeadership(leaderCh)
 	wait := !hasState && alone
 	if wait {
-		boot := hraft.Configuration{Servers: []hraft.Server{{
-			Suffrage: hraft.Voter, ID: rc.LocalID, Address: trans.LocalAddr(),
+		boot := raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: rc.LocalID, Address: trans.LocalAddr(),
 		}}}
 		if err := n.raft.BootstrapCluster(boot).Error(); err != nil {
 			return nil, fmt.Errorf("raft: bootstrap: %w", err)
@@ -256,9 +256,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	return n, nil
 }
 
-func raftConfig(cfg Config, hl *hclogAdapter) *hraft.Config {
-	rc := hraft.DefaultConfig()
-	rc.LocalID = hraft.ServerID(cfg.NodeID)
+func raftConfig(cfg Config, hl *hclogAdapter) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.Logger = hl
 	rc.BatchApplyCh = true
 	if cfg.SnapshotThreshold > 0 {
@@ -285,7 +285,7 @@ func raftConfig(cfg Config, hl *hclogAdapter) *hraft.Config {
 func (n *Node) waitReady(ctx context.Context) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	for n.raft.State() != hraft.Leader {
+	for n.raft.State() != raft.Leader {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("raft: waiting for leadership: %w", ctx.Err())
@@ -303,13 +303,13 @@ func (n *Node) waitReady(ctx context.Context) error {
 func (n *Node) State() *State { return n.fsm.state }
 
 // IsLeader reports whether this node is the region's leader now.
-func (n *Node) IsLeader() bool { return n.raft.State() == hraft.Leader }
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
 // Snapshot takes a Raft snapshot now and compacts the log. Having nothing
 // new to snapshot is not an error. It returns ErrClosed or ctx's error.
 func (n *Node) Snapshot(ctx context.Context) error {
 	err := n.await(ctx, n.raft.Snapshot())
-	if errors.Is(err, hraft.ErrNothingNewToSnapshot) {
+	if errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		return nil
 	}
 	return err
@@ -341,7 +341,7 @@ func enqueueTimeout(ctx context.Context) time.Duration {
 // await waits for f, for ctx, or for Close, and maps hashicorp/raft's
 // errors to ours. Close must end the wait: with BatchApplyCh, Raft may
 // accept an Apply into its buffer after shutdown and never answer it.
-func (n *Node) await(ctx context.Context, f hraft.Future) error {
+func (n *Node) await(ctx context.Context, f raft.Future) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
@@ -358,15 +358,15 @@ func (n *Node) raftErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, hraft.ErrNotLeader), errors.Is(err, hraft.ErrLeadershipTransferInProgress):
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		// Rejected before it was appended: safe to retry on the leader.
 		addr, id := n.raft.LeaderWithID()
 		return &NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
-	case errors.Is(err, hraft.ErrLeadershipLost):
+	case errors.Is(err, raft.ErrLeadershipLost):
 		return ErrLeadershipLost
-	case errors.Is(err, hraft.ErrRaftShutdown):
+	case errors.Is(err, raft.ErrRaftShutdown):
 		return ErrClosed
-	case errors.Is(err, hraft.ErrEnqueueTimeout):
+	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return fmt.Errorf("raft: %w: %w", context.DeadlineExceeded, err)
 	}
 	return fmt.Errorf("raft: %w", err)

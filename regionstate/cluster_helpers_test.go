@@ -1,4 +1,4 @@
-package raft
+package regionstate
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	hraft "github.com/hashicorp/raft"
+	"github.com/hashicorp/raft"
 )
 
 // cluster is an in-process region: nodes on hashicorp/raft's in-memory
@@ -116,15 +116,15 @@ func (c *cluster) wire() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for a, na := range c.nodes {
-		ta := na.trans.(*hraft.InmemTransport)
+		ta := na.trans.(*raft.InmemTransport)
 		for _, b := range c.ids {
 			nb, live := c.nodes[b]
 			switch {
 			case a == b:
 			case live && c.cut[a] == c.cut[b]:
-				ta.Connect(hraft.ServerAddress(clusterAddr(b)), nb.trans)
+				ta.Connect(raft.ServerAddress(clusterAddr(b)), nb.trans)
 			default:
-				ta.Disconnect(hraft.ServerAddress(clusterAddr(b)))
+				ta.Disconnect(raft.ServerAddress(clusterAddr(b)))
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package raft
+package regionstate
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 	"os"
 	"time"
 
-	hraft "github.com/hashicorp/raft"
+	"github.com/hashicorp/raft"
 )
 
 type transport interface {
-	hraft.Transport
+	raft.Transport
 	Close() error
 }
 
@@ -22,7 +22,7 @@ type transport interface {
 // plain TCP transport, or, with cfg.TLS, the TCP transport over TLS.
 func newTransport(cfg Config, hl *hclogAdapter) (transport, error) {
 	if cfg.BindAddr == "" {
-		_, t := hraft.NewInmemTransport(hraft.ServerAddress("inmem:" + cfg.NodeID))
+		_, t := raft.NewInmemTransport(raft.ServerAddress("inmem:" + cfg.NodeID))
 		return t, nil
 	}
 	var adv net.Addr
@@ -36,7 +36,7 @@ func newTransport(cfg Config, hl *hclogAdapter) (transport, error) {
 	timeout := cmpOr(cfg.TransportTimeout, 10*time.Second)
 	pool := cmpOr(cfg.TransportMaxPool, 3)
 	if cfg.TLS == nil && cfg.Dial == nil {
-		t, err := hraft.NewTCPTransportWithLogger(cfg.BindAddr, adv, pool, timeout, hl.Named("transport"))
+		t, err := raft.NewTCPTransportWithLogger(cfg.BindAddr, adv, pool, timeout, hl.Named("transport"))
 		if err != nil {
 			return nil, fmt.Errorf("raft: transport: %w", err)
 		}
@@ -57,7 +57,7 @@ func newTransport(cfg Config, hl *hclogAdapter) (transport, error) {
 		ln = tls.NewListener(ln, cfg.TLS)
 	}
 	stream := &streamLayer{Listener: ln, adv: adv, tls: cfg.TLS, dial: cfg.Dial}
-	return hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: pool, Timeout: timeout, Logger: hl.Named("transport"),
 	}), nil
 }
@@ -70,7 +70,7 @@ func cmpOr[T comparable](v, def T) T {
 	return v
 }
 
-// streamLayer is a hraft.StreamLayer for TLS or a Config.Dial: it
+// streamLayer is a raft.StreamLayer for TLS or a Config.Dial: it
 // accepts on its listener (a TLS one with Config.TLS) and dials with
 // Config.Dial (or a net.Dialer), adding the TLS handshake with Config.TLS,
 // so every node is both a TLS server and a TLS client to its peers.
@@ -81,11 +81,11 @@ type streamLayer struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-var _ hraft.StreamLayer = (*streamLayer)(nil)
+var _ raft.StreamLayer = (*streamLayer)(nil)
 
 func (s *streamLayer) Addr() net.Addr { return s.adv }
 
-func (s *streamLayer) Dial(addr hraft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	dial := s.dial

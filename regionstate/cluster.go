@@ -1,4 +1,4 @@
-package raft
+package regionstate
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	hraft "github.com/hashicorp/raft"
+	"github.com/hashicorp/raft"
 )
 
 // Member is one server of the region's Raft configuration.
@@ -80,7 +80,7 @@ func (n *Node) BootstrapCluster(servers []Member) error {
 	if len(servers) < n.expect {
 		return fmt.Errorf("raft: bootstrap with %d members, Config.BootstrapExpect is %d", len(servers), n.expect)
 	}
-	var conf hraft.Configuration
+	var conf raft.Configuration
 	self, voters, seen := false, 0, map[string]bool{}
 	for _, m := range servers {
 		if m.ID == "" || m.Address == "" || seen[m.ID] {
@@ -88,9 +88,9 @@ func (n *Node) BootstrapCluster(servers []Member) error {
 		}
 		seen[m.ID] = true
 		self = self || m.ID == n.id
-		s := hraft.Server{Suffrage: hraft.Nonvoter, ID: hraft.ServerID(m.ID), Address: hraft.ServerAddress(m.Address)}
+		s := raft.Server{Suffrage: raft.Nonvoter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.Address)}
 		if m.Voter {
-			s.Suffrage = hraft.Voter
+			s.Suffrage = raft.Voter
 			voters++
 		}
 		conf.Servers = append(conf.Servers, s)
@@ -99,7 +99,7 @@ func (n *Node) BootstrapCluster(servers []Member) error {
 		return fmt.Errorf("raft: bootstrap: the members must include this node (%s) and a voter", n.id)
 	}
 	err := n.await(context.Background(), n.raft.BootstrapCluster(conf))
-	if errors.Is(err, hraft.ErrCantBootstrap) {
+	if errors.Is(err, raft.ErrCantBootstrap) {
 		return nil
 	}
 	return err
@@ -109,16 +109,16 @@ func (n *Node) BootstrapCluster(servers []Member) error {
 // member with the same address is harmless. Only the leader may: others
 // return a *NotLeaderError. It returns once the change is committed.
 func (n *Node) AddVoter(ctx context.Context, id, addr string) error {
-	return n.change(ctx, id, addr, func(t time.Duration) hraft.IndexFuture {
-		return n.raft.AddVoter(hraft.ServerID(id), hraft.ServerAddress(addr), 0, t)
+	return n.change(ctx, id, addr, func(t time.Duration) raft.IndexFuture {
+		return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, t)
 	})
 }
 
 // AddNonVoter adds server id at addr as a non-voter (it replicates the
 // log and serves reads but does not vote), like AddVoter.
 func (n *Node) AddNonVoter(ctx context.Context, id, addr string) error {
-	return n.change(ctx, id, addr, func(t time.Duration) hraft.IndexFuture {
-		return n.raft.AddNonvoter(hraft.ServerID(id), hraft.ServerAddress(addr), 0, t)
+	return n.change(ctx, id, addr, func(t time.Duration) raft.IndexFuture {
+		return n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, t)
 	})
 }
 
@@ -126,12 +126,12 @@ func (n *Node) AddNonVoter(ctx context.Context, id, addr string) error {
 // absent id is not an error). Only the leader may: others return a
 // *NotLeaderError. A leader removing itself steps down.
 func (n *Node) RemoveServer(ctx context.Context, id string) error {
-	return n.change(ctx, id, "-", func(t time.Duration) hraft.IndexFuture {
-		return n.raft.RemoveServer(hraft.ServerID(id), 0, t)
+	return n.change(ctx, id, "-", func(t time.Duration) raft.IndexFuture {
+		return n.raft.RemoveServer(raft.ServerID(id), 0, t)
 	})
 }
 
-func (n *Node) change(ctx context.Context, id, addr string, f func(time.Duration) hraft.IndexFuture) error {
+func (n *Node) change(ctx context.Context, id, addr string, f func(time.Duration) raft.IndexFuture) error {
 	if id == "" || addr == "" {
 		return invalid("membership change needs a server id and address")
 	}
@@ -157,15 +157,15 @@ func (n *Node) Members() ([]Member, error) {
 	out := make([]Member, 0, len(conf.Servers))
 	for _, s := range conf.Servers {
 		out = append(out, Member{ID: string(s.ID), Address: string(s.Address),
-			Voter: s.Suffrage == hraft.Voter, Leader: string(s.ID) == leader})
+			Voter: s.Suffrage == raft.Voter, Leader: string(s.ID) == leader})
 	}
 	return out, nil
 }
 
-func (n *Node) configuration() (hraft.Configuration, error) {
+func (n *Node) configuration() (raft.Configuration, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		return hraft.Configuration{}, n.raftErr(err)
+		return raft.Configuration{}, n.raftErr(err)
 	}
 	return f.Configuration(), nil
 }
@@ -183,8 +183,8 @@ func (n *Node) Status() Status {
 		s.Members = len(conf.Servers)
 		for _, m := range conf.Servers {
 			if string(m.ID) == n.id {
-				s.Voter = m.Suffrage == hraft.Voter
-			} else if m.Suffrage == hraft.Voter {
+				s.Voter = m.Suffrage == raft.Voter
+			} else if m.Suffrage == raft.Voter {
 				s.NumPeers++
 			}
 		}

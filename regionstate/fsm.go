@@ -1,4 +1,4 @@
-package raft
+package regionstate
 
 import (
 	"bufio"
@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	hraft "github.com/hashicorp/raft"
+	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -34,8 +34,8 @@ type fsm struct {
 }
 
 var (
-	_ hraft.BatchingFSM = (*fsm)(nil)
-	_ hraft.FSMSnapshot = (*fsmSnapshot)(nil)
+	_ raft.BatchingFSM = (*fsm)(nil)
+	_ raft.FSMSnapshot = (*fsmSnapshot)(nil)
 )
 
 func openFSM(path string, log *slog.Logger) (*fsm, error) {
@@ -77,12 +77,12 @@ func openFSM(path string, log *slog.Logger) (*fsm, error) {
 
 func (f *fsm) close() error { return f.db.Close() }
 
-// Apply implements hraft.FSM.
-func (f *fsm) Apply(l *hraft.Log) any { return f.ApplyBatch([]*hraft.Log{l})[0] }
+// Apply implements raft.FSM.
+func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 
-// ApplyBatch implements hraft.BatchingFSM. Each response is nil or the
+// ApplyBatch implements raft.BatchingFSM. Each response is nil or the
 // command's error.
-func (f *fsm) ApplyBatch(logs []*hraft.Log) []any {
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	resp := make([]any, len(logs))
 	applied := f.state.applied.Load()
 	last := applied
@@ -93,7 +93,7 @@ func (f *fsm) ApplyBatch(logs []*hraft.Log) []any {
 			continue // replay of an entry the file already holds
 		}
 		last = l.Index
-		if l.Type != hraft.LogCommand {
+		if l.Type != raft.LogCommand {
 			continue
 		}
 		b.now, b.index = l.AppendedAt, l.Index
@@ -117,7 +117,7 @@ func (f *fsm) ApplyBatch(logs []*hraft.Log) []any {
 	return resp
 }
 
-func (f *fsm) apply(b *batch, l *hraft.Log) (Command, error) {
+func (f *fsm) apply(b *batch, l *raft.Log) (Command, error) {
 	cmd, err := Decode(l.Data)
 	if err != nil {
 		f.log.Warn("raft: command rejected", "index", l.Index, "err", err)
@@ -159,14 +159,14 @@ func (f *fsm) persist(ops []diskOp, applied uint64) {
 	}
 }
 
-// Snapshot implements hraft.FSM. It runs on the FSM goroutine and only
+// Snapshot implements raft.FSM. It runs on the FSM goroutine and only
 // captures (a pointer and a copy of the session table); Persist streams.
-func (f *fsm) Snapshot() (hraft.FSMSnapshot, error) {
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	return capture(f.state.load(), f.state.applied.Load()), nil
 }
 
-// Persist implements hraft.FSMSnapshot.
-func (s *fsmSnapshot) Persist(sink hraft.SnapshotSink) error {
+// Persist implements raft.FSMSnapshot.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	if err := s.writeTo(bufio.NewWriterSize(sink, 64<<10)); err != nil {
 		sink.Cancel()
 		return fmt.Errorf("raft: persist snapshot: %w", err)
@@ -174,10 +174,10 @@ func (s *fsmSnapshot) Persist(sink hraft.SnapshotSink) error {
 	return sink.Close()
 }
 
-// Release implements hraft.FSMSnapshot.
+// Release implements raft.FSMSnapshot.
 func (s *fsmSnapshot) Release() {}
 
-// Restore implements hraft.FSM. It builds a fresh catalog and rewrites the
+// Restore implements raft.FSM. It builds a fresh catalog and rewrites the
 // file in one transaction from the stream; only when both are complete are
 // they swapped in (one commit, one atomic store). A bad stream changes
 // nothing.
@@ -226,7 +226,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 
 // snapshotApplied returns the FSM applied index recorded in the newest
 // snapshot of store (ok false when there is none).
-func snapshotApplied(store hraft.SnapshotStore) (index uint64, ok bool, err error) {
+func snapshotApplied(store raft.SnapshotStore) (index uint64, ok bool, err error) {
 	metas, err := store.List()
 	if err != nil || len(metas) == 0 {
 		return 0, false, err

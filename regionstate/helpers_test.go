@@ -1,4 +1,4 @@
-package raft
+package regionstate
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	hraft "github.com/hashicorp/raft"
+	"github.com/hashicorp/raft"
 )
 
 // testLogger writes Warn and above to the test log, and nothing once the
@@ -181,15 +181,15 @@ func newTestFSM(t testing.TB, dir string) *fsm {
 }
 
 // logsOf encodes cmds as consecutive log entries starting at index first.
-func logsOf(t testing.TB, first uint64, cmds ...Command) []*hraft.Log {
+func logsOf(t testing.TB, first uint64, cmds ...Command) []*raft.Log {
 	t.Helper()
-	var logs []*hraft.Log
+	var logs []*raft.Log
 	for i, c := range cmds {
 		data, err := Encode(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		logs = append(logs, &hraft.Log{Index: first + uint64(i), Term: 1, Type: hraft.LogCommand,
+		logs = append(logs, &raft.Log{Index: first + uint64(i), Term: 1, Type: raft.LogCommand,
 			Data: data, AppendedAt: t0.Add(time.Duration(i) * time.Second)})
 	}
 	return logs
@@ -200,7 +200,7 @@ func applyFSM(t testing.TB, f *fsm, first uint64, cmds ...Command) []any {
 	return f.ApplyBatch(logsOf(t, first, cmds...))
 }
 
-// memSink is an in-memory hraft.SnapshotSink.
+// memSink is an in-memory raft.SnapshotSink.
 type memSink struct {
 	bytes.Buffer
 	canceled bool
