@@ -16,7 +16,6 @@ import (
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/policies"
-	"github.com/fedgate/fedgate/regionstate"
 )
 
 // meterFixture is a region in gcp:us-central1 (no cache: reads go to the
@@ -31,13 +30,7 @@ func meterFixture(t *testing.T) *federation.Namespace {
 // changes the namespace's Config further.
 func meterFixtureWith(t *testing.T, eg *policies.Egress, now func() time.Time, retention time.Duration, adjust ...func(*federation.Config)) *federation.Namespace {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	node, err := regionstate.Open(ctx, regionstate.Config{NodeID: "n1", Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Close() })
+	node := openState(t)
 	stores := map[string]store.Store{}
 	for name, loc := range map[string]string{"s3": "aws:us-east-1", "gcs": "gcp:us-central1", "blob": "azure:eastus", "local": "gcp:us-central1"} {
 		l, err := policies.ParseLocation(loc)

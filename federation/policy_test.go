@@ -7,7 +7,6 @@ import (
 
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
 )
@@ -18,15 +17,8 @@ import (
 func TestBucketAwaitsCommittedPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	node, err := regionstate.Open(ctx, regionstate.Config{NodeID: "n1", Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Close() })
-	local, err := posix.New("local", policies.Location{Cloud: "onprem", Region: "test"}, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := openState(t)
+	local := posixStore(t, "local", testLoc)
 	stores := map[string]store.Store{"local": local}
 	ns, err := federation.New(federation.Config{State: node, Stores: stores, DefaultStore: "local",
 		Region: region{self: "solo", members: []string{"solo"}}})

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"testing"
 	"time"
 
@@ -13,35 +12,9 @@ import (
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/faulty"
-	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
 )
-
-const testChunk = 64 << 10
-
-// region is a fake federation.Region of fixed members.
-type region struct {
-	self    string
-	members []string
-}
-
-func (r region) Self() string                      { return r.self }
-func (r region) Members() []string                 { return r.members }
-func (r region) ReadBarrier(context.Context) error { return nil }
-func (r region) StageTo(context.Context, string, string, io.Reader, int64) error {
-	return errors.New("no staging in this test")
-}
-func (r region) ReadStaged(context.Context, string, string, int64, int64) (io.ReadCloser, error) {
-	return nil, errors.New("no staging in this test")
-}
-
-// noPeers fails every peer read (the preloader never reads from peers).
-type noPeers struct{}
-
-func (noPeers) ReadChunk(context.Context, string, cachetier.ChunkKey, int64, int64) (io.ReadCloser, error) {
-	return nil, errors.New("no peers in this test")
-}
 
 // fixture is one region sharing one Raft node: a bucket "data" mounted from
 // a (faulty-wrapped, so cached) origin and a bucket "local" on a posix
@@ -58,25 +31,13 @@ type fixture struct {
 func newFixture(t *testing.T, members ...string) *fixture {
 	t.Helper()
 	f := &fixture{t: t}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	node, err := regionstate.Open(ctx, regionstate.Config{NodeID: "n1", Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Close() })
+	node := openState(t)
 	f.node = node
-	loc := policies.Location{Cloud: "onprem", Region: "test"}
-	inner, err := posix.New("origin", loc, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	loc := testLoc
+	inner := posixStore(t, "origin", loc)
 	f.inner = inner
 	f.origin = faulty.Wrap(inner, faulty.Config{})
-	local, err := posix.New("local", loc, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := posixStore(t, "local", loc)
 	pol := &policies.Policy{Buckets: []policies.Bucket{
 		{Name: "data", Origin: &policies.Origin{Store: "origin", Prefix: "ds/"}},
 		{Name: "local", Origin: &policies.Origin{Store: "local"}},

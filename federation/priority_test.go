@@ -10,9 +10,7 @@ import (
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/faulty"
-	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/policies"
-	"github.com/fedgate/fedgate/regionstate"
 )
 
 // The policy's cache.priority reaches the cache when the namespace starts
@@ -20,16 +18,9 @@ import (
 func TestCachePriorityFromPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	node, err := regionstate.Open(ctx, regionstate.Config{NodeID: "n1", Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Close() })
-	loc := policies.Location{Cloud: "onprem", Region: "test"}
-	inner, err := posix.New("origin", loc, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := openState(t)
+	loc := testLoc
+	inner := posixStore(t, "origin", loc)
 	origin := faulty.Wrap(inner, faulty.Config{}) // not posix: read through the cache
 	data := bytes.Repeat([]byte("x"), 3*testChunk)
 	if _, err := inner.Put(ctx, "ds/a", bytes.NewReader(data), int64(len(data)), store.PutOptions{}); err != nil {

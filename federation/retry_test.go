@@ -2,7 +2,6 @@ package federation_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,10 +13,8 @@ import (
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/faulty"
-	"github.com/fedgate/fedgate/federation/store/posix"
 	s3store "github.com/fedgate/fedgate/federation/store/s3"
 	"github.com/fedgate/fedgate/policies"
-	"github.com/fedgate/fedgate/regionstate"
 )
 
 // readAttempts is federation's budget for one read (federation/read.go).
@@ -27,13 +24,7 @@ const readAttempts = 6
 // directly, so every read is one store call (plus federation's retries).
 func retryFixture(t *testing.T, origin store.Store) *federation.Bucket {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	node, err := regionstate.Open(ctx, regionstate.Config{NodeID: "n1", Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Close() })
+	node := openState(t)
 	pol := &policies.Policy{Buckets: []policies.Bucket{{Name: "b", Origin: &policies.Origin{Store: "origin"}}}}
 	ns, err := federation.New(federation.Config{State: node, Stores: map[string]store.Store{"origin": origin},
 		DefaultStore: "origin", Policy: pol, Region: region{self: "solo", members: []string{"solo"}}})
@@ -62,10 +53,7 @@ func TestReadRetriesOneLayer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
-			inner, err := posix.New("origin", policies.Location{Cloud: "onprem", Region: "test"}, t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
+			inner := posixStore(t, "origin", testLoc)
 			data := []byte("0123456789")
 			if _, err := inner.Put(ctx, "k", bytes.NewReader(data), int64(len(data)), store.PutOptions{}); err != nil {
 				t.Fatal(err)
