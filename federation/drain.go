@@ -420,7 +420,7 @@ func (n *Namespace) forgetStoreKey(storeName, key string) {
 	}
 }
 
-// OnApply is the Raft apply hook (regionstate.Config.OnApply): it keeps this
+// OnApply is the Raft apply hook (subscribed with regionstate.Node.Subscribe): it keeps this
 // node's caches consistent with writes acknowledged by other nodes and
 // wakes the drainer.
 func (n *Namespace) OnApply(cmd regionstate.Command) {

@@ -11,17 +11,18 @@
 // # Initialization order
 //
 // Raft must be open before the namespace can be built (the namespace's
-// journal is the Raft node, and the policy it starts with is read from
-// Raft state), yet the namespace and the policy manager react to commands
-// Raft applies. Instead of a raft.Config.OnApply hook wired before either
-// exists (and atomic pointers it loads on every command), they subscribe
-// to the open Raft node (raft.Node.Subscribe) as soon as they are built.
-// A command applied before a subscription is already in Raft's State, which
-// is what both are built from, so nothing is missed; the policy manager
-// also checks for a newer policy once its loop starts. A two-phase
+// region state is the Raft node, and the policy it starts with is read
+// from Raft state), yet the namespace and the policy manager react to
+// commands Raft applies. Instead of an apply hook in regionstate.Config
+// wired before either exists (and atomic pointers it loads on every
+// command), they subscribe to the open Raft node
+// (regionstate.Node.Subscribe) as soon as they are built. A command
+// applied before a subscription is already in Raft's State, which is what
+// both are built from, so nothing is missed; the policy manager also
+// checks for a newer policy once its loop starts. A two-phase
 // construction (namespace before Raft) would need federation.New to
-// accept a journal and a policy that do not exist yet; the subscription
-// needs no change outside package regionstate.
+// accept a region state and a policy that do not exist yet; the
+// subscription needs no change outside package regionstate.
 //
 // A multi-node node serves its S3 port and internal API before Raft opens,
 // so peers can discover each other while the region forms. Those handlers

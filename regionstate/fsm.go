@@ -29,7 +29,6 @@ type fsm struct {
 	// serving, and the next start rebuilds the file from the Raft log.
 	diskErr  error
 	executed atomic.Uint64 // commands run, replays excluded (for tests)
-	onApply  func(Command) // Config.OnApply
 	subs     subscribers   // Node.Subscribe
 }
 

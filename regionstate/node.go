@@ -83,12 +83,6 @@ type Config struct {
 	// its leader may then AddVoter new nodes).
 	BootstrapExpect int
 
-	// OnApply, when set, is called on the FSM goroutine with every command
-	// this node applied without error, after the batch holding it is
-	// visible in State (and with nil after a snapshot replaced the whole
-	// state). It must not block: nodes use it to drop cached views of what
-	// a write changed.
-	OnApply func(cmd Command)
 
 	// Forward, when set, carries a write from a follower to the leader:
 	// it must deliver data to the leader's ApplyEncoded and return its
@@ -171,10 +165,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}()
 
-	if n.fsm, err = openFSM(filepath.Join(cfg.Dir, "fsm.db"), log); err == nil {
-		n.fsm.onApply = cfg.OnApply
-	}
-	if err != nil {
+	if n.fsm, err = openFSM(filepath.Join(cfg.Dir, "fsm.db"), log); err != nil {
 		return nil, err
 	}
 	n.closers = append(n.closers, n.fsm.close)

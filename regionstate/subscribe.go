@@ -5,7 +5,7 @@ import "sync"
 // Subscribe registers f to be called on the FSM goroutine with every
 // command this node applies without error from now on, after the batch
 // holding it is visible in State (and with nil after a snapshot replaced
-// the whole state), like Config.OnApply. f must not block and must not call
+// the whole state). f must not block and must not call
 // Subscribe or the returned cancel. cancel removes f; once it returns, f is
 // not called again.
 //
@@ -40,17 +40,12 @@ func (s *subscribers) add(f func(Command)) func() {
 	}
 }
 
-// notify hands cmds to Config.OnApply and every subscriber. It holds the
+// notify hands cmds to every subscriber. It holds the
 // lock while calling them, so a cancelled subscriber is never called after
 // cancel returns (callbacks must not block).
 func (f *fsm) notify(cmds []Command) {
 	if len(cmds) == 0 {
 		return
-	}
-	if f.onApply != nil {
-		for _, c := range cmds {
-			f.onApply(c)
-		}
 	}
 	f.subs.mu.Lock()
 	defer f.subs.mu.Unlock()
