@@ -83,7 +83,6 @@ type Config struct {
 	// its leader may then AddVoter new nodes).
 	BootstrapExpect int
 
-
 	// Forward, when set, carries a write from a follower to the leader:
 	// it must deliver data to the leader's ApplyEncoded and return its
 	// result (the index, or the error rebuilt with WireError.Err, so
