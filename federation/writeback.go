@@ -366,22 +366,54 @@ func (r *recentStaged) get(bucket, key string, v store.Validator) ([]regionstate
 	return s, ok
 }
 
-// openStaged streams [off, off+n) of a staged object version.
+// openStaged streams [off, off+n) of a staged object version. The reader
+// never loses its source mid-stream: a segment whose copies are gone (the
+// entry was drained, its staged files removed) or a holder that fails
+// mid-read is continued from another holder, else from the store's
+// drained copy at the same offset (openDrained).
 func (b *Bucket) openStaged(ctx context.Context, info store.ObjectInfo, off, n int64) (io.ReadCloser, error) {
+	if off < 0 || n < 0 || off+n > info.Size {
+		return nil, fmt.Errorf("federation: range [%d, %d) outside a %d-byte object", off, off+n, info.Size)
+	}
+	fallback := func(off, n int64) (io.ReadCloser, error) { return b.openDrained(ctx, info, off, n) }
 	segs, ok := b.ns.recent.get(b.Name, info.Key, info.Validator)
 	if !ok {
 		e, found := b.ns.rs.State().JournalEntry(b.Name, info.Key)
 		if !found || stagedValidator(e.Version) != info.Validator {
-			return nil, fmt.Errorf("%w: the staged version was replaced", store.ErrPreconditionFailed)
+			// Drained (or replaced) since the lookup: the store may hold
+			// these very bytes now.
+			return fallback(off, n)
 		}
 		segs = e.Segments
 	}
-	if off < 0 || n < 0 || off+n > info.Size {
-		return nil, fmt.Errorf("federation: range [%d, %d) outside a %d-byte object", off, off+n, info.Size)
-	}
-	r := &segmentReader{ctx: ctx, ns: b.ns, segs: segs, off: off, left: n}
-	return r, nil
+	return &segmentReader{ctx: ctx, ns: b.ns, segs: segs, off: off, left: n, fallback: fallback}, nil
 }
+
+// openDrained opens [off, off+n) of the staged version staged describes
+// from wherever the bucket now has it, once that version was drained: the
+// current object is the same bytes when its ETag (the content's MD5, or
+// the multipart MD5 of MD5s) and size are the staged version's. Otherwise
+// it returns store.ErrPreconditionFailed (the key was overwritten or
+// deleted since: the client retries and reads the new version).
+func (b *Bucket) openDrained(ctx context.Context, staged store.ObjectInfo, off, n int64) (io.ReadCloser, error) {
+	b.invalidate(staged.Key) // what this node remembers may predate the drain
+	cur, err := b.Stat(ctx, staged.Key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, fmt.Errorf("%w: %s was deleted after its staged version was drained", store.ErrPreconditionFailed, staged.Key)
+	case err != nil:
+		return nil, err
+	case cur.ETag != staged.ETag || cur.Size != staged.Size:
+		return nil, fmt.Errorf("%w: the staged version of %s was replaced", store.ErrPreconditionFailed, staged.Key)
+	case cur.Validator == staged.Validator:
+		return nil, fmt.Errorf("%w: no copy of the staged version of %s is left", store.ErrPreconditionFailed, staged.Key)
+	}
+	return b.Open(ctx, cur, off, n)
+}
+
+// maxResumes bounds how often one staged read is continued from another
+// source after a failure (each resume tries every holder, then the store).
+const maxResumes = 4
 
 // segmentReader reads a range across staged segments, opening each one
 // lazily from this node's staging area or from another holder.
@@ -393,38 +425,55 @@ type segmentReader struct {
 	left int64
 	cur  io.ReadCloser
 	end  int64 // object offset where cur ends
+	// fallback opens [off, off+n) from the store's drained copy.
+	fallback func(off, n int64) (io.ReadCloser, error)
+	resumes  int
 }
 
 func (r *segmentReader) Read(p []byte) (int, error) {
-	if r.left <= 0 {
-		return 0, io.EOF
-	}
-	if r.cur == nil {
-		if err := r.open(); err != nil {
-			return 0, err
+	for {
+		if r.left <= 0 {
+			return 0, io.EOF
 		}
-	}
-	k, err := r.cur.Read(p[:min(int64(len(p)), r.left, r.end-r.off)])
-	r.off += int64(k)
-	r.left -= int64(k)
-	if r.off == r.end || errors.Is(err, io.EOF) {
+		if r.cur == nil {
+			if err := r.open(); err != nil {
+				return 0, err
+			}
+		}
+		k, err := r.cur.Read(p[:min(int64(len(p)), r.left, r.end-r.off)])
+		r.off += int64(k)
+		r.left -= int64(k)
+		switch {
+		case r.off == r.end:
+			r.cur.Close()
+			r.cur = nil
+			if r.left == 0 {
+				return k, io.EOF
+			}
+			return k, nil
+		case err == nil:
+			return k, nil
+		}
+		// The source failed or ended early: continue at r.off from
+		// another copy.
 		r.cur.Close()
 		r.cur = nil
-		if r.off != r.end && k == 0 {
-			return 0, io.ErrUnexpectedEOF
+		if r.resumes == maxResumes {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return k, fmt.Errorf("federation: staged read at byte %d: %w", r.off, err)
 		}
-		err = nil
+		r.resumes++
+		r.ns.log.Warn("write-back: a staged read's source failed; continuing from another copy", "offset", r.off, "error", err)
+		if k > 0 {
+			return k, nil
+		}
 	}
-	if err != nil {
-		return k, err
-	}
-	if r.left == 0 {
-		return k, io.EOF
-	}
-	return k, nil
 }
 
-// open opens the segment holding r.off at that offset.
+// open opens the segment holding r.off at that offset, from this node or
+// another holder, else the rest of the range from the store's copy.
 func (r *segmentReader) open() error {
 	var start int64
 	for _, s := range r.segs {
@@ -432,13 +481,29 @@ func (r *segmentReader) open() error {
 			rel := r.off - start
 			n := min(s.Size-rel, r.left)
 			rc, err := r.ns.openSegment(r.ctx, s, rel, n)
-			if err != nil {
+			if err == nil {
+				r.cur, r.end = rc, r.off+n
+				return nil
+			}
+			if r.fallback == nil {
 				return err
 			}
-			r.cur, r.end = rc, r.off+n
+			frc, ferr := r.fallback(r.off, r.left)
+			if ferr != nil {
+				return fmt.Errorf("%w; from the store: %w", err, ferr)
+			}
+			r.cur, r.end, r.segs = frc, r.off+r.left, nil
 			return nil
 		}
 		start += s.Size
+	}
+	if r.segs == nil && r.fallback != nil { // reading from the store already
+		frc, err := r.fallback(r.off, r.left)
+		if err != nil {
+			return err
+		}
+		r.cur, r.end = frc, r.off+r.left
+		return nil
 	}
 	return io.ErrUnexpectedEOF
 }

@@ -447,6 +447,9 @@ func (n *Node) Namespace() *federation.Namespace { return n.ns }
 // Cache is the node's chunk cache.
 func (n *Node) Cache() *cachetier.Cache { return n.cache }
 
+// Staging is the node's write-back staging area.
+func (n *Node) Staging() *staging.Area { return n.stage }
+
 // RootCredentials are the region's root credentials as this node knows
 // them (the secret only when it was given or generated here); generated
 // reports that this start generated them (and saved them to
