@@ -74,6 +74,11 @@ type WriteBackConfig struct {
 	// Wait bounds how long a write waits for room in the staging areas
 	// (backpressure) before it fails with ErrStagingUnavailable (default 30s).
 	Wait time.Duration
+	// PeerStall bounds how long a peer taking a staged copy may stop
+	// reading it (a frozen or hung node) before it is given up and the copy
+	// goes to the next peer (default 2s); once it has every byte it has
+	// 5 x PeerStall (at least 10 s) to fsync and answer.
+	PeerStall time.Duration
 }
 
 // stagedPrefix starts the Validator of an object served from staging:
@@ -169,7 +174,7 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (regi
 		},
 	}
 	for _, p := range first {
-		sinks = append(sinks, func(r io.Reader) error { return n.region.StageTo(sctx, p, id, r, size) })
+		sinks = append(sinks, func(r io.Reader) error { return n.stageToPeer(sctx, p, id, r, size) })
 	}
 	sinkErrs, bodyErr := placement.Tee(ctx, body, size, sinks, false, cancelSinks)
 	fail := func(err error) (regionstate.Segment, string, error) {
@@ -202,7 +207,7 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (regi
 		if err != nil {
 			return fail(err)
 		}
-		err = n.region.StageTo(ctx, p, id, f, size)
+		err = n.stageToPeer(ctx, p, id, f, size)
 		f.Close()
 		if err != nil {
 			peerErrs = append(peerErrs, fmt.Errorf("%s: %w", p, err))
@@ -216,6 +221,71 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (regi
 	}
 	n.metrics.stagedBytes.Add(float64(size))
 	return regionstate.Segment{ID: id, Size: size, Nodes: nodes}, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// stageToPeer copies exactly size bytes of r to peer's staging area as id,
+// giving the peer up when it stops reading for PeerStall, or does not
+// answer within the final bound once it has every byte: a frozen node
+// must not hold a write-back write (the caller moves on to the next peer).
+func (n *Namespace) stageToPeer(ctx context.Context, peer, id string, r io.Reader, size int64) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	pr := &progressReader{r: r, last: time.Now()}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		stall := n.wb.PeerStall
+		final := max(5*stall, 10*time.Second)
+		t := time.NewTicker(stall / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				read, last := pr.progress()
+				switch {
+				case read < size && time.Since(last) > stall:
+					cancel(fmt.Errorf("peer %s read nothing of staged %s for %s (at byte %d of %d)", peer, id, stall, read, size))
+					return
+				case read >= size && time.Since(last) > final:
+					cancel(fmt.Errorf("peer %s did not confirm staged %s within %s of its last byte", peer, id, final))
+					return
+				}
+			}
+		}
+	}()
+	err := n.region.StageTo(ctx, peer, id, pr, size)
+	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		n.log.Warn("write-back: a peer stalled taking a staged copy; trying the next one", "peer", peer, "error", cause)
+		return cause
+	}
+	return err
+}
+
+// progressReader counts what a peer has read, and when it last read.
+type progressReader struct {
+	r    io.Reader
+	mu   sync.Mutex
+	n    int64
+	last time.Time
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	k, err := p.r.Read(b)
+	if k > 0 {
+		p.mu.Lock()
+		p.n += int64(k)
+		p.last = time.Now()
+		p.mu.Unlock()
+	}
+	return k, err
+}
+
+func (p *progressReader) progress() (int64, time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n, p.last
 }
 
 // unstage removes a segment's local copy after its write was not

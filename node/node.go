@@ -220,8 +220,10 @@ func (n *Node) open(ctx context.Context) error {
 
 	_, hadPolicy := rn.State().Policy()
 	pol, err := activePolicy(ctx, rn, cfg.PolicyFile, fileData, log)
-	if errors.Is(err, regionstate.ErrStalePolicy) && cfg.clustered() {
-		// Another founding node seeded the policy first: catch up and use it.
+	for try := 0; cfg.clustered() && try < 3 && (errors.Is(err, regionstate.ErrStalePolicy) || errors.Is(err, regionstate.ErrLeadershipLost)); try++ {
+		// Another founding node seeded the policy first, or the leader
+		// changed while this node's seed was in flight (it may have
+		// landed): catch up and use what the region has.
 		if err = cl.register(ctx); err == nil {
 			pol, err = activePolicy(ctx, rn, cfg.PolicyFile, fileData, log)
 		}
