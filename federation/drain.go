@@ -404,7 +404,7 @@ func (n *Namespace) sweepStaging() {
 	refs := n.referenced()
 	now := time.Now()
 	for _, f := range files {
-		if !refs[f.ID] && now.Sub(f.ModTime) > sweepGrace {
+		if !refs[f.ID] && now.Sub(f.ModTime) > sweepGrace && !n.wb.Staging.DrainedWithin(f.ID, sweepGrace) {
 			if err := n.wb.Staging.Remove(f.ID); err != nil {
 				n.log.Warn("write-back: removing a drained staged file failed", "id", f.ID, "error", err)
 			}
@@ -442,14 +442,13 @@ func (n *Namespace) OnApply(cmd regionstate.Command) {
 		if b, err := n.Bucket(c.Bucket); err == nil {
 			b.invalidate(c.Key)
 		}
-		if !c.Failed && len(c.Drained) > 0 && n.wb.Staging != nil {
-			// Free the staging room now (a read that had the file open
-			// keeps reading it; one about to open it retries).
-			go func() {
-				for _, id := range c.Drained {
-					_ = n.wb.Staging.Remove(id)
-				}
-			}()
+		if !c.Failed && n.wb.Staging != nil {
+			// Keep the staged copies for readers still reading them
+			// (sweepGrace), unless a new write needs their room first; a
+			// reader that finds one gone continues from the store's copy.
+			for _, id := range c.Drained {
+				n.wb.Staging.MarkDrained(id)
+			}
 		}
 		n.wakeDrainer()
 	case *regionstate.ClaimDrain:

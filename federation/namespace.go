@@ -172,6 +172,9 @@ func New(cfg Config) (*Namespace, error) {
 	if cfg.WriteBack.Wait <= 0 {
 		cfg.WriteBack.Wait = 30 * time.Second
 	}
+	if cfg.WriteBack.PeerStall <= 0 {
+		cfg.WriteBack.PeerStall = 2 * time.Second
+	}
 	rs := regionState{cfg.State}
 	n := &Namespace{rs: rs, log: cfg.Logger, now: cfg.Now,
 		created: cfg.Now(), cache: cfg.Cache, fill: cfg.FillConcurrency,

@@ -74,6 +74,11 @@ type WriteBackConfig struct {
 	// Wait bounds how long a write waits for room in the staging areas
 	// (backpressure) before it fails with ErrStagingUnavailable (default 30s).
 	Wait time.Duration
+	// PeerStall bounds how long a peer taking a staged copy may stop
+	// reading it (a frozen or hung node) before it is given up and the copy
+	// goes to the next peer (default 2s); once it has every byte it has
+	// 5 x PeerStall (at least 10 s) to fsync and answer.
+	PeerStall time.Duration
 }
 
 // stagedPrefix starts the Validator of an object served from staging:
@@ -169,7 +174,7 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (regi
 		},
 	}
 	for _, p := range first {
-		sinks = append(sinks, func(r io.Reader) error { return n.region.StageTo(sctx, p, id, r, size) })
+		sinks = append(sinks, func(r io.Reader) error { return n.stageToPeer(sctx, p, id, r, size) })
 	}
 	sinkErrs, bodyErr := placement.Tee(ctx, body, size, sinks, false, cancelSinks)
 	fail := func(err error) (regionstate.Segment, string, error) {
@@ -202,7 +207,7 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (regi
 		if err != nil {
 			return fail(err)
 		}
-		err = n.region.StageTo(ctx, p, id, f, size)
+		err = n.stageToPeer(ctx, p, id, f, size)
 		f.Close()
 		if err != nil {
 			peerErrs = append(peerErrs, fmt.Errorf("%s: %w", p, err))
@@ -216,6 +221,71 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (regi
 	}
 	n.metrics.stagedBytes.Add(float64(size))
 	return regionstate.Segment{ID: id, Size: size, Nodes: nodes}, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// stageToPeer copies exactly size bytes of r to peer's staging area as id,
+// giving the peer up when it stops reading for PeerStall, or does not
+// answer within the final bound once it has every byte: a frozen node
+// must not hold a write-back write (the caller moves on to the next peer).
+func (n *Namespace) stageToPeer(ctx context.Context, peer, id string, r io.Reader, size int64) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	pr := &progressReader{r: r, last: time.Now()}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		stall := n.wb.PeerStall
+		final := max(5*stall, 10*time.Second)
+		t := time.NewTicker(stall / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				read, last := pr.progress()
+				switch {
+				case read < size && time.Since(last) > stall:
+					cancel(fmt.Errorf("peer %s read nothing of staged %s for %s (at byte %d of %d)", peer, id, stall, read, size))
+					return
+				case read >= size && time.Since(last) > final:
+					cancel(fmt.Errorf("peer %s did not confirm staged %s within %s of its last byte", peer, id, final))
+					return
+				}
+			}
+		}
+	}()
+	err := n.region.StageTo(ctx, peer, id, pr, size)
+	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		n.log.Warn("write-back: a peer stalled taking a staged copy; trying the next one", "peer", peer, "error", cause)
+		return cause
+	}
+	return err
+}
+
+// progressReader counts what a peer has read, and when it last read.
+type progressReader struct {
+	r    io.Reader
+	mu   sync.Mutex
+	n    int64
+	last time.Time
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	k, err := p.r.Read(b)
+	if k > 0 {
+		p.mu.Lock()
+		p.n += int64(k)
+		p.last = time.Now()
+		p.mu.Unlock()
+	}
+	return k, err
+}
+
+func (p *progressReader) progress() (int64, time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n, p.last
 }
 
 // unstage removes a segment's local copy after its write was not
@@ -366,22 +436,54 @@ func (r *recentStaged) get(bucket, key string, v store.Validator) ([]regionstate
 	return s, ok
 }
 
-// openStaged streams [off, off+n) of a staged object version.
+// openStaged streams [off, off+n) of a staged object version. The reader
+// never loses its source mid-stream: a segment whose copies are gone (the
+// entry was drained, its staged files removed) or a holder that fails
+// mid-read is continued from another holder, else from the store's
+// drained copy at the same offset (openDrained).
 func (b *Bucket) openStaged(ctx context.Context, info store.ObjectInfo, off, n int64) (io.ReadCloser, error) {
+	if off < 0 || n < 0 || off+n > info.Size {
+		return nil, fmt.Errorf("federation: range [%d, %d) outside a %d-byte object", off, off+n, info.Size)
+	}
+	fallback := func(off, n int64) (io.ReadCloser, error) { return b.openDrained(ctx, info, off, n) }
 	segs, ok := b.ns.recent.get(b.Name, info.Key, info.Validator)
 	if !ok {
 		e, found := b.ns.rs.State().JournalEntry(b.Name, info.Key)
 		if !found || stagedValidator(e.Version) != info.Validator {
-			return nil, fmt.Errorf("%w: the staged version was replaced", store.ErrPreconditionFailed)
+			// Drained (or replaced) since the lookup: the store may hold
+			// these very bytes now.
+			return fallback(off, n)
 		}
 		segs = e.Segments
 	}
-	if off < 0 || n < 0 || off+n > info.Size {
-		return nil, fmt.Errorf("federation: range [%d, %d) outside a %d-byte object", off, off+n, info.Size)
-	}
-	r := &segmentReader{ctx: ctx, ns: b.ns, segs: segs, off: off, left: n}
-	return r, nil
+	return &segmentReader{ctx: ctx, ns: b.ns, segs: segs, off: off, left: n, fallback: fallback}, nil
 }
+
+// openDrained opens [off, off+n) of the staged version staged describes
+// from wherever the bucket now has it, once that version was drained: the
+// current object is the same bytes when its ETag (the content's MD5, or
+// the multipart MD5 of MD5s) and size are the staged version's. Otherwise
+// it returns store.ErrPreconditionFailed (the key was overwritten or
+// deleted since: the client retries and reads the new version).
+func (b *Bucket) openDrained(ctx context.Context, staged store.ObjectInfo, off, n int64) (io.ReadCloser, error) {
+	b.invalidate(staged.Key) // what this node remembers may predate the drain
+	cur, err := b.Stat(ctx, staged.Key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, fmt.Errorf("%w: %s was deleted after its staged version was drained", store.ErrPreconditionFailed, staged.Key)
+	case err != nil:
+		return nil, err
+	case cur.ETag != staged.ETag || cur.Size != staged.Size:
+		return nil, fmt.Errorf("%w: the staged version of %s was replaced", store.ErrPreconditionFailed, staged.Key)
+	case cur.Validator == staged.Validator:
+		return nil, fmt.Errorf("%w: no copy of the staged version of %s is left", store.ErrPreconditionFailed, staged.Key)
+	}
+	return b.Open(ctx, cur, off, n)
+}
+
+// maxResumes bounds how often one staged read is continued from another
+// source after a failure (each resume tries every holder, then the store).
+const maxResumes = 4
 
 // segmentReader reads a range across staged segments, opening each one
 // lazily from this node's staging area or from another holder.
@@ -393,38 +495,55 @@ type segmentReader struct {
 	left int64
 	cur  io.ReadCloser
 	end  int64 // object offset where cur ends
+	// fallback opens [off, off+n) from the store's drained copy.
+	fallback func(off, n int64) (io.ReadCloser, error)
+	resumes  int
 }
 
 func (r *segmentReader) Read(p []byte) (int, error) {
-	if r.left <= 0 {
-		return 0, io.EOF
-	}
-	if r.cur == nil {
-		if err := r.open(); err != nil {
-			return 0, err
+	for {
+		if r.left <= 0 {
+			return 0, io.EOF
 		}
-	}
-	k, err := r.cur.Read(p[:min(int64(len(p)), r.left, r.end-r.off)])
-	r.off += int64(k)
-	r.left -= int64(k)
-	if r.off == r.end || errors.Is(err, io.EOF) {
+		if r.cur == nil {
+			if err := r.open(); err != nil {
+				return 0, err
+			}
+		}
+		k, err := r.cur.Read(p[:min(int64(len(p)), r.left, r.end-r.off)])
+		r.off += int64(k)
+		r.left -= int64(k)
+		switch {
+		case r.off == r.end:
+			r.cur.Close()
+			r.cur = nil
+			if r.left == 0 {
+				return k, io.EOF
+			}
+			return k, nil
+		case err == nil:
+			return k, nil
+		}
+		// The source failed or ended early: continue at r.off from
+		// another copy.
 		r.cur.Close()
 		r.cur = nil
-		if r.off != r.end && k == 0 {
-			return 0, io.ErrUnexpectedEOF
+		if r.resumes == maxResumes {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return k, fmt.Errorf("federation: staged read at byte %d: %w", r.off, err)
 		}
-		err = nil
+		r.resumes++
+		r.ns.log.Warn("write-back: a staged read's source failed; continuing from another copy", "offset", r.off, "error", err)
+		if k > 0 {
+			return k, nil
+		}
 	}
-	if err != nil {
-		return k, err
-	}
-	if r.left == 0 {
-		return k, io.EOF
-	}
-	return k, nil
 }
 
-// open opens the segment holding r.off at that offset.
+// open opens the segment holding r.off at that offset, from this node or
+// another holder, else the rest of the range from the store's copy.
 func (r *segmentReader) open() error {
 	var start int64
 	for _, s := range r.segs {
@@ -432,13 +551,29 @@ func (r *segmentReader) open() error {
 			rel := r.off - start
 			n := min(s.Size-rel, r.left)
 			rc, err := r.ns.openSegment(r.ctx, s, rel, n)
-			if err != nil {
+			if err == nil {
+				r.cur, r.end = rc, r.off+n
+				return nil
+			}
+			if r.fallback == nil {
 				return err
 			}
-			r.cur, r.end = rc, r.off+n
+			frc, ferr := r.fallback(r.off, r.left)
+			if ferr != nil {
+				return fmt.Errorf("%w; from the store: %w", err, ferr)
+			}
+			r.cur, r.end, r.segs = frc, r.off+r.left, nil
 			return nil
 		}
 		start += s.Size
+	}
+	if r.segs == nil && r.fallback != nil { // reading from the store already
+		frc, err := r.fallback(r.off, r.left)
+		if err != nil {
+			return err
+		}
+		r.cur, r.end = frc, r.off+r.left
+		return nil
 	}
 	return io.ErrUnexpectedEOF
 }

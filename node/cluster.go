@@ -87,7 +87,16 @@ func (c *cluster) forward(ctx context.Context, leaderID, _ string, data []byte) 
 		// Not sent: let raft retry until the wait for a leader ends.
 		return 0, &regionstate.NotLeaderError{}
 	}
-	idx, err := c.client.Forward(ctx, leaderID, base, data)
+	// A leader that freezes (a GC pause, a hung disk, a stopped VM) must
+	// not hold the write past the election that replaces it: the call is
+	// given up once another leader is known (and the old one stayed
+	// silent), and the write's outcome is unknown.
+	fctx, stop := c.raft.WhileLeader(ctx, leaderID)
+	idx, err := c.client.Forward(fctx, leaderID, base, data)
+	stop()
+	if err != nil && fctx.Err() != nil && ctx.Err() == nil {
+		return 0, fmt.Errorf("%w: the write was forwarded to %s, which is no longer the leader and did not answer", regionstate.ErrLeadershipLost, leaderID)
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -220,8 +220,10 @@ func (n *Node) open(ctx context.Context) error {
 
 	_, hadPolicy := rn.State().Policy()
 	pol, err := activePolicy(ctx, rn, cfg.PolicyFile, fileData, log)
-	if errors.Is(err, regionstate.ErrStalePolicy) && cfg.clustered() {
-		// Another founding node seeded the policy first: catch up and use it.
+	for try := 0; cfg.clustered() && try < 3 && (errors.Is(err, regionstate.ErrStalePolicy) || errors.Is(err, regionstate.ErrLeadershipLost)); try++ {
+		// Another founding node seeded the policy first, or the leader
+		// changed while this node's seed was in flight (it may have
+		// landed): catch up and use what the region has.
 		if err = cl.register(ctx); err == nil {
 			pol, err = activePolicy(ctx, rn, cfg.PolicyFile, fileData, log)
 		}
@@ -446,6 +448,9 @@ func (n *Node) Namespace() *federation.Namespace { return n.ns }
 
 // Cache is the node's chunk cache.
 func (n *Node) Cache() *cachetier.Cache { return n.cache }
+
+// Staging is the node's write-back staging area.
+func (n *Node) Staging() *staging.Area { return n.stage }
 
 // RootCredentials are the region's root credentials as this node knows
 // them (the secret only when it was given or generated here); generated

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -106,6 +107,9 @@ func (c *cluster) ReadBarrier(ctx context.Context) error {
 		if err == nil {
 			return c.raft.WaitApplied(ctx, idx)
 		}
+		if errors.Is(err, errLeaderChanged) {
+			continue // ask the new leader at once
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: no leader answered a read barrier: %v", regionstate.ErrNoLeader, err)
 		}
@@ -131,8 +135,20 @@ func (c *cluster) leaderCommit(ctx context.Context) (uint64, error) {
 	if base == "" {
 		return 0, fmt.Errorf("the leader's HTTP address is not known")
 	}
-	return c.client.ReadIndex(ctx, base)
+	// A leader that froze is not waited on past the election that
+	// replaces it.
+	lctx, stop := c.raft.WhileLeader(ctx, lid)
+	defer stop()
+	idx, err := c.client.ReadIndex(lctx, base)
+	if err != nil && lctx.Err() != nil && ctx.Err() == nil {
+		return 0, fmt.Errorf("%w: %s", errLeaderChanged, lid)
+	}
+	return idx, err
 }
+
+// errLeaderChanged: the leader asked for its commit index was replaced
+// while the question was pending.
+var errLeaderChanged = errors.New("the leader changed while it was asked for its commit index")
 
 // syncMembers keeps the cache's ring in step with the Raft membership.
 func (c *cluster) syncMembers(ctx context.Context) {

@@ -247,10 +247,19 @@ func TestWriteBackPutIsStagedReadEverywhereAndDrained(t *testing.T) {
 	if !ok || !bytes.Equal(got, body) {
 		t.Fatalf("after the drain the store holds %d bytes (present %v); want the %d bytes written", len(got), ok, len(body))
 	}
-	// Drained copies leave staging on every holder.
-	nodetest.WaitFor(t, nodetest.Timeout, "the staged copies to be removed", func() bool {
-		return len(stagedOn(t, r, seg.ID, body)) == 0
+	// Drained copies are kept on every holder for readers still reading
+	// them (the sweep's grace), marked so a new write may take their room.
+	nodetest.WaitFor(t, nodetest.Timeout, "the staged copies to be marked drained", func() bool {
+		for i := range r.Len() {
+			if slices.Contains(seg.Nodes, r.Node(i).ID()) && !r.Node(i).Staging().DrainedWithin(seg.ID, time.Minute) {
+				return false
+			}
+		}
+		return true
 	})
+	if on := stagedOn(t, r, seg.ID, body); !slices.Equal(on, sorted(seg.Nodes)) {
+		t.Fatalf("right after the drain the staged copies are on %v; want them kept on %v", on, sorted(seg.Nodes))
+	}
 	readEverywhere(t, ctx, r, bucket, key, body, md5hex(body))
 	for i := range r.Len() {
 		if b := r.Node(i).Namespace().Backlog(); b.Entries != 0 || b.Bytes != 0 {

@@ -111,10 +111,13 @@ type Config struct {
 
 // Node is one member of a region's Raft group.
 type Node struct {
-	id        string
-	expect    int
-	forward   func(ctx context.Context, leaderID, leaderAddr string, data []byte) (uint64, error)
-	wait      time.Duration
+	id      string
+	expect  int
+	forward func(ctx context.Context, leaderID, leaderAddr string, data []byte) (uint64, error)
+	wait    time.Duration
+	// election is Raft's election timeout: how long WhileLeader lets a
+	// replaced leader answer before giving it up.
+	election  time.Duration
 	log       *slog.Logger
 	raft      *raft.Raft
 	trans     transport
@@ -158,6 +161,10 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n := &Node{id: cfg.NodeID, expect: cfg.BootstrapExpect, forward: cfg.Forward,
 		wait: cmpOr(cfg.LeaderWait, 5*time.Second), log: log, done: make(chan struct{})}
+	n.election = raft.DefaultConfig().ElectionTimeout
+	if cfg.ElectionTimeout > 0 {
+		n.election = cfg.ElectionTimeout
+	}
 	defer func() {
 		if err != nil {
 			n.Close()

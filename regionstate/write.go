@@ -118,6 +118,46 @@ func (n *Node) leaderWithin(ctx context.Context) (id, addr string, err error) {
 	}
 }
 
+// WhileLeader returns a context derived from ctx that is cancelled once
+// this node has known a leader other than id for twice the election
+// timeout (at least a second): a
+// call to id (a forwarded write, a read index) is then abandoned instead of
+// waiting on a leader that froze or was cut off, however long its own
+// timeout. A replaced leader that is alive answers within that time (with
+// "not the leader", or the result), so only a silent one is given up.
+// stop releases the watch; call it when the call returns.
+func (n *Node) WhileLeader(ctx context.Context, id string) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(leaderWatchTick)
+		defer t.Stop()
+		var since time.Time // when another leader was first seen
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-n.done:
+				cancel()
+				return
+			case <-t.C:
+				switch l, _ := n.Leader(); {
+				case l == "" || l == id:
+					since = time.Time{}
+				case since.IsZero():
+					since = time.Now()
+				case time.Since(since) >= max(2*n.election, time.Second):
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return wctx, cancel
+}
+
+// leaderWatchTick is how often WhileLeader looks at who leads.
+const leaderWatchTick = 20 * time.Millisecond
+
 // leaderRetry spaces out the waits for a leader: 1ms, 2ms, 4ms ... up to
 // 50ms, plus up to half again at random.
 var leaderRetry = backoff.Policy{Initial: time.Millisecond, Max: 50 * time.Millisecond, Jitter: backoff.Up}

@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +51,10 @@ type Area struct {
 	reserved int64 // bytes promised to writers in progress
 	files    int
 	freed    chan struct{} // closed (and replaced) whenever space is freed
+	// drained holds the files whose entries were drained (MarkDrained),
+	// with when: kept for readers until swept, or until a Reserve needs
+	// their room.
+	drained map[string]time.Time
 }
 
 // Open opens (creating) the area in cfg.Dir, removes leftovers of writes
@@ -132,6 +137,9 @@ func (a *Area) Reserve(ctx context.Context, n int64) (*Reservation, error) {
 	}
 	for {
 		a.mu.Lock()
+		if a.used+a.reserved+n > a.cfg.Capacity {
+			a.dropDrainedLocked(a.used + a.reserved + n - a.cfg.Capacity)
+		}
 		if a.used+a.reserved+n <= a.cfg.Capacity {
 			a.reserved += n
 			a.mu.Unlock()
@@ -251,15 +259,63 @@ func (a *Area) Has(id string) bool {
 	return err == nil
 }
 
+// MarkDrained records that id's journal entry was drained to its store:
+// the file stays for readers that are still reading it (DrainedWithin
+// tells the sweeper how long ago), but a Reserve short of room removes
+// drained files, oldest first, before it waits.
+func (a *Area) MarkDrained(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.drained == nil {
+		a.drained = map[string]time.Time{}
+	}
+	a.drained[id] = time.Now()
+	a.wakeLocked() // a waiting Reserve may use the room now
+}
+
+// DrainedWithin reports whether id was marked drained less than d ago.
+func (a *Area) DrainedWithin(id string, d time.Duration) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at, ok := a.drained[id]
+	return ok && time.Since(at) < d
+}
+
+// dropDrainedLocked removes drained files, oldest first, until need
+// bytes are freed or none is left.
+func (a *Area) dropDrainedLocked(need int64) {
+	if len(a.drained) == 0 {
+		return
+	}
+	ids := make([]string, 0, len(a.drained))
+	for id := range a.drained {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(x, y string) int { return a.drained[x].Compare(a.drained[y]) })
+	for _, id := range ids {
+		if need <= 0 {
+			return
+		}
+		before := a.used
+		_ = a.removeLocked(id)
+		need -= before - a.used
+	}
+}
+
 // Remove deletes a staged file and frees its room; a missing id is not an
 // error. Readers that have it open keep reading it.
 func (a *Area) Remove(id string) error {
 	if !ValidID(id) {
 		return fmt.Errorf("%w: %q", ErrInvalidID, id)
 	}
-	p := a.path(id)
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.removeLocked(id)
+}
+
+func (a *Area) removeLocked(id string) error {
+	delete(a.drained, id)
+	p := a.path(id)
 	info, err := os.Stat(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

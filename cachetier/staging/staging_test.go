@@ -140,3 +140,41 @@ func TestBackpressure(t *testing.T) {
 		t.Fatalf("Stats = %+v", s)
 	}
 }
+
+// A drained file stays until its room is needed: a Reserve short of room
+// removes drained files (oldest first) instead of waiting, and never a
+// file that is not drained.
+func TestDrainedFilesGiveWayToNewWrites(t *testing.T) {
+	a := open(t, t.TempDir(), 100)
+	write(t, a, idA, bytes.Repeat([]byte("a"), 60))
+	write(t, a, idB, bytes.Repeat([]byte("b"), 30))
+
+	// Nothing drained: 60 more bytes do not fit, and nothing is removed.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err := a.Reserve(ctx, 60)
+	cancel()
+	if !errors.Is(err, ErrFull) || !a.Has(idA) || !a.Has(idB) {
+		t.Fatalf("reserve with no drained file: %v (A kept %v, B kept %v); want ErrFull and both kept", err, a.Has(idA), a.Has(idB))
+	}
+
+	a.MarkDrained(idA)
+	if !a.DrainedWithin(idA, time.Minute) || a.DrainedWithin(idB, time.Minute) || a.DrainedWithin(idA, 0) {
+		t.Fatal("DrainedWithin")
+	}
+	if f, _, err := a.Open(idA); err != nil { // kept for readers while there is room
+		t.Fatalf("a drained file is gone before its room was needed: %v", err)
+	} else {
+		f.Close()
+	}
+	res, err := a.Reserve(context.Background(), 60)
+	if err != nil {
+		t.Fatalf("reserve with a drained file to give way: %v", err)
+	}
+	res.Release()
+	if a.Has(idA) || !a.Has(idB) || a.DrainedWithin(idA, time.Minute) {
+		t.Fatalf("after the reserve: A kept %v, B kept %v; want A removed, B kept", a.Has(idA), a.Has(idB))
+	}
+	if st := a.Stats(); st.Used != 30 {
+		t.Fatalf("used %d bytes; want 30", st.Used)
+	}
+}

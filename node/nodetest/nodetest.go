@@ -377,6 +377,17 @@ func (r *Region) Partition(far ...int) { r.net.partition(far) }
 // that much later: wait with WaitForReplication.
 func (r *Region) Heal() { r.net.partition(nil) }
 
+// Freeze makes node i look, to the others, like a stopped process (a GC
+// pause, a hung disk, a SIGSTOPped VM): their connections to it open but
+// get no answer, and what it sends does not arrive, until Thaw. (The node
+// itself keeps running; only the network is frozen: a frozen leader
+// notices no follower answers and steps down, as a stopped one would be
+// replaced.) One node at a time.
+func (r *Region) Freeze(i int) { r.net.freeze(i) }
+
+// Thaw ends Freeze.
+func (r *Region) Thaw() { r.net.thaw() }
+
 // WaitFor polls cond every 10ms until it holds, and fails the test when it
 // still does not after timeout.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
