@@ -210,7 +210,11 @@ func (c *Client) Forward(ctx context.Context, leaderID, base string, data []byte
 		if Refused(err) {
 			return 0, &regionstate.NotLeaderError{}
 		}
-		return 0, fmt.Errorf("forward the write to the leader %s at %s (outcome unknown): %w", leaderID, base, err)
+		// Sent, and no answer: the leader may have applied it before it
+		// died or the connection broke. That is ErrLeadershipLost (outcome
+		// unknown), which clients are told to check or retry (503), not
+		// an internal error.
+		return 0, fmt.Errorf("%w: forward the write to the leader %s at %s: %w", regionstate.ErrLeadershipLost, leaderID, base, err)
 	}
 	return out.Index, nil
 }

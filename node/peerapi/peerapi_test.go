@@ -445,3 +445,30 @@ func TestWireFormat(t *testing.T) {
 		}
 	}
 }
+
+// A forward the leader took but never answered (it died, or the
+// connection broke after the write was sent) has an unknown outcome: it is
+// ErrLeadershipLost, which the gateway answers 503 ("may or may not have
+// taken effect"), not an internal error; here the leader had applied it.
+func TestForwardWithoutAnAnswerHasAnUnknownOutcome(t *testing.T) {
+	ctx := ctxT(t)
+	p := newPeer(t, "a")
+	p.b.leader = true
+	applied := false
+	p.b.applyFn = func([]byte) (uint64, error) {
+		applied = true
+		panic(http.ErrAbortHandler) // the connection breaks before the answer
+	}
+	p.srv.Start(p.b)
+	c := newClient()
+	_, err := c.Forward(ctx, "a", p.base(), []byte("cmd"))
+	if !errors.Is(err, regionstate.ErrLeadershipLost) {
+		t.Fatalf("Forward with no answer: %v, want regionstate.ErrLeadershipLost (outcome unknown)", err)
+	}
+	p.b.mu.Lock()
+	got := applied
+	p.b.mu.Unlock()
+	if !got {
+		t.Fatal("the fake leader never got the write")
+	}
+}
