@@ -558,24 +558,28 @@ func (r *segmentReader) open() error {
 			if r.fallback == nil {
 				return err
 			}
-			frc, ferr := r.fallback(r.off, r.left)
-			if ferr != nil {
+			if ferr := r.fromStore(); ferr != nil {
 				return fmt.Errorf("%w; from the store: %w", err, ferr)
 			}
-			r.cur, r.end, r.segs = frc, r.off+r.left, nil
 			return nil
 		}
 		start += s.Size
 	}
 	if r.segs == nil && r.fallback != nil { // reading from the store already
-		frc, err := r.fallback(r.off, r.left)
-		if err != nil {
-			return err
-		}
-		r.cur, r.end = frc, r.off+r.left
-		return nil
+		return r.fromStore()
 	}
 	return io.ErrUnexpectedEOF
+}
+
+// fromStore opens the rest of the range from the store's drained copy;
+// the reader stays on it to the end.
+func (r *segmentReader) fromStore() error {
+	rc, err := r.fallback(r.off, r.left)
+	if err != nil {
+		return err
+	}
+	r.cur, r.end, r.segs = rc, r.off+r.left, nil
+	return nil
 }
 
 func (r *segmentReader) Close() error {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/cachetier"
+	"github.com/fedgate/fedgate/internal/backoff"
 	"github.com/fedgate/fedgate/regionstate"
 )
 
@@ -110,17 +111,14 @@ func (c *cluster) ReadBarrier(ctx context.Context) error {
 		if errors.Is(err, errLeaderChanged) {
 			continue // ask the new leader at once
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || barrierRetry.Sleep(ctx, attempt+1) != nil {
 			return fmt.Errorf("%w: no leader answered a read barrier: %v", regionstate.ErrNoLeader, err)
-		}
-		t := time.NewTimer(time.Duration(min(attempt+1, 10)) * 20 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
 		}
 	}
 }
+
+// barrierRetry paces a read barrier's tries: 20ms, 40ms ... up to 200ms.
+var barrierRetry = backoff.Policy{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}
 
 // leaderCommit asks the leader for its commit index.
 func (c *cluster) leaderCommit(ctx context.Context) (uint64, error) {

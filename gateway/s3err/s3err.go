@@ -147,12 +147,6 @@ func StatusFor(code string) int {
 	return http.StatusInternalServerError
 }
 
-// Known reports whether code has a row in the table.
-func Known(code string) bool {
-	_, ok := table[code]
-	return ok
-}
-
 // New returns an *Error with the given code and message (the table's
 // default message when message is "") and the status the table gives it.
 func New(code, message string) *Error {
