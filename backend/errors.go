@@ -42,6 +42,11 @@ var (
 	ErrOutcomeUnknown = errors.New("region: leadership lost, outcome unknown")
 	// ErrClosed: this node is shutting down.
 	ErrClosed = errors.New("region: node closed")
+	// ErrBehind: this node could not apply the region's log up to the
+	// leader's commit index in time (a slow or full disk, or catching up
+	// after a restart), so it cannot answer consistently. Nothing was
+	// changed; retrying, here or through another node, is safe.
+	ErrBehind = errors.New("region: this node is behind the region's log")
 	// ErrStalePolicy: a policy version is not newer than the active one.
 	ErrStalePolicy = errors.New("region: policy version is not newer than the active one")
 )

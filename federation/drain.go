@@ -101,6 +101,12 @@ func (n *Namespace) RegisterMetrics(reg prometheus.Registerer) error {
 			s := n.wb.Staging.Stats()
 			return float64(s.Used + s.Reserved)
 		}),
+		g("fedgate_writeback_staging_reclaimable_bytes", "Bytes of staged files that new writes may take: drained, or of versions overwritten before they drained (kept for readers).", func() float64 {
+			if n.wb.Staging == nil {
+				return 0
+			}
+			return float64(n.wb.Staging.Stats().Reclaimable)
+		}),
 		g("fedgate_writeback_staging_capacity_bytes", "Capacity of this node's staging area.", func() float64 {
 			if n.wb.Staging == nil {
 				return 0
@@ -420,6 +426,18 @@ func (n *Namespace) forgetStoreKey(storeName, key string) {
 	}
 }
 
+// supersede lets the staged copies of a version that was overwritten
+// before it drained give way to new writes (they would otherwise hold
+// staging for the sweep's grace: a key overwritten every second fills it).
+func (n *Namespace) supersede(ids []string) {
+	if n.wb.Staging == nil {
+		return
+	}
+	for _, id := range ids {
+		n.wb.Staging.MarkSuperseded(id)
+	}
+}
+
 // OnApply is the Raft apply hook (subscribed with regionstate.Node.Subscribe): it keeps this
 // node's caches consistent with writes acknowledged by other nodes and
 // wakes the drainer.
@@ -430,10 +448,12 @@ func (n *Namespace) OnApply(cmd regionstate.Command) {
 		n.wakeDrainer()
 	case *regionstate.StageObject:
 		n.forgetStoreKey(c.Entry.Store, c.Entry.StoreKey)
+		n.supersede(c.Superseded)
 		n.wakeDrainer()
 	case *regionstate.CompleteUpload:
 		if c.Stage != nil {
 			n.forgetStoreKey(c.Stage.Store, c.Stage.StoreKey)
+			n.supersede(c.Superseded)
 			n.wakeDrainer()
 		}
 	case *regionstate.FinishDrain:

@@ -16,6 +16,7 @@ var (
 	ErrNoLeader       = backend.ErrNoLeader
 	ErrOutcomeUnknown = backend.ErrOutcomeUnknown
 	ErrClosed         = backend.ErrClosed
+	ErrBehind         = backend.ErrBehind
 	ErrStalePolicy    = backend.ErrStalePolicy
 )
 
@@ -30,7 +31,7 @@ func RegionError(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrNoLeader), errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrClosed), errors.Is(err, ErrStalePolicy):
+	case errors.Is(err, ErrNoLeader), errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrClosed), errors.Is(err, ErrStalePolicy), errors.Is(err, ErrBehind):
 		return err // already translated
 	case errors.Is(err, regionstate.ErrLeadershipLost): // before ErrNotLeader, which it matches
 		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)

@@ -16,6 +16,7 @@ import (
 	"maps"
 	"path"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -107,6 +108,9 @@ type ChunkCache interface {
 
 // Namespace is one region's view of every bucket.
 type Namespace struct {
+	// stalls holds when each peer last stalled a staged copy or read
+	// (writeback.go: healthyFirst).
+	stalls  sync.Map
 	rs      RegionState
 	cache   ChunkCache
 	fill    int

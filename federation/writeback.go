@@ -76,8 +76,11 @@ type WriteBackConfig struct {
 	Wait time.Duration
 	// PeerStall bounds how long a peer taking a staged copy may stop
 	// reading it (a frozen or hung node) before it is given up and the copy
-	// goes to the next peer (default 2s); once it has every byte it has
-	// 5 x PeerStall (at least 10 s) to fsync and answer.
+	// goes to the next peer (default 2s; a node sets 1.5 x its election
+	// timeout, at least 1 s), and how long a staged read waits on a holder
+	// that does not answer or stops sending; once a peer has every byte it has
+	// PeerStall plus the time to fsync them at 50 MB/s to answer
+	// (peerFinal).
 	PeerStall time.Duration
 }
 
@@ -149,7 +152,7 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (regi
 		return regionstate.Segment{}, "", fmt.Errorf("%w: %v", ErrStagingUnavailable, err)
 	}
 	want := n.copies()
-	peers := n.peersFor(id)
+	peers := n.healthyFirst(n.peersFor(id))
 	first := peers[:min(len(peers), want-1)]
 
 	// placement.Tee reads the body once and hands each chunk to every sink
@@ -235,7 +238,7 @@ func (n *Namespace) stageToPeer(ctx context.Context, peer, id string, r io.Reade
 	defer close(done)
 	go func() {
 		stall := n.wb.PeerStall
-		final := max(5*stall, 10*time.Second)
+		final := peerFinal(stall, size)
 		t := time.NewTicker(stall / 4)
 		defer t.Stop()
 		for {
@@ -246,9 +249,11 @@ func (n *Namespace) stageToPeer(ctx context.Context, peer, id string, r io.Reade
 				read, last := pr.progress()
 				switch {
 				case read < size && time.Since(last) > stall:
+					n.noteStall(peer)
 					cancel(fmt.Errorf("peer %s read nothing of staged %s for %s (at byte %d of %d)", peer, id, stall, read, size))
 					return
 				case read >= size && time.Since(last) > final:
+					n.noteStall(peer)
 					cancel(fmt.Errorf("peer %s did not confirm staged %s within %s of its last byte", peer, id, final))
 					return
 				}
@@ -261,6 +266,34 @@ func (n *Namespace) stageToPeer(ctx context.Context, peer, id string, r io.Reade
 		return cause
 	}
 	return err
+}
+
+// stallMemory is how long a peer that stalled is tried after the others:
+// one frozen node costs one request the stall bound, not every request.
+const stallMemory = 10 * time.Second
+
+func (n *Namespace) noteStall(peer string) { n.stalls.Store(peer, time.Now()) }
+
+// healthyFirst orders nodes with those that stalled within stallMemory
+// last, keeping the order otherwise.
+func (n *Namespace) healthyFirst(nodes []string) []string {
+	stalled := func(p string) int {
+		if v, ok := n.stalls.Load(p); ok && time.Since(v.(time.Time)) < stallMemory {
+			return 1
+		}
+		return 0
+	}
+	out := slices.Clone(nodes)
+	slices.SortStableFunc(out, func(a, b string) int { return stalled(a) - stalled(b) })
+	return out
+}
+
+// peerFinal is how long a peer that has read every byte of a staged copy
+// of size bytes has to fsync it and answer: stall plus size at 50 MB/s. A
+// small copy (the kernel's socket buffers take it whole, so a frozen peer
+// "reads" it at once) waits for no more than the stall bound.
+func peerFinal(stall time.Duration, size int64) time.Duration {
+	return stall + time.Duration(size)*time.Second/50e6
 }
 
 // progressReader counts what a peer has read, and when it last read.
@@ -290,10 +323,17 @@ func (p *progressReader) progress() (int64, time.Time) {
 
 // unstage removes a segment's local copy after its write was not
 // acknowledged (peers sweep theirs as unreferenced).
-func (n *Namespace) unstage(seg regionstate.Segment) {
-	if n.wb.Staging != nil {
-		_ = n.wb.Staging.Remove(seg.ID)
+//
+// A write whose commit failed with an unknown outcome (the leader changed
+// while it was in flight, or the request ended while it waited for the
+// commit) may have committed: its copy stays, and the sweeper removes it
+// later if no entry refers to it.
+func (n *Namespace) unstage(seg regionstate.Segment, err error) {
+	if n.wb.Staging == nil || errors.Is(err, regionstate.ErrLeadershipLost) || errors.Is(err, ErrOutcomeUnknown) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return
 	}
+	_ = n.wb.Staging.Remove(seg.ID)
 }
 
 // writeBackPath stages a bucket's writes on the region's nodes and
@@ -339,9 +379,11 @@ func (p writeBackPath) put(ctx context.Context, key string, body io.Reader, size
 	e := regionstate.JournalEntry{Bucket: b.Name, Key: key, Store: b.store.Name(), StoreKey: b.prefix + key,
 		Size: size, ETag: etag, Meta: toRaftMeta(meta, ""), Checksums: meta.Checksums,
 		Segments: []regionstate.Segment{seg}, Created: n.now().UTC()}
-	version, err := n.rs.ApplyIndex(ctx, regionstate.StageObject{Entry: e})
+	version, err := b.applyConditional(ctx, key, opts, func(seen uint64) (uint64, error) {
+		return n.rs.ApplyIndex(ctx, regionstate.StageObject{Entry: e, IfUnchangedSince: seen})
+	})
 	if err != nil {
-		n.unstage(seg)
+		n.unstage(seg, err)
 		return store.ObjectInfo{}, err
 	}
 	b.invalidate(key)
@@ -350,9 +392,40 @@ func (p writeBackPath) put(ctx context.Context, key string, body io.Reader, size
 	return entryInfo(e), nil
 }
 
+// conditionRetries bounds how often a conditional write-back write checks
+// again after its key (or any drained entry) changed between its check
+// and its commit.
+const conditionRetries = 10
+
+// applyConditional commits a write-back write with apply. An unconditional
+// write is applied as it is (seen 0). A conditional one (If-None-Match,
+// If-Match) is checked against the region's state at a log index, then
+// applied with that index: Raft refuses it (ErrChanged) if the key may have
+// changed since, and it is checked again. Check and commit are therefore
+// one step, as in a store's conditional write: of two writers racing with
+// If-None-Match: *, one gets 412.
+func (b *Bucket) applyConditional(ctx context.Context, key string, opts store.PutOptions, apply func(seen uint64) (uint64, error)) (uint64, error) {
+	if !opts.IfNoneMatch && opts.IfMatch == "" {
+		return apply(0)
+	}
+	for try := 0; ; try++ {
+		seen := max(b.ns.rs.State().AppliedIndex(), 1)
+		if err := b.checkWriteConditions(ctx, key, opts); err != nil {
+			return 0, err
+		}
+		idx, err := apply(seen)
+		if !errors.Is(err, regionstate.ErrChanged) {
+			return idx, err
+		}
+		if try == conditionRetries {
+			return 0, fmt.Errorf("%w: %s changed under %d conditional write attempts", store.ErrThrottled, key, try+1)
+		}
+	}
+}
+
 // checkWriteConditions evaluates If-None-Match: * and If-Match for a
-// write-back write against what the region sees now. Unlike a store's
-// conditional write it is a check, not an atomic step with the write.
+// write-back write against what the region sees now. On its own it is a
+// check, not an atomic step with the write: applyConditional makes it one.
 func (b *Bucket) checkWriteConditions(ctx context.Context, key string, opts store.PutOptions) error {
 	if !opts.IfNoneMatch && opts.IfMatch == "" {
 		return nil
@@ -605,11 +678,11 @@ func (n *Namespace) openSegment(ctx context.Context, s regionstate.Segment, off,
 		}
 	}
 	var errs []error
-	for _, node := range s.Nodes {
+	for _, node := range n.healthyFirst(s.Nodes) {
 		if node == n.region.Self() {
 			continue
 		}
-		rc, err := n.region.ReadStaged(ctx, node, s.ID, off, length)
+		rc, err := n.readStagedBounded(ctx, node, s.ID, off, length)
 		if err == nil {
 			return rc, nil
 		}
@@ -618,6 +691,53 @@ func (n *Namespace) openSegment(ctx context.Context, s regionstate.Segment, off,
 	// Typically the entry was drained and its copies removed between the
 	// lookup and this read: the client retries and finds the stored object.
 	return nil, fmt.Errorf("%w: no holder of staged segment %s has it any more: %w", store.ErrPreconditionFailed, s.ID, errors.Join(errs...))
+}
+
+// readStagedBounded opens [off, off+n) of id staged on node, giving the
+// node up when it does not answer within PeerStall or a read of its body
+// blocks for longer: a frozen holder must not hold a GET (openSegment
+// tries the next holder; a reader mid-stream continues from another copy).
+func (n *Namespace) readStagedBounded(ctx context.Context, node, id string, off, length int64) (io.ReadCloser, error) {
+	stall := n.wb.PeerStall
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := time.AfterFunc(stall, func() {
+		n.noteStall(node)
+		cancel(fmt.Errorf("peer %s stalled for %s serving staged %s", node, stall, id))
+	})
+	rc, err := n.region.ReadStaged(ctx, node, id, off, length)
+	if !t.Stop() || err != nil {
+		if err == nil {
+			rc.Close()
+		}
+		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+			err = c
+		}
+		cancel(nil)
+		return nil, err
+	}
+	return &stallReader{rc: rc, t: t, stall: stall, cancel: cancel}, nil
+}
+
+// stallReader arms its timer around each Read: a Read blocked for stall
+// cancels the request (the timer's function), so the Read fails.
+type stallReader struct {
+	rc     io.ReadCloser
+	t      *time.Timer
+	stall  time.Duration
+	cancel context.CancelCauseFunc
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	s.t.Reset(s.stall)
+	k, err := s.rc.Read(p)
+	s.t.Stop()
+	return k, err
+}
+
+func (s *stallReader) Close() error {
+	s.t.Stop()
+	s.cancel(nil)
+	return s.rc.Close()
 }
 
 // OpenStaged serves the internal API: [off, off+n) of a file staged here.
@@ -684,7 +804,7 @@ func (p writeBackPath) uploadPart(ctx context.Context, up Upload, number int, bo
 	err = n.rs.Apply(ctx, regionstate.PutPart{UploadID: up.ID, Part: regionstate.Part{
 		Number: number, Size: size, ETag: etag, Checksums: pi.Checksums, Modified: pi.ModTime, Staged: &seg}})
 	if err != nil {
-		n.unstage(seg)
+		n.unstage(seg, err)
 		if errors.Is(err, regionstate.ErrNoSuchUpload) {
 			return store.PartInfo{}, ErrNoSuchUpload
 		}
@@ -720,7 +840,9 @@ func (p writeBackPath) complete(ctx context.Context, up Upload, _ []store.PartIn
 	e := regionstate.JournalEntry{Bucket: b.Name, Key: up.Key, Store: b.store.Name(), StoreKey: b.prefix + up.Key,
 		Size: size, ETag: etag, Meta: up.Meta, Segments: segs, Created: n.now().UTC()}
 	e.Meta.ChecksumAlgorithm = ""
-	idx, err := n.rs.ApplyIndex(ctx, regionstate.CompleteUpload{UploadID: up.ID, Stage: &e})
+	idx, err := b.applyConditional(ctx, up.Key, store.PutOptions{IfNoneMatch: ifNoneMatch}, func(seen uint64) (uint64, error) {
+		return n.rs.ApplyIndex(ctx, regionstate.CompleteUpload{UploadID: up.ID, Stage: &e, IfUnchangedSince: seen})
+	})
 	if errors.Is(err, regionstate.ErrNoSuchUpload) {
 		return store.ObjectInfo{}, ErrNoSuchUpload
 	}

@@ -99,6 +99,8 @@ func regionError(err error) *s3err.Error {
 		return s3err.New(s3err.CodeSlowDown, "The region has no Raft leader right now (a leader election is in progress, or this node is cut off from the majority of its region); the write was not applied. Retry shortly, or through another node.")
 	case errors.Is(err, backend.ErrOutcomeUnknown):
 		return s3err.New(s3err.CodeSlowDown, "The region's leader changed while the write was being applied, so it may or may not have taken effect. Check, or retry it.")
+	case errors.Is(err, backend.ErrBehind):
+		return s3err.New(s3err.CodeSlowDown, "This node has not caught up with the region's log in time (a slow or full disk, or it is catching up after a restart); nothing was changed. Retry shortly, or through another node.")
 	case errors.Is(err, backend.ErrClosed):
 		return errServiceUnavail
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/cachetier"
+	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/internal/backoff"
 	"github.com/fedgate/fedgate/regionstate"
 )
@@ -101,12 +102,18 @@ func (c *cluster) ReadBarrier(ctx context.Context) error {
 	if !c.tcp {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, barrierWait)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
 		idx, err := c.leaderCommit(ctx)
 		if err == nil {
-			return c.raft.WaitApplied(ctx, idx)
+			if err := c.raft.WaitApplied(ctx, idx); err != nil && ctx.Err() != nil && parent.Err() == nil {
+				return fmt.Errorf("%w: applied %d of the leader's %d within %v", federation.ErrBehind, c.raft.State().AppliedIndex(), idx, barrierWait)
+			} else if err != nil {
+				return err
+			}
+			return nil
 		}
 		if errors.Is(err, errLeaderChanged) {
 			continue // ask the new leader at once
@@ -116,6 +123,10 @@ func (c *cluster) ReadBarrier(ctx context.Context) error {
 		}
 	}
 }
+
+// barrierWait bounds a follower's read barrier: asking the leader and
+// applying the log up to its commit index.
+const barrierWait = 10 * time.Second
 
 // barrierRetry paces a read barrier's tries: 20ms, 40ms ... up to 200ms.
 var barrierRetry = backoff.Policy{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}
@@ -135,7 +146,7 @@ func (c *cluster) leaderCommit(ctx context.Context) (uint64, error) {
 	}
 	// A leader that froze is not waited on past the election that
 	// replaces it.
-	lctx, stop := c.raft.WhileLeader(ctx, lid)
+	lctx, stop := c.raft.WhileLeaderNoGrace(ctx, lid)
 	defer stop()
 	idx, err := c.client.ReadIndex(lctx, base)
 	if err != nil && lctx.Err() != nil && ctx.Err() == nil {

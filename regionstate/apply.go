@@ -315,9 +315,11 @@ func (c *CompleteUpload) apply(b *batch) error {
 		return ErrNoSuchUpload
 	}
 	if c.Stage != nil {
-		if err := (&StageObject{Entry: *c.Stage}).apply(b); err != nil {
+		st := &StageObject{Entry: *c.Stage, IfUnchangedSince: c.IfUnchangedSince}
+		if err := st.apply(b); err != nil {
 			return err
 		}
+		c.Superseded = st.Superseded
 	}
 	return b.endUpload(c.UploadID)
 }

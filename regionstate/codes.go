@@ -20,6 +20,7 @@ const (
 	CodeStalePolicy      = "stale_policy"
 	CodeSuperseded       = "superseded"
 	CodeDrainClaimed     = "drain_claimed"
+	CodeChanged          = "changed"
 	CodeNoSuchJob        = "no_such_job"
 	CodeInvalid          = "invalid"
 	CodeUnknownCommand   = "unknown_command"
@@ -51,6 +52,7 @@ var codes = []struct {
 	{CodeStalePolicy, ErrStalePolicy},
 	{CodeSuperseded, ErrSuperseded},
 	{CodeDrainClaimed, ErrDrainClaimed},
+	{CodeChanged, ErrChanged},
 	{CodeNoSuchJob, ErrNoSuchJob},
 	{CodeInvalid, ErrInvalid},
 	{CodeUnknownCommand, ErrUnknownCommand},

@@ -194,6 +194,10 @@ type PutPart struct {
 type CompleteUpload struct {
 	UploadID string
 	Stage    *JournalEntry `json:",omitempty"`
+	// IfUnchangedSince: as StageObject's, for a conditional completion.
+	IfUnchangedSince uint64 `json:",omitempty"`
+	// Superseded: as StageObject's, set when applied.
+	Superseded []string `json:"-"`
 }
 
 // AbortUpload ends a session whose parts have been discarded. It fails with

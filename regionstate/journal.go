@@ -23,6 +23,10 @@ var (
 	ErrSuperseded = errors.New("raft: journal entry superseded")
 	// ErrDrainClaimed: another node holds an unexpired claim to drain the key.
 	ErrDrainClaimed = errors.New("raft: drain claimed by another node")
+	// ErrChanged: a conditional write-back write (StageObject or
+	// CompleteUpload with IfUnchangedSince) found that its key may have
+	// changed after the writer checked the condition: check again.
+	ErrChanged = errors.New("raft: the key changed after its write condition was checked")
 )
 
 // Segment is one staged piece of a journaled object: a file named ID in the
@@ -125,6 +129,24 @@ func (j PreloadJob) clone() PreloadJob {
 type journalTable struct {
 	mu sync.RWMutex
 	m  map[string]map[string]*JournalEntry // bucket -> key -> entry
+	// cleared is the log index of the last FinishDrain that removed an
+	// entry (persisted under journalClearedKey): a key whose entry was
+	// removed after a conditional writer checked it may have changed.
+	cleared uint64
+}
+
+// journalClearedKey is the journal table's record of cleared; no entry's
+// key starts with NUL (bucket names are never empty).
+const journalClearedKey = "\x00cleared"
+
+// changedSince reports whether bucket/key may have changed after log index
+// seen: a newer entry, or any entry drained and removed since (removed
+// entries leave no trace of their key, so any removal counts).
+func (t *journalTable) changedSince(bucket, key string, seen uint64) bool {
+	if e, ok := t.get(bucket, key); ok && e.Version > seen {
+		return true
+	}
+	return t.cleared > seen
 }
 
 func journalKey(bucket, key string) string { return bucket + "\x00" + key }
@@ -160,7 +182,19 @@ func (t *journalTable) set(bucket, key string, e *JournalEntry) {
 // entry; a drain claim in progress on an older version stays, so the older
 // upload finishes (or expires) before the new version may drain. The
 // entry's Version is the log index of this command.
-type StageObject struct{ Entry JournalEntry }
+//
+// IfUnchangedSince makes the write conditional (If-None-Match, If-Match):
+// the writer checked its condition against the region's state at that log
+// index, and the command fails with ErrChanged, changing nothing, when the
+// key may have changed since. Check and write are then one step.
+//
+// Applying it sets Superseded (never sent): the staged segments of the
+// entry it replaced, which no entry refers to any more.
+type StageObject struct {
+	Entry            JournalEntry
+	IfUnchangedSince uint64   `json:",omitempty"`
+	Superseded       []string `json:"-"`
+}
 
 // ClaimDrain claims the right to upload Version of a key to its store for
 // Lease. It fails with ErrSuperseded when Version is not the key's newest
@@ -268,11 +302,23 @@ func (c *StageObject) apply(b *batch) error {
 		return invalid("segments hold %d bytes, the object %d", total, e.Size)
 	}
 	t := b.cat.journal
-	if old, ok := t.get(e.Bucket, e.Key); ok && old.Claim != nil {
+	if c.IfUnchangedSince > 0 && t.changedSince(e.Bucket, e.Key, c.IfUnchangedSince) {
+		return ErrChanged
+	}
+	c.Superseded = nil
+	old, ok := t.get(e.Bucket, e.Key)
+	if ok && old.Claim != nil {
 		claim := *old.Claim
 		e.Claim = &claim
 	} else {
 		e.Claim = nil
+	}
+	if ok {
+		for _, s := range old.Segments {
+			if !slices.ContainsFunc(e.Segments, func(n Segment) bool { return n.ID == s.ID }) {
+				c.Superseded = append(c.Superseded, s.ID)
+			}
+		}
 	}
 	e.Version = b.index
 	e.Created = b.stamp(e.Created)
@@ -312,6 +358,8 @@ func (c *FinishDrain) apply(b *batch) error {
 	if e.Version == c.Version && !c.Failed {
 		t.set(c.Bucket, c.Key, nil)
 		b.del(tJournal, journalKey(c.Bucket, c.Key))
+		t.cleared = b.index
+		b.put(tJournal, journalClearedKey, u64(b.index))
 		return nil
 	}
 	next := e.clone()

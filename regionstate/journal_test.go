@@ -105,3 +105,81 @@ func TestPinsAndJobs(t *testing.T) {
 		t.Fatal("deleted job still listed")
 	}
 }
+
+// TestJournalConditionalStage: a StageObject with IfUnchangedSince fails
+// with ErrChanged, changing nothing, once its key has a newer entry or any
+// entry was drained and removed after that index; the removal's index
+// survives a restart (state loaded from the FSM file), so every node
+// decides a replayed conditional write the same way.
+func TestJournalConditionalStage(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, testConfig(t, dir))
+	s := n.State()
+	seg := func(id string) []Segment { return []Segment{{ID: id, Size: 3, Nodes: []string{"n1"}}} }
+	entry := func(key, id string) JournalEntry {
+		return JournalEntry{Bucket: "b", Key: key, Store: "s", StoreKey: "b/" + key, Size: 3, Segments: seg(id)}
+	}
+	seen := s.AppliedIndex()
+	if _, err := n.ApplyIndex(t.Context(), StageObject{Entry: entry("k", "one"), IfUnchangedSince: seen}); err != nil {
+		t.Fatalf("a conditional write with nothing in between: %v", err)
+	}
+	// Another write of k after seen: refused, and k keeps "one".
+	wantErr(t, n, StageObject{Entry: entry("k", "late"), IfUnchangedSince: seen}, ErrChanged)
+	if e, _ := s.JournalEntry("b", "k"); e.Segments[0].ID != "one" {
+		t.Fatalf("a refused conditional write replaced the entry: %+v", e)
+	}
+	// A write of another key does not conflict.
+	seen = s.AppliedIndex()
+	apply(t, n, StageObject{Entry: entry("other", "two")})
+	if _, err := n.ApplyIndex(t.Context(), StageObject{Entry: entry("k", "three"), IfUnchangedSince: seen}); err != nil {
+		t.Fatalf("a write of another key made a conditional write fail: %v", err)
+	}
+	// A drained and removed entry leaves no key behind, so any removal
+	// after seen conflicts.
+	seen = s.AppliedIndex()
+	e, _ := s.JournalEntry("b", "other")
+	apply(t, n, ClaimDrain{Bucket: "b", Key: "other", Version: e.Version, Node: "n1", Lease: time.Minute},
+		FinishDrain{Bucket: "b", Key: "other", Version: e.Version, Node: "n1"})
+	wantErr(t, n, StageObject{Entry: entry("new", "four"), IfUnchangedSince: seen}, ErrChanged)
+	wantErr(t, n, CompleteUpload{UploadID: "none", Stage: ptr(entry("new", "five")), IfUnchangedSince: seen}, ErrNoSuchUpload)
+	if _, ok := s.JournalEntry("b", "new"); ok {
+		t.Fatal("a refused conditional write created an entry")
+	}
+
+	closeNode(t, n)
+	n = openNode(t, testConfig(t, dir))
+	wantErr(t, n, StageObject{Entry: entry("new", "six"), IfUnchangedSince: seen}, ErrChanged)
+	if _, err := n.ApplyIndex(t.Context(), StageObject{Entry: entry("new", "seven"), IfUnchangedSince: n.State().AppliedIndex()}); err != nil {
+		t.Fatalf("after a restart: %v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestJournalSuperseded: applying a write that replaces an undrained entry
+// tells subscribers which staged segments nobody refers to any more.
+func TestJournalSuperseded(t *testing.T) {
+	n := openNode(t, testConfig(t, t.TempDir()))
+	got := make(chan []string, 4)
+	defer n.Subscribe(func(c Command) {
+		if s, ok := c.(*StageObject); ok {
+			got <- s.Superseded
+		}
+	})()
+	entry := func(ids ...string) JournalEntry {
+		e := JournalEntry{Bucket: "b", Key: "k", Store: "s", StoreKey: "b/k"}
+		for _, id := range ids {
+			e.Segments = append(e.Segments, Segment{ID: id, Size: 1, Nodes: []string{"n1"}})
+			e.Size++
+		}
+		return e
+	}
+	apply(t, n, StageObject{Entry: entry("one", "two")})
+	if s := <-got; len(s) != 0 {
+		t.Fatalf("first write superseded %v", s)
+	}
+	apply(t, n, StageObject{Entry: entry("two", "three")})
+	if s := <-got; len(s) != 1 || s[0] != "one" {
+		t.Fatalf("superseded %v; want [one] (two is still referred to)", s)
+	}
+}

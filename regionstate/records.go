@@ -117,6 +117,13 @@ func (c *catalog) load(t table, key, val []byte) (bool, error) {
 	case tSetting:
 		c.settings[string(key)] = string(val)
 	case tJournal:
+		if string(key) == journalClearedKey {
+			if len(val) != 8 {
+				return false, fmt.Errorf("raft: %d-byte journal cleared index", len(val))
+			}
+			c.journal.cleared = binary.BigEndian.Uint64(val)
+			break
+		}
 		var e JournalEntry
 		if err = json.Unmarshal(val, &e); err == nil {
 			c.journal.set(e.Bucket, e.Key, &e)

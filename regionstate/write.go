@@ -120,13 +120,24 @@ func (n *Node) leaderWithin(ctx context.Context) (id, addr string, err error) {
 
 // WhileLeader returns a context derived from ctx that is cancelled once
 // this node has known a leader other than id for twice the election
-// timeout (at least a second): a
-// call to id (a forwarded write, a read index) is then abandoned instead of
-// waiting on a leader that froze or was cut off, however long its own
-// timeout. A replaced leader that is alive answers within that time (with
-// "not the leader", or the result), so only a silent one is given up.
+// timeout (at least a second): a forwarded write to id is then abandoned
+// instead of waiting on a leader that froze or was cut off, however long
+// its own timeout. A replaced leader that is alive answers within that
+// time (with "not the leader", or the result), so only a silent one is
+// given up; abandoning a write leaves its outcome unknown, hence the grace.
 // stop releases the watch; call it when the call returns.
 func (n *Node) WhileLeader(ctx context.Context, id string) (context.Context, context.CancelFunc) {
+	return n.whileLeader(ctx, id, max(2*n.election, time.Second))
+}
+
+// WhileLeaderNoGrace is WhileLeader for a question whose answer only the
+// current leader may give (a read index): the call is abandoned as soon as
+// this node knows another leader, which is asked instead.
+func (n *Node) WhileLeaderNoGrace(ctx context.Context, id string) (context.Context, context.CancelFunc) {
+	return n.whileLeader(ctx, id, 0)
+}
+
+func (n *Node) whileLeader(ctx context.Context, id string, grace time.Duration) (context.Context, context.CancelFunc) {
 	wctx, cancel := context.WithCancel(ctx)
 	go func() {
 		t := time.NewTicker(leaderWatchTick)
@@ -143,9 +154,9 @@ func (n *Node) WhileLeader(ctx context.Context, id string) (context.Context, con
 				switch l, _ := n.Leader(); {
 				case l == "" || l == id:
 					since = time.Time{}
-				case since.IsZero():
+				case since.IsZero() && grace > 0:
 					since = time.Now()
-				case time.Since(since) >= max(2*n.election, time.Second):
+				case time.Since(since) >= grace:
 					cancel()
 					return
 				}

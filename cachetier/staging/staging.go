@@ -54,7 +54,20 @@ type Area struct {
 	// drained holds the files whose entries were drained (MarkDrained),
 	// with when: kept for readers until swept, or until a Reserve needs
 	// their room.
-	drained map[string]time.Time
+	drained map[string]mark
+	// superseded holds the files of versions a newer write replaced before
+	// they were drained (MarkSuperseded): only readers of that version
+	// still want them, and a Reserve short of room removes them after
+	// every drained file.
+	superseded map[string]mark
+	// reclaimable is the bytes of the files in drained and superseded.
+	reclaimable int64
+}
+
+// mark is when a file was marked drained or superseded, and its size.
+type mark struct {
+	at   time.Time
+	size int64
 }
 
 // Open opens (creating) the area in cfg.Dir, removes leftovers of writes
@@ -80,6 +93,15 @@ func Open(cfg Config) (*Area, error) {
 		}
 		a.used += info.Size()
 		a.files++
+		// A mark survives a restart in the file's mode (markLocked).
+		set := map[fs.FileMode]*map[string]mark{modeDrained: &a.drained, modeSuperseded: &a.superseded}[info.Mode().Perm()]
+		if set != nil {
+			if *set == nil {
+				*set = map[string]mark{}
+			}
+			(*set)[d.Name()] = mark{at: info.ModTime(), size: info.Size()}
+			a.reclaimable += info.Size()
+		}
 		return nil
 	})
 	if err != nil {
@@ -212,6 +234,7 @@ func (a *Area) Write(id string, r io.Reader, n int64, res *Reservation) (err err
 	a.reserved -= n
 	res.n -= n // consumed: Release gives back only what was not used
 	a.used += n
+	a.unmarkLocked(id) // a new file under the id: not drained yet
 	if old >= 0 {
 		a.used -= old
 	} else {
@@ -266,10 +289,7 @@ func (a *Area) Has(id string) bool {
 func (a *Area) MarkDrained(id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.drained == nil {
-		a.drained = map[string]time.Time{}
-	}
-	a.drained[id] = time.Now()
+	a.markLocked(id, false)
 	a.wakeLocked() // a waiting Reserve may use the room now
 }
 
@@ -277,28 +297,93 @@ func (a *Area) MarkDrained(id string) {
 func (a *Area) DrainedWithin(id string, d time.Duration) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	at, ok := a.drained[id]
-	return ok && time.Since(at) < d
+	m, ok := a.drained[id]
+	return ok && time.Since(m.at) < d
 }
 
-// dropDrainedLocked removes drained files, oldest first, until need
-// bytes are freed or none is left.
-func (a *Area) dropDrainedLocked(need int64) {
-	if len(a.drained) == 0 {
-		return
+// MarkSuperseded records that id holds (part of) a version that a newer
+// write replaced before it was drained: no journal entry refers to it, but
+// a reader of that version may still be reading it. It stays until swept,
+// or until a Reserve short of room removes it, after every drained file
+// (whose bytes the store also has), oldest first.
+func (a *Area) MarkSuperseded(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.markLocked(id, true)
+	a.wakeLocked()
+}
+
+// Staged files are written with mode 0600; a mark changes the mode, so
+// that a node that restarts knows which files it may reclaim (the marks
+// are otherwise in memory). A mode change that a crash loses only delays
+// reclaiming the file until the sweeper removes it.
+const (
+	modeDrained    fs.FileMode = 0o400
+	modeSuperseded fs.FileMode = 0o440
+)
+
+// markLocked marks id drained or superseded (moving it from the other
+// set), counting its size as reclaimable once.
+func (a *Area) markLocked(id string, superseded bool) {
+	m, ok := a.drained[id]
+	if !ok {
+		m, ok = a.superseded[id]
 	}
-	ids := make([]string, 0, len(a.drained))
-	for id := range a.drained {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(x, y string) int { return a.drained[x].Compare(a.drained[y]) })
-	for _, id := range ids {
-		if need <= 0 {
-			return
+	if !ok {
+		info, err := os.Stat(a.path(id))
+		if err != nil {
+			return // not staged here
 		}
-		before := a.used
-		_ = a.removeLocked(id)
-		need -= before - a.used
+		m.size = info.Size()
+		a.reclaimable += m.size
+	}
+	delete(a.drained, id)
+	delete(a.superseded, id)
+	m.at = time.Now()
+	set, mode := &a.drained, modeDrained
+	if superseded {
+		set, mode = &a.superseded, modeSuperseded
+	}
+	if *set == nil {
+		*set = map[string]mark{}
+	}
+	(*set)[id] = m
+	_ = os.Chmod(a.path(id), mode)
+}
+
+// unmarkLocked forgets id's mark.
+func (a *Area) unmarkLocked(id string) {
+	m, ok := a.drained[id]
+	if !ok {
+		m, ok = a.superseded[id]
+	}
+	if ok {
+		a.reclaimable -= m.size
+	}
+	delete(a.drained, id)
+	delete(a.superseded, id)
+}
+
+// dropDrainedLocked removes drained files, then superseded ones, each
+// oldest first, until need bytes are freed or none is left.
+func (a *Area) dropDrainedLocked(need int64) {
+	for _, set := range []map[string]mark{a.drained, a.superseded} {
+		if len(set) == 0 {
+			continue
+		}
+		ids := make([]string, 0, len(set))
+		for id := range set {
+			ids = append(ids, id)
+		}
+		slices.SortFunc(ids, func(x, y string) int { return set[x].at.Compare(set[y].at) })
+		for _, id := range ids {
+			if need <= 0 {
+				return
+			}
+			before := a.used
+			_ = a.removeLocked(id)
+			need -= before - a.used
+		}
 	}
 }
 
@@ -314,7 +399,7 @@ func (a *Area) Remove(id string) error {
 }
 
 func (a *Area) removeLocked(id string) error {
-	delete(a.drained, id)
+	a.unmarkLocked(id)
 	p := a.path(id)
 	info, err := os.Stat(p)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -368,12 +453,16 @@ type Stats struct {
 	Files    int
 	Used     int64 // bytes of staged files
 	Reserved int64 // bytes promised to writes in progress
-	Capacity int64
+	// Reclaimable is the part of Used that new writes may take: files
+	// drained to their store, or of versions overwritten before they
+	// drained (kept for readers still reading them).
+	Reclaimable int64
+	Capacity    int64
 }
 
 // Stats returns the area's current use.
 func (a *Area) Stats() Stats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return Stats{Files: a.files, Used: a.used, Reserved: a.reserved, Capacity: a.cfg.Capacity}
+	return Stats{Files: a.files, Used: a.used, Reserved: a.reserved, Reclaimable: a.reclaimable, Capacity: a.cfg.Capacity}
 }

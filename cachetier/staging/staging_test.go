@@ -178,3 +178,81 @@ func TestDrainedFilesGiveWayToNewWrites(t *testing.T) {
 		t.Fatalf("used %d bytes; want 30", st.Used)
 	}
 }
+
+// Superseded files give way too, but only once no drained file is left:
+// a drained file's bytes are also in the store, a superseded one's are not.
+func TestSupersededFilesGiveWayAfterDrainedOnes(t *testing.T) {
+	a := open(t, t.TempDir(), 100)
+	write(t, a, idA, bytes.Repeat([]byte("a"), 40))
+	write(t, a, idB, bytes.Repeat([]byte("b"), 40))
+	a.MarkSuperseded(idA)
+	a.MarkDrained(idB)
+	res, err := a.Reserve(context.Background(), 50)
+	if err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	res.Release()
+	if !a.Has(idA) || a.Has(idB) {
+		t.Fatalf("after 50 bytes: superseded kept %v, drained kept %v; want the drained one removed first", a.Has(idA), a.Has(idB))
+	}
+	res, err = a.Reserve(context.Background(), 90)
+	if err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	res.Release()
+	if a.Has(idA) {
+		t.Fatal("the superseded file did not give way")
+	}
+}
+
+// Reclaimable counts marked files once, and forgets them when removed.
+func TestReclaimable(t *testing.T) {
+	a := open(t, t.TempDir(), 100)
+	write(t, a, idA, bytes.Repeat([]byte("a"), 40))
+	write(t, a, idB, bytes.Repeat([]byte("b"), 30))
+	a.MarkSuperseded(idA)
+	a.MarkDrained(idA) // moved, not counted twice
+	a.MarkDrained(idB)
+	if r := a.Stats().Reclaimable; r != 70 {
+		t.Fatalf("reclaimable %d; want 70", r)
+	}
+	if err := a.Remove(idA); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.Stats().Reclaimable; r != 30 {
+		t.Fatalf("reclaimable %d after removing A; want 30", r)
+	}
+}
+
+// Marks survive a restart: a reopened area still lets drained and
+// superseded files give way (a node restarted with a full staging area of
+// drained copies would otherwise refuse writes until the sweep).
+func TestMarksSurviveReopen(t *testing.T) {
+	dir := t.TempDir()
+	a := open(t, dir, 100)
+	write(t, a, idA, bytes.Repeat([]byte("a"), 40))
+	write(t, a, idB, bytes.Repeat([]byte("b"), 40))
+	a.MarkSuperseded(idA)
+	a.MarkDrained(idB)
+
+	a = open(t, dir, 100)
+	if st := a.Stats(); st.Used != 80 || st.Reclaimable != 80 {
+		t.Fatalf("reopened: %+v; want 80 bytes used, all reclaimable", st)
+	}
+	if !a.DrainedWithin(idB, time.Hour) {
+		t.Fatal("reopened: B is no longer drained")
+	}
+	res, err := a.Reserve(context.Background(), 50)
+	if err != nil {
+		t.Fatalf("reserve after reopening: %v", err)
+	}
+	res.Release()
+	if !a.Has(idA) || a.Has(idB) {
+		t.Fatalf("after reopening: superseded kept %v, drained kept %v; want the drained one removed first", a.Has(idA), a.Has(idB))
+	}
+	// Written again under the same id, a file is not drained any more.
+	write(t, a, idA, bytes.Repeat([]byte("c"), 10))
+	if st := a.Stats(); st.Reclaimable != 0 {
+		t.Fatalf("a rewritten file is still reclaimable: %+v", st)
+	}
+}
