@@ -69,6 +69,10 @@ type AdminMember struct {
 	Commit   uint64 `json:"commit_index"`
 	Problem  string `json:"problem,omitempty"`     // why it is not healthy
 	Reported string `json:"reported_by,omitempty"` // the node that answered for it
+	// ClockOffset is its clock minus the clock of the node that answered
+	// the status, in seconds (measured over one request: within half its
+	// round trip).
+	ClockOffset float64 `json:"clock_offset_seconds"`
 	NodeUsage
 }
 

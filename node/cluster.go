@@ -44,6 +44,8 @@ type cluster struct {
 	raft    *regionstate.Node
 	ns      *federation.Namespace
 	members memberCache
+	now     func() time.Time // the wall clock peers are told (Config.Now)
+	clocks  *clockWatch
 }
 
 var (
@@ -212,7 +214,7 @@ func (c *cluster) Info() peerapi.Info {
 	st := c.raft.Status()
 	in := peerapi.Info{ID: c.id, RaftAddr: c.raft.Addr(), HTTPAddr: c.httpAddr, State: st.State,
 		LeaderID: st.LeaderID, Term: st.Term, Applied: st.AppliedIndex, Commit: st.CommitIndex, Members: st.Members,
-		InternalURL: c.internal}
+		InternalURL: c.internal, Time: c.now()}
 	if in.LeaderID != "" {
 		in.LeaderHTTP = c.KnownHTTP(in.LeaderID)
 	}
@@ -274,6 +276,7 @@ func (c *cluster) ClusterStatus(ctx context.Context) (gateway.AdminCluster, erro
 		out.Members[i] = am
 		wg.Go(func() {
 			var in peerapi.Info
+			var offset, within time.Duration
 			switch {
 			case m.ID == c.id:
 				in = c.Info()
@@ -283,7 +286,7 @@ func (c *cluster) ClusterStatus(ctx context.Context) (gateway.AdminCluster, erro
 			default:
 				ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 				var err error
-				in, err = c.client.Info(ictx, am.HTTP)
+				in, offset, within, err = c.clockOffset(ictx, am.HTTP)
 				cancel()
 				if err != nil {
 					out.Members[i].Problem = err.Error()
@@ -293,9 +296,13 @@ func (c *cluster) ClusterStatus(ctx context.Context) (gateway.AdminCluster, erro
 			o := &out.Members[i]
 			o.State, o.Term, o.Applied, o.Commit, o.Reported = in.State, in.Term, in.Applied, in.Commit, in.ID
 			o.NodeUsage = in.NodeUsage
+			o.ClockOffset = offset.Seconds()
 			o.Healthy = in.LeaderID != "" && in.ID == m.ID
-			if !o.Healthy {
+			switch {
+			case !o.Healthy:
 				o.Problem = "it knows no leader"
+			case skewProblem(c.id, offset, within) != "":
+				o.Healthy, o.Problem = false, skewProblem(c.id, offset, within)
 			}
 		})
 	}

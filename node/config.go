@@ -99,6 +99,10 @@ type Config struct {
 	// LookupEnv reads the environment variables the policy's store
 	// credentials name (nil: none is set).
 	LookupEnv func(name string) (string, bool)
+
+	// Now is the wall clock this node tells its peers when they measure
+	// clock skew (nil: time.Now); tests skew it.
+	Now func() time.Time
 }
 
 // DefaultConfig is the configuration `fedgate server` runs with when no
@@ -211,6 +215,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LookupEnv == nil {
 		c.LookupEnv = func(string) (string, bool) { return "", false }
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.FillConcurrency <= 0 {
 		c.FillConcurrency = 8

@@ -115,7 +115,7 @@ func (n *Node) open(ctx context.Context) error {
 
 	rcfg := regionstate.Config{NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, "raft"), Logger: log.With("component", "raft"),
 		SnapshotThreshold: cfg.RaftSnapshotThreshold, TrailingLogs: cfg.RaftTrailingLogs, ElectionTimeout: cfg.RaftElectionTimeout}
-	cl := &cluster{id: cfg.NodeID, log: log, tcp: cfg.clustered()}
+	cl := &cluster{id: cfg.NodeID, log: log, tcp: cfg.clustered(), now: cfg.Now, clocks: newClockWatch()}
 	n.cl = cl
 	if cfg.clustered() {
 		if cfg.joins() && fileData != nil {
@@ -254,7 +254,8 @@ func (n *Node) open(ctx context.Context) error {
 		RegionLocation:  regionLocation(pol, cfg.Region),
 		EgressRetention: cfg.EgressRetention,
 		BudgetRefresh:   cfg.EgressBudgetRefresh,
-		WriteBack:       federation.WriteBackConfig{Staging: n.stage, Copies: cfg.WriteBackCopies, Wait: cfg.StagingWait}})
+		WriteBack: federation.WriteBackConfig{Staging: n.stage, Copies: cfg.WriteBackCopies, Wait: cfg.StagingWait,
+			PeerStall: peerStall(cfg.RaftElectionTimeout)}})
 	if err != nil {
 		return err
 	}
@@ -291,7 +292,11 @@ func (n *Node) open(ctx context.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(raftMetrics(rn)...)
 	if err := n.cache.RegisterMetrics(reg); err != nil {
+		return err
+	}
+	if err := reg.Register(n.cl.clocks.offsets); err != nil {
 		return err
 	}
 	if err := ns.RegisterMetrics(reg); err != nil {
@@ -335,12 +340,24 @@ func (n *Node) startLoops(ctx context.Context, pm *policyManager) {
 	pm.notify() // a newer policy may have been applied while this node was starting
 	if n.cfg.clustered() {
 		go n.cl.syncMembers(loopCtx)
+		go n.cl.watchClocks(loopCtx)
 	}
 	n.halt = sync.OnceFunc(func() {
 		stop()
 		<-drainerDone
 		<-egressDone // its last flush goes through Raft before the node closes
 	})
+}
+
+// peerStall is how long a write-back copy or a staged read waits on a peer
+// that does nothing: 1.5 x the election timeout (hashicorp/raft's 1 s when
+// not set), at least 1 s, so a frozen peer costs a request on a healthy
+// node about as long as a frozen leader does.
+func peerStall(election time.Duration) time.Duration {
+	if election <= 0 {
+		election = time.Second
+	}
+	return max(3*election/2, time.Second)
 }
 
 // serve starts serving the S3 port.

@@ -47,7 +47,7 @@ Like 'fedgate user', these commands use the admin API with the root credentials.
 			fmt.Fprintf(cmd.OutOrStdout(), "Drain backlog: %d objects, %s, oldest %s\n", b.Objects, humanBytes(b.Bytes),
 				(time.Duration(b.OldestSeconds) * time.Second).String())
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tHTTP ADDRESS\tVOTER\tSTATE\tTERM\tAPPLIED\tCACHE\tSTAGING\tHEALTHY")
+			fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tHTTP ADDRESS\tVOTER\tSTATE\tTERM\tAPPLIED\tCACHE\tSTAGING\tCLOCK\tHEALTHY")
 			for _, m := range st.Members {
 				health := "yes"
 				if !m.Healthy {
@@ -57,8 +57,8 @@ Like 'fedgate user', these commands use the admin API with the root credentials.
 				if state == "" {
 					state = "?"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%d\t%d\t%s/%s\t%s/%s\t%s\n", m.ID, m.Address, m.HTTP, m.Voter, state, m.Term, m.Applied,
-					humanBytes(m.CacheUsed), humanBytes(m.CacheCapacity), humanBytes(m.StagingUsed), humanBytes(m.StagingCapacity), health)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%d\t%d\t%s/%s\t%s/%s\t%+.3fs\t%s\n", m.ID, m.Address, m.HTTP, m.Voter, state, m.Term, m.Applied,
+					humanBytes(m.CacheUsed), humanBytes(m.CacheCapacity), humanBytes(m.StagingUsed), humanBytes(m.StagingCapacity), m.ClockOffset, health)
 			}
 			return tw.Flush()
 		},

@@ -61,6 +61,9 @@ type Info struct {
 	Members    int    `json:"members"` // servers in its configuration (0: not in a cluster yet)
 	// InternalURL is where its internal API listens (https with peer TLS).
 	InternalURL string `json:"internal_url,omitempty"`
+	// Time is the node's wall clock when it answered (peers measure clock
+	// skew with it).
+	Time time.Time `json:"time,omitempty"`
 	gateway.NodeUsage
 }
 
