@@ -51,9 +51,9 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 90m ./bench/
 	$(GO) test -run '^$$' -bench ErasureRead -benchtime 3x -timeout 10m ./federation/placement/
 
-## soak: large objects and long runs kept out of `make test`
+## soak: large objects and long runs kept out of `make test`, and the 15-minute chaos test (needs root)
 soak:
-	FEDGATE_SOAK=1 $(GO) test -timeout 120m -count=1 -run 'Soak|TestClusterWriteBackSurvivesKill' ./e2e/
+	FEDGATE_SOAK=1 $(GO) test -timeout 120m -count=1 -v -run 'Soak|TestClusterWriteBackSurvivesKill|TestChaos$$' ./e2e/
 
 clean:
 	rm -rf bin
