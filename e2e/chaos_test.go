@@ -459,6 +459,7 @@ type sample struct {
 	node      int
 	write, ok bool
 	what      string // e.g. "PUT ckpt 40 KiB"
+	failure   string // the S3 error code, or what broke ("" when ok)
 }
 
 var chaosBuckets = []string{"ckpt", "datasets"} // write-back, write-through
@@ -550,7 +551,8 @@ func (l *chaosLoad) put(client, node int, c *s3.Client, bucket, key string, kind
 		definite, out.Failed = false, false // 412 on a plain PUT: not ours to model
 		l.fail("PUT %s/%s via n%d: 412 without a condition", bucket, key, node+1)
 	}
-	l.sample(sample{call: call, ret: ret, node: node, write: true, ok: err == nil || out.Failed, what: fmt.Sprintf("PUT %s %d KiB", bucket, size>>10)})
+	l.sample(sample{call: call, ret: ret, node: node, write: true, ok: err == nil || out.Failed, what: fmt.Sprintf("PUT %s %d KiB", bucket, size>>10),
+		failure: failure(err, out.Failed)})
 	uniq := strings.HasPrefix(key, "uniq/")
 	switch {
 	case err == nil || out.Failed:
@@ -582,7 +584,7 @@ func (l *chaosLoad) del(client, node int, c *s3.Client, bucket, key string) {
 	_, err := c.DeleteObject(cx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 	cancel()
 	ret := l.r.now()
-	l.sample(sample{call: call, ret: ret, node: node, write: true, ok: err == nil, what: "DELETE " + bucket})
+	l.sample(sample{call: call, ret: ret, node: node, write: true, ok: err == nil, what: "DELETE " + bucket, failure: failure(err, false)})
 	op := histOp{Key: bucket + "/" + key, Client: client, Node: node, In: regInput{Kind: opDelete}, Call: call, Ret: ret}
 	if err != nil {
 		if _, definite := classify(err); definite {
@@ -718,6 +720,25 @@ func (l *chaosLoad) monitor(stop <-chan struct{}) {
 	}
 }
 
+// failure names what a client got instead of success: the S3 error code,
+// "connection refused" and the like, or a timeout.
+func failure(err error, failed412 bool) string {
+	var op *net.OpError
+	switch {
+	case err == nil || failed412:
+		return ""
+	case errors.Is(err, context.DeadlineExceeded):
+		return "client timeout"
+	case errors.As(err, &op):
+		return op.Op + ": " + op.Err.Error()
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return "transport error"
+}
+
 func shortErr(err error) string {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
@@ -782,7 +803,7 @@ func (l *chaosLoad) get(client, node int, c *s3.Client, bucket, key string, reco
 					bucket, key, node+1, call.Seconds(), n, aws.ToInt64(out.ContentLength), err))
 				l.mu.Unlock()
 			}
-			l.sample(sample{call: call, ret: ret, node: node, what: "GET " + bucket})
+			l.sample(sample{call: call, ret: ret, node: node, what: "GET " + bucket, failure: "cut off"})
 			return 0, false
 		}
 		if err != nil {
@@ -794,7 +815,7 @@ func (l *chaosLoad) get(client, node int, c *s3.Client, bucket, key string, reco
 		}
 	} else if !isNotFound(err) {
 		ret := l.r.now()
-		l.sample(sample{call: call, ret: ret, node: node, what: "GET " + bucket})
+		l.sample(sample{call: call, ret: ret, node: node, what: "GET " + bucket, failure: failure(err, false)})
 		l.refuse(err, node, call, ret, "GET %s/%s via n%d: %v", bucket, key, node+1, err)
 		return 0, false
 	}
@@ -938,32 +959,21 @@ func (l *chaosLoad) finalChecks(t *testing.T, clients []*s3.Client) {
 	}
 	l.mu.Unlock()
 	sort.Strings(keys)
-	for _, k := range keys {
-		bucket, key, _ := strings.Cut(k, "/")
-		var seen []uint64
-		for i := range l.r.nodes {
-			id, ok := l.get(200+i, i, clients[i], bucket, key, strings.HasPrefix(key, "reg/"))
-			if !ok {
-				l.fail("final GET %s via n%d failed", k, i+1)
+	// Eight workers, each key's reads in one of them.
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for k := range work {
+				l.finalCheck(k, clients, fromStore)
 			}
-			seen = append(seen, id)
-		}
-		if seen[0] != seen[1] || seen[1] != seen[2] {
-			l.fail("%s: the nodes disagree: %v", k, seen)
-		}
-		sid, err := fromStore(k)
-		if err != nil {
-			l.fail("%s in the store: %v", k, err)
-		} else if sid != seen[0] {
-			l.fail("%s: the nodes serve write %d, the store holds %d", k, seen[0], sid)
-		}
-		if want, ok := l.uniq[k]; ok && seen[0] != want {
-			l.fail("acknowledged %s (write %d) reads as %d: lost", k, want, seen[0])
-		}
-		if want, ok := l.unsure[k]; ok && seen[0] != 0 && seen[0] != want {
-			l.fail("%s holds write %d, not the one sent (%d)", k, seen[0], want)
-		}
+		})
 	}
+	for _, k := range keys {
+		work <- k
+	}
+	close(work)
+	wg.Wait()
 	known := map[string]bool{}
 	for _, k := range keys {
 		known[k] = true
@@ -991,6 +1001,38 @@ func (l *chaosLoad) finalChecks(t *testing.T, clients []*s3.Client) {
 		if strings.Join(lists[0], "\n") != strings.Join(lists[1], "\n") || strings.Join(lists[1], "\n") != strings.Join(lists[2], "\n") {
 			l.fail("LIST %s differs between nodes: %d / %d / %d keys", b, len(lists[0]), len(lists[1]), len(lists[2]))
 		}
+	}
+}
+
+// finalCheck reads k through every node and from the store.
+func (l *chaosLoad) finalCheck(k string, clients []*s3.Client, fromStore func(string) (uint64, error)) {
+	bucket, key, _ := strings.Cut(k, "/")
+	var seen []uint64
+	for i := range l.r.nodes {
+		id, ok := l.get(200+i, i, clients[i], bucket, key, strings.HasPrefix(key, "reg/"))
+		if !ok {
+			l.fail("final GET %s via n%d failed", k, i+1)
+		}
+		seen = append(seen, id)
+	}
+	if seen[0] != seen[1] || seen[1] != seen[2] {
+		l.fail("%s: the nodes disagree: %v", k, seen)
+	}
+	sid, err := fromStore(k)
+	if err != nil {
+		l.fail("%s in the store: %v", k, err)
+	} else if sid != seen[0] {
+		l.fail("%s: the nodes serve write %d, the store holds %d", k, seen[0], sid)
+	}
+	l.mu.Lock()
+	want, acked := l.uniq[k]
+	sent, unsure := l.unsure[k]
+	l.mu.Unlock()
+	if acked && seen[0] != want {
+		l.fail("acknowledged %s (write %d) reads as %d: lost", k, want, seen[0])
+	}
+	if unsure && seen[0] != 0 && seen[0] != sent {
+		l.fail("%s holds write %d, not the one sent (%d)", k, seen[0], sent)
 	}
 }
 
@@ -1047,6 +1089,17 @@ func (l *chaosLoad) report(runs []faultRun, begin, end time.Duration) string {
 		}
 		fmt.Fprintf(&b, "  %6.1fs %-28s n%-3d %6.1fs %-11s %-12s %.2fs %s\n", run.start.Seconds(), run.chaosFault, run.node+1,
 			(run.end - run.start).Seconds(), nl, first, longest.Seconds(), longestWhat)
+		on, off := map[string]int{}, map[string]int{}
+		for _, s := range samples {
+			if s.failure != "" && s.call >= run.start && s.call <= run.end {
+				if s.node == run.node {
+					on[s.failure]++
+				} else {
+					off[s.failure]++
+				}
+			}
+		}
+		fmt.Fprintf(&b, "           failures: through n%d %s; through the others %s\n", run.node+1, counts(on), counts(off))
 	}
 	fmt.Fprintf(&b, "\navailability per 10 s window (answered / sent, by invocation time; max latency on nodes not under a fault;\n")
 	fmt.Fprintf(&b, "staging held: staged bytes new writes cannot take, as a share of the capacity, highest in the window):\n")
@@ -1111,6 +1164,23 @@ func frozenDuring(runs []faultRun, f refusal) bool {
 		}
 	}
 	return false
+}
+
+// counts prints a histogram of failures, most frequent first.
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func pct(a, b int) float64 {

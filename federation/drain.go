@@ -410,7 +410,7 @@ func (n *Namespace) sweepStaging() {
 	refs := n.referenced()
 	now := time.Now()
 	for _, f := range files {
-		if !refs[f.ID] && now.Sub(f.ModTime) > sweepGrace && !n.wb.Staging.DrainedWithin(f.ID, sweepGrace) {
+		if !refs[f.ID] && now.Sub(f.ModTime) > sweepGrace && !n.wb.Staging.DrainedWithin(f.ID, sweepGrace) && !n.wb.Staging.Held(f.ID) {
 			if err := n.wb.Staging.Remove(f.ID); err != nil {
 				n.log.Warn("write-back: removing a drained staged file failed", "id", f.ID, "error", err)
 			}

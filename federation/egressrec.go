@@ -343,7 +343,7 @@ func (r *egressRecorder) bumpLocked(k egressKey, add egressCounts) {
 // store as AvoidedBytes.
 func (n *Namespace) EgressLedger(ctx context.Context, since, until time.Time) ([]egress.Row, error) {
 	_ = n.flushEgress(ctx)
-	if err := n.region.ReadBarrier(ctx); err != nil {
+	if err := n.readBarrier(ctx); err != nil {
 		return nil, err
 	}
 	from, to := since.Unix()/3600, (until.Unix()+3599)/3600

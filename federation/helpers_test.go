@@ -32,6 +32,7 @@ func (r region) StageTo(context.Context, string, string, io.Reader, int64) error
 func (r region) ReadStaged(context.Context, string, string, int64, int64) (io.ReadCloser, error) {
 	return nil, errors.New("no staging in this test")
 }
+func (r region) HoldStaged(context.Context, string, []string, time.Duration) error { return nil }
 
 // noPeers fails every peer read (the preloader never reads from peers).
 type noPeers struct{}

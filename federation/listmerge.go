@@ -50,7 +50,7 @@ func overlay(entries []regionstate.JournalEntry, opts store.ListOptions) []overl
 // write at once.
 func (b *Bucket) listMerged(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error] {
 	return func(yield func(store.Entry, error) bool) {
-		if err := b.ns.region.ReadBarrier(ctx); err != nil {
+		if err := b.ns.readBarrier(ctx); err != nil {
 			yield(store.Entry{}, err)
 			return
 		}

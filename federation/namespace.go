@@ -282,7 +282,7 @@ func (v *nsView) glob(name string) (globRule, bool) {
 func (n *Namespace) catchUp() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	return n.region.ReadBarrier(ctx) == nil
+	return n.readBarrier(ctx) == nil
 }
 
 // awaitPolicy waits (up to 5 s) until the newest policy this node has

@@ -229,7 +229,7 @@ func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error)
 		// A write through another node was acknowledged after its Touch
 		// committed; applying everything committed so far drops what this
 		// node cached about the key.
-		if err := b.ns.region.ReadBarrier(ctx); err != nil {
+		if err := b.ns.readBarrier(ctx); err != nil {
 			return store.ObjectInfo{}, err
 		}
 	}

@@ -45,6 +45,9 @@ type Region interface {
 	StageTo(ctx context.Context, node, id string, r io.Reader, n int64) error
 	// ReadStaged streams [off, off+n) of the file id staged on node.
 	ReadStaged(ctx context.Context, node, id string, off, n int64) (io.ReadCloser, error)
+	// HoldStaged asks node to keep the files ids staged there for d
+	// (staging.Area.Hold).
+	HoldStaged(ctx context.Context, node string, ids []string, d time.Duration) error
 	// ReadBarrier returns once this node has applied every Raft entry
 	// committed anywhere in the region before the call.
 	ReadBarrier(ctx context.Context) error
@@ -62,6 +65,7 @@ func (s soloRegion) StageTo(context.Context, string, string, io.Reader, int64) e
 func (s soloRegion) ReadStaged(context.Context, string, string, int64, int64) (io.ReadCloser, error) {
 	return nil, errors.New("federation: a one-node region has no peers")
 }
+func (s soloRegion) HoldStaged(context.Context, string, []string, time.Duration) error { return nil }
 
 // WriteBackConfig configures write-back on a namespace.
 type WriteBackConfig struct {
@@ -177,7 +181,7 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (regi
 		},
 	}
 	for _, p := range first {
-		sinks = append(sinks, func(r io.Reader) error { return n.stageToPeer(sctx, p, id, r, size) })
+		sinks = append(sinks, func(r io.Reader) error { return n.stageToPeer(sctx, p, id, r, size, n.wb.PeerStall) })
 	}
 	sinkErrs, bodyErr := placement.Tee(ctx, body, size, sinks, false, cancelSinks)
 	fail := func(err error) (regionstate.Segment, string, error) {
@@ -201,22 +205,45 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (regi
 		}
 		nodes = append(nodes, p)
 	}
-	// A peer that failed is replaced by the next one, copying the local file.
+	// A peer that failed is replaced by the next one, copying the local
+	// file. When every peer stalled, the region is more likely loaded than
+	// frozen: the stalled ones get a second try with a bound ten times as
+	// long before the write is refused.
+	copyTo := func(p string, stall time.Duration) bool {
+		f, _, err := n.wb.Staging.Open(id)
+		if err != nil {
+			peerErrs = append(peerErrs, err)
+			return false
+		}
+		err = n.stageToPeer(ctx, p, id, f, size, stall)
+		f.Close()
+		if err != nil {
+			peerErrs = append(peerErrs, fmt.Errorf("%s: %w", p, err))
+			return false
+		}
+		nodes = append(nodes, p)
+		return true
+	}
 	for _, p := range peers[min(len(peers), want-1):] {
 		if len(nodes) >= want {
 			break
 		}
-		f, _, err := n.wb.Staging.Open(id)
-		if err != nil {
-			return fail(err)
+		copyTo(p, n.wb.PeerStall)
+	}
+	// The peer that stalled longest ago first: a frozen one stalls every
+	// write that tries it, a loaded one now and then.
+	var again []string
+	for _, p := range peers {
+		if !slices.Contains(nodes, p) && n.stalledRecently(p) {
+			again = append(again, p)
 		}
-		err = n.stageToPeer(ctx, p, id, f, size)
-		f.Close()
-		if err != nil {
-			peerErrs = append(peerErrs, fmt.Errorf("%s: %w", p, err))
-			continue
+	}
+	slices.SortStableFunc(again, func(a, b string) int { return n.lastStall(a).Compare(n.lastStall(b)) })
+	for _, p := range again {
+		if len(nodes) >= want || ctx.Err() != nil {
+			break
 		}
-		nodes = append(nodes, p)
+		copyTo(p, 10*n.wb.PeerStall)
 	}
 	if len(nodes) < want {
 		n.log.Warn("write-back: not enough nodes took a copy", "want", want, "got", len(nodes), "errors", errors.Join(peerErrs...))
@@ -230,14 +257,13 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (regi
 // giving the peer up when it stops reading for PeerStall, or does not
 // answer within the final bound once it has every byte: a frozen node
 // must not hold a write-back write (the caller moves on to the next peer).
-func (n *Namespace) stageToPeer(ctx context.Context, peer, id string, r io.Reader, size int64) error {
+func (n *Namespace) stageToPeer(ctx context.Context, peer, id string, r io.Reader, size int64, stall time.Duration) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	pr := &progressReader{r: r, last: time.Now()}
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
-		stall := n.wb.PeerStall
 		final := peerFinal(stall, size)
 		t := time.NewTicker(stall / 4)
 		defer t.Stop()
@@ -274,11 +300,24 @@ const stallMemory = 10 * time.Second
 
 func (n *Namespace) noteStall(peer string) { n.stalls.Store(peer, time.Now()) }
 
+// lastStall is when peer last stalled (zero: never).
+func (n *Namespace) lastStall(peer string) time.Time {
+	v, _ := n.stalls.Load(peer)
+	t, _ := v.(time.Time)
+	return t
+}
+
+// stalledRecently reports whether peer stalled within stallMemory.
+func (n *Namespace) stalledRecently(peer string) bool {
+	t := n.lastStall(peer)
+	return !t.IsZero() && time.Since(t) < stallMemory
+}
+
 // healthyFirst orders nodes with those that stalled within stallMemory
 // last, keeping the order otherwise.
 func (n *Namespace) healthyFirst(nodes []string) []string {
 	stalled := func(p string) int {
-		if v, ok := n.stalls.Load(p); ok && time.Since(v.(time.Time)) < stallMemory {
+		if n.stalledRecently(p) {
 			return 1
 		}
 		return 0
@@ -469,7 +508,7 @@ func entryInfo(e regionstate.JournalEntry) store.ObjectInfo {
 // journaled returns the key's pending write-back entry, after making sure
 // this node has applied every write acknowledged before the call.
 func (b *Bucket) journaled(ctx context.Context, key string) (regionstate.JournalEntry, bool, error) {
-	if err := b.ns.region.ReadBarrier(ctx); err != nil {
+	if err := b.ns.readBarrier(ctx); err != nil {
 		return regionstate.JournalEntry{}, false, err
 	}
 	e, ok := b.ns.rs.State().JournalEntry(b.Name, key)
@@ -529,7 +568,62 @@ func (b *Bucket) openStaged(ctx context.Context, info store.ObjectInfo, off, n i
 		}
 		segs = e.Segments
 	}
-	return &segmentReader{ctx: ctx, ns: b.ns, segs: segs, off: off, left: n, fallback: fallback}, nil
+	r := &segmentReader{ctx: ctx, ns: b.ns, segs: segs, off: off, left: n, fallback: fallback}
+	if len(segs) > 1 {
+		r.unhold = b.ns.holdSegments(ctx, segs)
+	}
+	return r, nil
+}
+
+// holdTTL is how long a staged read's hold on the parts it has not read
+// yet lasts; it is renewed every third of it while the read goes on.
+const holdTTL = 30 * time.Second
+
+// holdSegments asks every holder of segs to keep them (staging.Area.Hold)
+// while a read of them goes on: a newer write may supersede the version
+// being read, and a write short of staging room would otherwise take its
+// later parts, which are in no store. Holders that do not answer are
+// passed by (the read still continues from another holder). The returned
+// func ends the renewals; the holds then lapse within holdTTL.
+func (n *Namespace) holdSegments(ctx context.Context, segs []regionstate.Segment) (stop func()) {
+	byNode := map[string][]string{}
+	for _, s := range segs {
+		for _, node := range s.Nodes {
+			byNode[node] = append(byNode[node], s.ID)
+		}
+	}
+	hold := func() {
+		for node, ids := range byNode {
+			if node == n.region.Self() {
+				if n.wb.Staging != nil {
+					n.wb.Staging.Hold(ids, holdTTL)
+				}
+				continue
+			}
+			go func() {
+				hctx, cancel := context.WithTimeout(ctx, n.wb.PeerStall)
+				defer cancel()
+				_ = n.region.HoldStaged(hctx, node, ids, holdTTL)
+			}()
+		}
+	}
+	hold()
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(holdTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				hold()
+			}
+		}
+	}()
+	return sync.OnceFunc(func() { close(done) })
 }
 
 // openDrained opens [off, off+n) of the staged version staged describes
@@ -571,6 +665,7 @@ type segmentReader struct {
 	// fallback opens [off, off+n) from the store's drained copy.
 	fallback func(off, n int64) (io.ReadCloser, error)
 	resumes  int
+	unhold   func() // ends the holds on the segments (nil: none)
 }
 
 func (r *segmentReader) Read(p []byte) (int, error) {
@@ -656,6 +751,9 @@ func (r *segmentReader) fromStore() error {
 }
 
 func (r *segmentReader) Close() error {
+	if r.unhold != nil {
+		r.unhold()
+	}
 	if r.cur != nil {
 		return r.cur.Close()
 	}
@@ -738,6 +836,13 @@ func (s *stallReader) Close() error {
 	s.t.Stop()
 	s.cancel(nil)
 	return s.rc.Close()
+}
+
+// HoldStaged serves the internal API: keep ids staged here for d.
+func (n *Namespace) HoldStaged(ids []string, d time.Duration) {
+	if n.wb.Staging != nil {
+		n.wb.Staging.Hold(ids, d)
+	}
 }
 
 // OpenStaged serves the internal API: [off, off+n) of a file staged here.

@@ -67,6 +67,14 @@ type directPath struct{ b *Bucket }
 // 503 SlowDown) instead of acknowledging it alone. Multipart sessions go
 // through Raft already (CreateUpload, PutPart).
 func (n *Namespace) writeBarrier(ctx context.Context) error {
+	return n.readBarrier(ctx)
+}
+
+// readBarrier waits until this node has applied every write acknowledged
+// in the region before the call (Region.ReadBarrier), with the region's
+// errors translated (RegionError): a node that cannot reach a leader, or
+// cannot apply the log in time, answers 503 on every route, never 500.
+func (n *Namespace) readBarrier(ctx context.Context) error {
 	return RegionError(n.region.ReadBarrier(ctx))
 }
 

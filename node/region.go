@@ -82,6 +82,15 @@ func (c *cluster) ReadStaged(ctx context.Context, node, id string, off, n int64)
 	return c.client.ReadStaged(ctx, base, id, off, n)
 }
 
+// HoldStaged implements federation.Region.
+func (c *cluster) HoldStaged(ctx context.Context, node string, ids []string, d time.Duration) error {
+	base, err := c.baseOf(ctx, node)
+	if err != nil {
+		return err
+	}
+	return c.client.HoldStaged(ctx, base, ids, d)
+}
+
 // ReadChunk implements cachetier.PeerClient: [off, off+n) of chunk k from
 // node's cache.
 func (c *cluster) ReadChunk(ctx context.Context, node string, k cachetier.ChunkKey, off, n int64) (io.ReadCloser, error) {

@@ -62,6 +62,8 @@ type Area struct {
 	superseded map[string]mark
 	// reclaimable is the bytes of the files in drained and superseded.
 	reclaimable int64
+	// holds keeps files from being reclaimed until a time (Hold).
+	holds map[string]time.Time
 }
 
 // mark is when a file was marked drained or superseded, and its size.
@@ -364,8 +366,47 @@ func (a *Area) unmarkLocked(id string) {
 	delete(a.superseded, id)
 }
 
+// Hold keeps ids from being reclaimed for d: a Reserve short of room and
+// the sweeper (which asks Held) pass them by. A reader of a staged object
+// of several parts holds the parts it has not reached yet, which a newer
+// write may have superseded meanwhile. Ids not staged here are held too
+// (cheaply) in case they arrive.
+func (a *Area) Hold(ids []string, d time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	if a.holds == nil {
+		a.holds = map[string]time.Time{}
+	}
+	if len(a.holds) > 4096 {
+		for id, until := range a.holds {
+			if now.After(until) {
+				delete(a.holds, id)
+			}
+		}
+	}
+	for _, id := range ids {
+		if until := now.Add(d); until.After(a.holds[id]) {
+			a.holds[id] = until
+		}
+	}
+}
+
+// Held reports whether id is held (Hold) now.
+func (a *Area) Held(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.heldLocked(id)
+}
+
+func (a *Area) heldLocked(id string) bool {
+	until, ok := a.holds[id]
+	return ok && time.Now().Before(until)
+}
+
 // dropDrainedLocked removes drained files, then superseded ones, each
-// oldest first, until need bytes are freed or none is left.
+// oldest first, until need bytes are freed or none is left; held files
+// stay.
 func (a *Area) dropDrainedLocked(need int64) {
 	for _, set := range []map[string]mark{a.drained, a.superseded} {
 		if len(set) == 0 {
@@ -379,6 +420,9 @@ func (a *Area) dropDrainedLocked(need int64) {
 		for _, id := range ids {
 			if need <= 0 {
 				return
+			}
+			if a.heldLocked(id) {
+				continue
 			}
 			before := a.used
 			_ = a.removeLocked(id)

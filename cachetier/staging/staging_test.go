@@ -256,3 +256,29 @@ func TestMarksSurviveReopen(t *testing.T) {
 		t.Fatalf("a rewritten file is still reclaimable: %+v", st)
 	}
 }
+
+// A held file is passed by when a Reserve needs room, until the hold ends.
+func TestHeldFilesStay(t *testing.T) {
+	a := open(t, t.TempDir(), 100)
+	write(t, a, idA, bytes.Repeat([]byte("a"), 60))
+	a.MarkSuperseded(idA)
+	a.Hold([]string{idA}, 200*time.Millisecond)
+	if !a.Held(idA) || a.Held(idB) {
+		t.Fatal("Held")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err := a.Reserve(ctx, 60)
+	cancel()
+	if !errors.Is(err, ErrFull) || !a.Has(idA) {
+		t.Fatalf("reserve over a held file: %v (kept %v); want ErrFull and the file kept", err, a.Has(idA))
+	}
+	time.Sleep(250 * time.Millisecond)
+	res, err := a.Reserve(context.Background(), 60)
+	if err != nil {
+		t.Fatalf("reserve after the hold ended: %v", err)
+	}
+	res.Release()
+	if a.Has(idA) {
+		t.Fatal("the file stayed after its hold ended")
+	}
+}

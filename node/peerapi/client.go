@@ -277,6 +277,12 @@ func (c *Client) ReadStaged(ctx context.Context, base, id string, off, n int64) 
 	return resp.Body, nil
 }
 
+// HoldStaged asks the node serving S3 at base to keep the files ids staged
+// there for d.
+func (c *Client) HoldStaged(ctx context.Context, base string, ids []string, d time.Duration) error {
+	return c.do(ctx, base, http.MethodPost, "hold", jsonBody(HoldRequest{IDs: ids, Millis: d.Milliseconds()}), nil)
+}
+
 // ReadChunk streams [off, off+n) of chunk k from the cache of the node
 // serving S3 at base.
 func (c *Client) ReadChunk(ctx context.Context, base string, k cachetier.ChunkKey, off, n int64) (io.ReadCloser, error) {

@@ -117,6 +117,18 @@ type fakeData struct {
 	mu     sync.Mutex
 	staged map[string][]byte
 	chunks map[cachetier.ChunkKey][]byte
+	held   map[string]time.Duration
+}
+
+func (d *fakeData) HoldStaged(ids []string, dur time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.held == nil {
+		d.held = map[string]time.Duration{}
+	}
+	for _, id := range ids {
+		d.held[id] = dur
+	}
 }
 
 func (d *fakeData) StageHere(_ context.Context, id string, body io.Reader, size int64) error {
@@ -327,6 +339,23 @@ func TestStagingAndChunks(t *testing.T) {
 	}
 	if _, err := c.ReadStaged(ctx, p.base(), "missing", 0, 1); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("ReadStaged of a missing file: %v, want a 404", err)
+	}
+	// A hold reaches the data; a bad id or duration is refused.
+	id := "0123456789abcdef0123456789abcdef"
+	if err := c.HoldStaged(ctx, p.base(), []string{id}, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p.d.mu.Lock()
+	held := p.d.held[id]
+	p.d.mu.Unlock()
+	if held != 30*time.Second {
+		t.Fatalf("held %v; want 30s", held)
+	}
+	if err := c.HoldStaged(ctx, p.base(), []string{"../x"}, time.Second); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Fatalf("a hold of a bad id: %v; want a 400", err)
+	}
+	if err := c.HoldStaged(ctx, p.base(), []string{id}, time.Hour); err == nil {
+		t.Fatal("a one-hour hold was accepted")
 	}
 	if err := c.StageTo(ctx, p.base(), "short", strings.NewReader("abc"), 3); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/cachetier/staging"
@@ -42,6 +43,7 @@ type Backend interface {
 type Data interface {
 	StageHere(ctx context.Context, id string, body io.Reader, size int64) error
 	OpenStaged(id string, off, length int64) (io.ReadCloser, int64, error)
+	HoldStaged(ids []string, d time.Duration)
 	ServeChunk(ctx context.Context, k cachetier.ChunkKey, off, length int64) (io.ReadCloser, error)
 }
 
@@ -225,6 +227,7 @@ func (s *Server) routes() *http.ServeMux {
 	})
 	mux.HandleFunc("PUT "+Prefix+"stage/{id}", s.putStaged)
 	mux.HandleFunc("GET "+Prefix+"stage/{id}", s.getStaged)
+	mux.HandleFunc("POST "+Prefix+"hold", s.hold)
 	mux.HandleFunc("GET "+Prefix+"chunk", s.getChunk)
 	return mux
 }
@@ -277,6 +280,28 @@ func (s *Server) putStaged(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.WriteHeader(http.StatusNoContent)
 	}
+}
+
+// hold keeps staged files for a peer's reader (HoldRequest).
+func (s *Server) hold(w http.ResponseWriter, r *http.Request) {
+	d, ok := s.data()
+	if !ok {
+		s.stillStarting(w)
+		return
+	}
+	var req HoldRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil || req.Millis <= 0 || req.Millis > 10*60*1000 {
+		http.Error(w, "want {\"ids\": [...], \"millis\": 1..600000}", http.StatusBadRequest)
+		return
+	}
+	for _, id := range req.IDs {
+		if !staging.ValidID(id) {
+			http.Error(w, fmt.Sprintf("%v: %q", staging.ErrInvalidID, id), http.StatusBadRequest)
+			return
+		}
+	}
+	d.HoldStaged(req.IDs, time.Duration(req.Millis)*time.Millisecond)
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) getStaged(w http.ResponseWriter, r *http.Request) {

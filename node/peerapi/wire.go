@@ -19,6 +19,7 @@
 //	GET  readindex             -> {"index": N} (the leader's commit index)
 //	PUT  stage/{id}  bytes     -> 204 once fsynced in the staging area
 //	GET  stage/{id}?off=&n=    -> bytes of a staged file
+//	POST hold        HoldRequest -> 204 (keep staged files for a reader)
 //	GET  chunk?store=&key=&validator=&size=&index=&off=&n= -> bytes of a cached chunk
 //
 // An error is an ErrorBody (a regionstate.WireError, so errors.Is works after
@@ -72,6 +73,13 @@ type JoinRequest struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
+}
+
+// HoldRequest is the body of POST hold: keep the staged files IDs for
+// Millis milliseconds (a reader on another node has not reached them yet).
+type HoldRequest struct {
+	IDs    []string `json:"ids"`
+	Millis int64    `json:"millis"`
 }
 
 // RemoveRequest is the body of POST remove.
