@@ -320,7 +320,8 @@ func (r *chaosRegion) inject(f chaosFault, cfg chaosConfig, rng *rand.Rand) faul
 	run.newLeader = run.start
 	stopWatch := make(chan struct{})
 	watched := make(chan time.Duration, 1)
-	if f.leader {
+	elects := f.leader && f.kind != "diskfull" // a leader with a full disk may stay leader
+	if elects {
 		go func() { watched <- r.watchNewLeader(run.node, stopWatch) }()
 	}
 	fail := func(err error) {
@@ -361,7 +362,7 @@ func (r *chaosRegion) inject(f chaosFault, cfg chaosConfig, rng *rand.Rand) faul
 	}
 	run.end = r.now()
 	close(stopWatch)
-	if f.leader {
+	if elects {
 		if at := <-watched; at > 0 {
 			run.newLeader = at
 		} else {
@@ -916,6 +917,15 @@ func runChaos(t *testing.T, cfg chaosConfig) {
 	for _, s := range l.cutoffs {
 		t.Errorf("cut-off response: %s", s)
 	}
+	// Under faults every refusal says what to do (503 SlowDown, retry);
+	// a 500 is a path that does not know what went wrong.
+	l.mu.Lock()
+	for _, s := range l.samples {
+		if s.failure == "InternalError" {
+			t.Errorf("500 InternalError: %s via n%d at %.1fs", s.what, s.node+1, s.call.Seconds())
+		}
+	}
+	l.mu.Unlock()
 	fails, unknown := checkLinearizable(l.hist.byKey(), time.Minute)
 	for _, f := range fails {
 		t.Error(f)
@@ -1084,7 +1094,7 @@ func (l *chaosLoad) report(runs []faultRun, begin, end time.Duration) string {
 			first = fmt.Sprintf("+%.2fs", (firstAt - run.start).Seconds())
 		}
 		nl := "-"
-		if run.leader {
+		if run.leader && run.kind != "diskfull" {
 			nl = fmt.Sprintf("+%.2fs", (run.newLeader - run.start).Seconds())
 		}
 		fmt.Fprintf(&b, "  %6.1fs %-28s n%-3d %6.1fs %-11s %-12s %.2fs %s\n", run.start.Seconds(), run.chaosFault, run.node+1,

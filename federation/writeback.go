@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fedgate/fedgate/backend"
@@ -191,6 +192,11 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (regi
 	switch {
 	case bodyErr != nil:
 		return fail(bodyErr)
+	case errors.Is(sinkErrs[1], syscall.ENOSPC):
+		// The disk is fuller than staging's own accounting knows (another
+		// program filled it): nothing is stored; the client retries,
+		// through this node or another (S3: 503 SlowDown).
+		return fail(fmt.Errorf("%w: this node's staging disk is full: %w", ErrStagingUnavailable, sinkErrs[1]))
 	case sinkErrs[1] != nil:
 		return fail(fmt.Errorf("stage locally: %w", sinkErrs[1]))
 	case sinkErrs[0] != nil:
