@@ -64,7 +64,7 @@ type Info struct {
 	InternalURL string `json:"internal_url,omitempty"`
 	// Time is the node's wall clock when it answered (peers measure clock
 	// skew with it).
-	Time time.Time `json:"time,omitempty"`
+	Time time.Time `json:"time,omitzero"`
 	gateway.NodeUsage
 }
 
