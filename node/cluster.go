@@ -161,7 +161,7 @@ func (c *cluster) form(ctx context.Context) error {
 // joinCluster asks the Join peers (following them to the leader) to add
 // this node as a voter, until one does.
 func (c *cluster) joinCluster(ctx context.Context) error {
-	req := peerapi.JoinRequest{ID: c.id, RaftAddr: c.raft.Addr(), HTTPAddr: c.httpAddr}
+	req := peerapi.JoinRequest{ID: c.id, RaftAddr: c.raft.Addr(), HTTPAddr: c.httpAddr, RegionID: c.raft.State().RegionID()}
 	lastLog := time.Time{}
 	for attempt := 0; ; attempt++ {
 		var lastErr error
@@ -214,7 +214,7 @@ func (c *cluster) Info() peerapi.Info {
 	st := c.raft.Status()
 	in := peerapi.Info{ID: c.id, RaftAddr: c.raft.Addr(), HTTPAddr: c.httpAddr, State: st.State,
 		LeaderID: st.LeaderID, Term: st.Term, Applied: st.AppliedIndex, Commit: st.CommitIndex, Members: st.Members,
-		InternalURL: c.internal, Time: c.now()}
+		InternalURL: c.internal, Time: c.now(), RegionID: c.raft.State().RegionID()}
 	if in.LeaderID != "" {
 		in.LeaderHTTP = c.KnownHTTP(in.LeaderID)
 	}
@@ -234,6 +234,9 @@ func (c *cluster) AddVoter(ctx context.Context, j peerapi.JoinRequest) error {
 	c.client.Remember(j.ID, peerapi.NormalizeHTTP(j.HTTPAddr))
 	if j.ID == "" || j.RaftAddr == "" {
 		return fmt.Errorf("%w: join needs an id and a raft_addr", regionstate.ErrInvalid)
+	}
+	if why := otherRegion(c.id, peerapi.Info{ID: j.ID, RegionID: j.RegionID}, c.raft.State().RegionID()); why != "" {
+		return fmt.Errorf("%w: %s", regionstate.ErrInvalid, why)
 	}
 	if err := c.raft.AddVoter(ctx, j.ID, j.RaftAddr); err != nil {
 		return err
@@ -257,8 +260,8 @@ func (c *cluster) ApplyEncoded(ctx context.Context, data []byte) (uint64, error)
 // IsLeader implements peerapi.Backend.
 func (c *cluster) IsLeader() bool { return c.raft.IsLeader() }
 
-// CommitIndex implements peerapi.Backend.
-func (c *cluster) CommitIndex() uint64 { return c.raft.CommitIndex() }
+// ReadIndex implements peerapi.Backend.
+func (c *cluster) ReadIndex(ctx context.Context) (uint64, error) { return c.raft.ReadIndex(ctx) }
 
 // --- the admin API's cluster operations (gateway.Cluster) ---
 
@@ -332,7 +335,10 @@ func (c *cluster) AddMember(ctx context.Context, address string) (gateway.AdminM
 	if err != nil {
 		return gateway.AdminMember{}, fmt.Errorf("ask %s who it is: %w", base, err)
 	}
-	j := peerapi.JoinRequest{ID: in.ID, RaftAddr: in.RaftAddr, HTTPAddr: in.HTTPAddr}
+	if why := otherRegion(c.id, in, c.raft.State().RegionID()); why != "" {
+		return gateway.AdminMember{}, fmt.Errorf("%w: %s", regionstate.ErrInvalid, why)
+	}
+	j := peerapi.JoinRequest{ID: in.ID, RaftAddr: in.RaftAddr, HTTPAddr: in.HTTPAddr, RegionID: in.RegionID}
 	err = c.AddVoter(ctx, j)
 	if errors.Is(err, regionstate.ErrNotLeader) {
 		lid, _ := c.raft.Leader()

@@ -237,8 +237,16 @@ func (n *Node) open(ctx context.Context) error {
 	if n.region, err = regionName(pol, cfg.Region); err != nil {
 		return err
 	}
+	regionID, err := ensureRegionID(ctx, rn)
+	if err != nil {
+		return err
+	}
 	stores, defStore, err := openStores(ctx, cfg.DataDir, pol, cfg.LookupEnv)
 	if err != nil {
+		return err
+	}
+	if err := claimStore(ctx, stores[defStore], cfg.DataDir, regionMarker{RegionID: regionID, Region: n.region, Node: cfg.NodeID,
+		Created: time.Now().UTC()}); err != nil {
 		return err
 	}
 	n.defStore = defStore

@@ -106,7 +106,10 @@ func (c *cluster) ReadChunk(ctx context.Context, node string, k cachetier.ChunkK
 // write acknowledged anywhere before it.
 func (c *cluster) ReadBarrier(ctx context.Context) error {
 	if c.raft.IsLeader() {
-		return c.raft.WaitApplied(ctx, c.raft.CommitIndex())
+		if idx, err := c.raft.ReadIndex(ctx); err == nil {
+			return c.raft.WaitApplied(ctx, idx)
+		}
+		// Not the leader any more: ask the one there is, below.
 	}
 	if !c.tcp {
 		return nil
@@ -147,7 +150,7 @@ func (c *cluster) leaderCommit(ctx context.Context) (uint64, error) {
 		return 0, regionstate.ErrNoLeader
 	}
 	if lid == c.id {
-		return c.raft.CommitIndex(), nil
+		return c.raft.ReadIndex(ctx)
 	}
 	base := c.httpOf(ctx, lid)
 	if base == "" {

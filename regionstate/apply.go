@@ -337,9 +337,27 @@ func (c *SetPolicy) apply(b *batch) error {
 	return nil
 }
 
+func (c *SetRegionID) apply(b *batch) error {
+	if err := validName("region id", c.ID); err != nil {
+		return err
+	}
+	if cur, ok := b.cat.settings[RegionIDSetting]; ok {
+		if cur == c.ID {
+			return nil
+		}
+		return ErrRegionIDSet
+	}
+	b.settings()[RegionIDSetting] = c.ID
+	b.put(tSetting, RegionIDSetting, []byte(c.ID))
+	return nil
+}
+
 func (c *SetSetting) apply(b *batch) error {
 	if err := validName("setting key", c.Key); err != nil {
 		return err
+	}
+	if c.Key == RegionIDSetting {
+		return invalid("the region id is set once, with SetRegionID")
 	}
 	if c.Delete {
 		if _, ok := b.cat.settings[c.Key]; ok {

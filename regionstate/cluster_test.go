@@ -3,6 +3,7 @@ package regionstate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -343,4 +344,41 @@ func TestClusterPartitionLeader(t *testing.T) {
 	}
 	applyVia(t, old, sample(3)...)
 	c.converge()
+}
+
+// TestReadIndex: the leader's read index covers every write it
+// acknowledged; a leader cut off from the others cannot hand one out (it
+// would be stale: the others elect a new leader and go on), and the new
+// leader's covers every write the old one acknowledged.
+func TestReadIndex(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	old := c.leader()
+	var last uint64
+	for i := range 5 {
+		idx, err := old.ApplyIndex(t.Context(), SetSetting{Key: fmt.Sprintf("k%d", i), Value: "v"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = idx
+	}
+	if idx, err := old.ReadIndex(t.Context()); err != nil || idx < last {
+		t.Fatalf("ReadIndex = %d, %v; want at least %d", idx, err, last)
+	}
+	for _, f := range c.followers(old) {
+		var nl *NotLeaderError
+		if _, err := f.ReadIndex(t.Context()); !errors.As(err, &nl) {
+			t.Fatalf("ReadIndex on a follower: %v; want a *NotLeaderError", err)
+		}
+	}
+
+	c.partition(old.ID())
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	if idx, err := old.ReadIndex(ctx); err == nil {
+		t.Fatalf("a leader cut off from the others handed out read index %d", idx)
+	}
+	nl := c.leader()
+	if idx, err := nl.ReadIndex(t.Context()); err != nil || idx < last {
+		t.Fatalf("the new leader's ReadIndex = %d, %v; want at least %d", idx, err, last)
+	}
 }

@@ -21,6 +21,7 @@ const (
 	CodeSuperseded       = "superseded"
 	CodeDrainClaimed     = "drain_claimed"
 	CodeChanged          = "changed"
+	CodeRegionIDSet      = "region_id_set"
 	CodeNoSuchJob        = "no_such_job"
 	CodeInvalid          = "invalid"
 	CodeUnknownCommand   = "unknown_command"
@@ -53,6 +54,7 @@ var codes = []struct {
 	{CodeSuperseded, ErrSuperseded},
 	{CodeDrainClaimed, ErrDrainClaimed},
 	{CodeChanged, ErrChanged},
+	{CodeRegionIDSet, ErrRegionIDSet},
 	{CodeNoSuchJob, ErrNoSuchJob},
 	{CodeInvalid, ErrInvalid},
 	{CodeUnknownCommand, ErrUnknownCommand},

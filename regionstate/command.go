@@ -2,6 +2,7 @@ package regionstate
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -44,6 +45,9 @@ const (
 	// TypePruneEgress is ignorable: a node that does not know it keeps old
 	// ledger rows, which changes no answer about the hours still kept.
 	TypePruneEgress CommandType = 23 | IgnoreUnknown
+	// TypeSetRegionID is ignorable: a node that does not know it does not
+	// know the region's id either, and checks nothing with it.
+	TypeSetRegionID CommandType = 24 | IgnoreUnknown
 )
 
 // Command is a typed FSM command. Type must return a constant.
@@ -102,6 +106,7 @@ var commands = [IgnoreUnknown]commandDef{
 	TypeAddEgress:                    def[AddEgress]("AddEgress"),
 	TypeLeaderMark &^ IgnoreUnknown:  def[LeaderMark]("LeaderMark"),
 	TypePruneEgress &^ IgnoreUnknown: def[PruneEgress]("PruneEgress"),
+	TypeSetRegionID &^ IgnoreUnknown: def[SetRegionID]("SetRegionID"),
 }
 
 // Encode returns the log entry for cmd: its type byte and JSON body.
@@ -254,3 +259,19 @@ func (SetPolicy) Type() CommandType { return TypeSetPolicy }
 
 // Type implements Command.
 func (SetSetting) Type() CommandType { return TypeSetSetting }
+
+// SetRegionID records the region's identity, once, when the region forms:
+// nodes refuse to join, or to be added to, a region whose id differs from
+// their own, and a region refuses a shared store another region has
+// claimed. It fails with ErrRegionIDSet when another id is recorded (the
+// same id again changes nothing).
+type SetRegionID struct{ ID string }
+
+// Type implements Command.
+func (SetRegionID) Type() CommandType { return TypeSetRegionID }
+
+// RegionIDSetting is the region setting that holds the region's id.
+const RegionIDSetting = "region_id"
+
+// ErrRegionIDSet: the region already has another id.
+var ErrRegionIDSet = errors.New("raft: the region already has an id")

@@ -183,3 +183,18 @@ func TestJournalSuperseded(t *testing.T) {
 		t.Fatalf("superseded %v; want [one] (two is still referred to)", s)
 	}
 }
+
+// TestRegionID: the region's id is set once; the same id again is a
+// no-op, another is refused, and a plain setting cannot overwrite it.
+func TestRegionID(t *testing.T) {
+	n := openNode(t, testConfig(t, t.TempDir()))
+	if id := n.State().RegionID(); id != "" {
+		t.Fatalf("a new region has id %q", id)
+	}
+	apply(t, n, SetRegionID{ID: "r1"}, SetRegionID{ID: "r1"})
+	wantErr(t, n, SetRegionID{ID: "r2"}, ErrRegionIDSet)
+	wantErr(t, n, SetSetting{Key: RegionIDSetting, Value: "r3"}, ErrInvalid)
+	if id := n.State().RegionID(); id != "r1" {
+		t.Fatalf("region id %q; want r1", id)
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -117,15 +118,19 @@ type Node struct {
 	wait    time.Duration
 	// election is Raft's election timeout: how long WhileLeader lets a
 	// replaced leader answer before giving it up.
-	election  time.Duration
-	log       *slog.Logger
-	raft      *raft.Raft
-	trans     transport
-	fsm       *fsm
-	closers   []func() error // run in reverse by Close
-	done      chan struct{}  // closed by Close: pending waits end with ErrClosed
-	closeOnce sync.Once
-	closeErr  error
+	election time.Duration
+	// markedTerm is the term whose LeaderMark this node, as leader, has
+	// committed: from then on its CommitIndex covers every entry the
+	// previous leaders committed (ReadIndex).
+	markedTerm atomic.Uint64
+	log        *slog.Logger
+	raft       *raft.Raft
+	trans      transport
+	fsm        *fsm
+	closers    []func() error // run in reverse by Close
+	done       chan struct{}  // closed by Close: pending waits end with ErrClosed
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 // Open opens (or creates) the Raft state under cfg.Dir. For a one-node

@@ -203,6 +203,12 @@ func (s *State) Setting(key string) (string, bool) {
 	return v, ok
 }
 
+// RegionID is the region's identity ("" before SetRegionID).
+func (s *State) RegionID() string {
+	id, _ := s.Setting(RegionIDSetting)
+	return id
+}
+
 // Settings returns all region settings (a fresh map).
 func (s *State) Settings() map[string]string { return maps.Clone(s.load().settings) }
 

@@ -237,11 +237,15 @@ func (n *Node) markLeadership(ch <-chan bool) {
 // mark applies a LeaderMark (retrying while this node stays leader).
 func (n *Node) mark() {
 	for attempt := 0; attempt < 10 && n.IsLeader(); attempt++ {
+		term := n.raft.CurrentTerm()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		data, _ := Encode(LeaderMark{Node: n.id})
 		_, err := n.applyLocal(ctx, data)
 		cancel()
 		if err == nil {
+			if n.raft.CurrentTerm() == term {
+				n.markedTerm.Store(term)
+			}
 			return
 		}
 		select {
@@ -252,8 +256,41 @@ func (n *Node) mark() {
 	}
 }
 
-// CommitIndex is the last log index this node knows to be committed. On
-// the leader, every write acknowledged anywhere in the region is at or
-// below it: a follower that waits (WaitApplied) for the leader's
-// CommitIndex reads its own earlier writes and everyone else's.
+// CommitIndex is the last log index this node knows to be committed.
+// It is not a read index: a new leader's is behind until it commits an
+// entry of its own term, and a leader cut off from the others does not
+// know it was replaced. Use ReadIndex.
 func (n *Node) CommitIndex() uint64 { return n.raft.CommitIndex() }
+
+// ReadIndex returns, on the leader, an index at or above every write
+// acknowledged anywhere in the region before the call: a node that
+// waits (WaitApplied) for it reads its own earlier writes and everyone
+// else's. It is the leader's commit index taken once an entry of its own
+// term is committed (the LeaderMark: before that, entries the previous
+// leader committed may be above it), then confirmed by a round of
+// heartbeats to a quorum (so a leader that was replaced without knowing
+// it cannot hand out a stale index). On a follower it fails with a
+// *NotLeaderError.
+func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
+	for {
+		if !n.IsLeader() {
+			addr, id := n.raft.LeaderWithID()
+			return 0, &NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
+		}
+		if n.markedTerm.Load() == n.raft.CurrentTerm() {
+			break
+		}
+		select {
+		case <-n.done:
+			return 0, ErrClosed
+		case <-ctx.Done():
+			return 0, fmt.Errorf("raft: this new leader has not committed an entry of its term yet: %w", ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	idx := n.raft.CommitIndex()
+	if err := n.await(ctx, n.raft.VerifyLeader()); err != nil {
+		return 0, err
+	}
+	return idx, nil
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -23,20 +24,45 @@ Like 'fedgate user', these commands use the admin API with the root credentials.
 	}
 	c.bind(cmd)
 
-	var asJSON bool
+	var asJSON, check bool
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Show members, voters, the leader, and each node's term, applied index and health",
-		Args:  cobra.NoArgs,
+		Long: `Show members, voters, the leader, and each node's term, applied index, cache and staging use,
+clock offset and health. With --check the exit status says whether the region is healthy:
+0 when it has a leader and every member is healthy, 2 when not (1: the status could not be
+read at all), for scripts and health checks.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var st gateway.AdminCluster
 			if err := c.do(cmd.Context(), http.MethodGet, "/cluster", nil, &st); err != nil {
 				return err
 			}
+			unhealthy := func() error {
+				if !check {
+					return nil
+				}
+				var bad []string
+				if st.Leader == "" {
+					bad = append(bad, "no leader")
+				}
+				for _, m := range st.Members {
+					if !m.Healthy {
+						bad = append(bad, m.ID+": "+m.Problem)
+					}
+				}
+				if len(bad) == 0 {
+					return nil
+				}
+				return exitError{code: 2, err: fmt.Errorf("the region is not healthy: %s", strings.Join(bad, "; "))}
+			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				return enc.Encode(st)
+				if err := enc.Encode(st); err != nil {
+					return err
+				}
+				return unhealthy()
 			}
 			leader := st.Leader
 			if leader == "" {
@@ -60,9 +86,13 @@ Like 'fedgate user', these commands use the admin API with the root credentials.
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\t%d\t%d\t%s/%s\t%s/%s\t%+.3fs\t%s\n", m.ID, m.Address, m.HTTP, m.Voter, state, m.Term, m.Applied,
 					humanBytes(m.CacheUsed), humanBytes(m.CacheCapacity), humanBytes(m.StagingUsed), humanBytes(m.StagingCapacity), m.ClockOffset, health)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return unhealthy()
 		},
 	}
+	status.Flags().BoolVar(&check, "check", false, "exit 2 when the region has no leader or a member is unhealthy (0 when healthy)")
 	status.Flags().BoolVar(&asJSON, "json", false, `print {"leader": ID, "members": [{"id", "address", "voter", "healthy", ...}]}`)
 
 	add := &cobra.Command{

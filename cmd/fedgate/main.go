@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -17,9 +18,22 @@ var version = "dev"
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "fedgate:", err)
+		var ee exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
 		os.Exit(1)
 	}
 }
+
+// exitError ends fedgate with its own exit status (1 is any other error).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
@@ -34,7 +48,34 @@ Start a single-node region on embedded defaults with:  fedgate server`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServerCmd(), newUserCmd(), newPolicyCmd(), newClusterCmd(), newCacheCmd(), newEgressCmd(), newRepairCmd(), newVersionCmd())
+	strictGroups(root)
 	return root
+}
+
+// strictGroups makes every command that only groups others (fedgate
+// policy, fedgate cluster, ...) fail on an unknown subcommand, with "did
+// you mean", instead of printing its help and exiting 0: a script that
+// mistypes `fedgate policy aply` must see a failure. With no argument it
+// still prints its help.
+func strictGroups(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		strictGroups(sub)
+	}
+	if !c.HasSubCommands() || c.Run != nil || c.RunE != nil {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.SuggestionsMinimumDistance = 2
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf("; did you mean %q?", s[0])
+		}
+		return fmt.Errorf("%s (see '%s --help')", msg, cmd.CommandPath())
+	}
 }
 
 func newVersionCmd() *cobra.Command {

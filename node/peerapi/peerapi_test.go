@@ -104,7 +104,7 @@ func (b *fakeBackend) IsLeader() bool {
 	return b.leader
 }
 
-func (b *fakeBackend) CommitIndex() uint64 { return 42 }
+func (b *fakeBackend) ReadIndex(context.Context) (uint64, error) { return 42, nil }
 
 func (b *fakeBackend) KnownHTTP(id string) string {
 	b.mu.Lock()

@@ -32,7 +32,8 @@ type Backend interface {
 	// ApplyEncoded applies an encoded command as the leader.
 	ApplyEncoded(ctx context.Context, data []byte) (uint64, error)
 	IsLeader() bool
-	CommitIndex() uint64
+	// ReadIndex is the leader's read index (regionstate.Node.ReadIndex).
+	ReadIndex(ctx context.Context) (uint64, error)
 	// KnownHTTP is a member's S3 address ("": unknown), for "not the
 	// leader" answers.
 	KnownHTTP(id string) string
@@ -218,12 +219,17 @@ func (s *Server) routes() *http.ServeMux {
 		}
 		writeJSON(w, http.StatusOK, indexAnswer{Index: idx})
 	})
-	mux.HandleFunc("GET "+Prefix+"readindex", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+Prefix+"readindex", func(w http.ResponseWriter, r *http.Request) {
 		if !s.b.IsLeader() {
 			s.fail(w, &regionstate.NotLeaderError{})
 			return
 		}
-		writeJSON(w, http.StatusOK, indexAnswer{Index: s.b.CommitIndex()})
+		idx, err := s.b.ReadIndex(r.Context())
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, indexAnswer{Index: idx})
 	})
 	mux.HandleFunc("PUT "+Prefix+"stage/{id}", s.putStaged)
 	mux.HandleFunc("GET "+Prefix+"stage/{id}", s.getStaged)

@@ -62,6 +62,9 @@ type Info struct {
 	Members    int    `json:"members"` // servers in its configuration (0: not in a cluster yet)
 	// InternalURL is where its internal API listens (https with peer TLS).
 	InternalURL string `json:"internal_url,omitempty"`
+	// RegionID is the id of the region whose Raft state the node holds
+	// ("" before it has one).
+	RegionID string `json:"region_id,omitempty"`
 	// Time is the node's wall clock when it answered (peers measure clock
 	// skew with it).
 	Time time.Time `json:"time,omitzero"`
@@ -73,6 +76,9 @@ type JoinRequest struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
+	// RegionID is the joiner's region when it holds Raft state ("": a new
+	// node); the leader refuses a node of another region.
+	RegionID string `json:"region_id,omitempty"`
 }
 
 // HoldRequest is the body of POST hold: keep the staged files IDs for
