@@ -489,6 +489,19 @@ func (l *chaosLoad) pick(rng *rand.Rand) int {
 	}
 }
 
+// nodeFor is the node a client sends its next request to: pin when it is a
+// probe (false, after a pause, while pin's process is gone), else pick's.
+func (l *chaosLoad) nodeFor(pin int, rng *rand.Rand) (int, bool) {
+	switch {
+	case pin < 0:
+		return l.pick(rng), true
+	case !l.r.nodes[pin].up.Load():
+		time.Sleep(100 * time.Millisecond)
+		return pin, false
+	}
+	return pin, true
+}
+
 func chaosSize(rng *rand.Rand) int64 {
 	switch x := rng.Float64(); {
 	case x < 0.70:
@@ -511,11 +524,8 @@ func (l *chaosLoad) writer(w int, until time.Duration, clients []*s3.Client, pin
 	rng := rand.New(rand.NewPCG(uint64(w), 7))
 	seq := 0
 	for l.r.now() < until {
-		node := pin
-		if pin < 0 {
-			node = l.pick(rng)
-		} else if !l.r.nodes[pin].up.Load() {
-			time.Sleep(100 * time.Millisecond)
+		node, ok := l.nodeFor(pin, rng)
+		if !ok {
 			continue
 		}
 		c := clients[node]
@@ -758,11 +768,8 @@ func shortErr(err error) string {
 func (l *chaosLoad) reader(rd int, until time.Duration, clients []*s3.Client, pin int) {
 	rng := rand.New(rand.NewPCG(uint64(rd), 11))
 	for l.r.now() < until {
-		node := pin
-		if pin < 0 {
-			node = l.pick(rng)
-		} else if !l.r.nodes[pin].up.Load() {
-			time.Sleep(100 * time.Millisecond)
+		node, ok := l.nodeFor(pin, rng)
+		if !ok {
 			continue
 		}
 		bucket := chaosBuckets[rng.IntN(2)]
