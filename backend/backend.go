@@ -132,4 +132,7 @@ type Admin interface {
 	// Repair restores the copies or shards of bucket/prefix:
 	// ErrNothingToRepair for a single-store bucket.
 	Repair(ctx context.Context, bucket, prefix string, progress func(done, total int64)) (placement.RepairStats, error)
+	// Degraded reports this node's store health checks and the data it
+	// read degraded.
+	Degraded(ctx context.Context) (Degraded, error)
 }

@@ -105,3 +105,45 @@ type JobProgress struct {
 	Done    bool
 	Updated time.Time
 }
+
+// Degraded is what a node knows of degraded data: stores that fail their
+// periodic health check, and objects read lately by reconstruction or from
+// a fallback copy because a member store lacked its copy or shards.
+type Degraded struct {
+	// Stores holds every store's last health check.
+	Stores []StoreHealth
+	// Buckets counts degraded reads per bucket and store since start.
+	Buckets []DegradedBucket
+	// Objects are the objects read degraded lately (newest first, at
+	// most a few hundred).
+	Objects []DegradedObject
+}
+
+// StoreHealth is one store's last health check.
+type StoreHealth struct {
+	Store   string
+	Kind    string // s3, gcs, azure, posix
+	Healthy bool
+	Error   string // why not healthy
+	Checked time.Time
+	// Latency is the check's round trip.
+	Latency time.Duration
+}
+
+// DegradedBucket counts the degraded reads of one bucket whose copy or
+// shards on Store were missing or unreadable.
+type DegradedBucket struct {
+	Bucket string
+	Store  string
+	Reads  int64
+	Last   time.Time
+}
+
+// DegradedObject is one object read degraded: Stores lacked its copy or
+// shards (repair rebuilds them).
+type DegradedObject struct {
+	Bucket string
+	Key    string
+	Stores []string
+	Seen   time.Time
+}

@@ -58,6 +58,7 @@ const (
 	OpCancelPreload  = "CancelPreload"
 	OpEgressLedger   = "EgressLedger"
 	OpRepair         = "Repair"
+	OpDegraded       = "Degraded"
 )
 
 // Root credentials every Fake starts with.
@@ -84,6 +85,8 @@ type Fake struct {
 	pins    []backend.Pin
 	jobs    map[string]backend.PreloadStatus
 	policy  bool
+	// degraded is what Degraded reports (SetDegraded).
+	degraded backend.Degraded
 	// forgotten counts Forget calls by key.
 	forgotten map[string]int
 }
@@ -917,6 +920,20 @@ func (f *Fake) HasPolicy() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.policy
+}
+
+// SetDegraded sets what Degraded reports.
+func (f *Fake) SetDegraded(d backend.Degraded) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.degraded = d
+}
+
+// Degraded reports what SetDegraded set (nothing by default).
+func (f *Fake) Degraded(context.Context) (backend.Degraded, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.degraded, f.failure(OpDegraded)
 }
 
 // Repair: every fake bucket is a single-store bucket.
