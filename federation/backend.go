@@ -118,6 +118,10 @@ func (nb *NamespaceBackend) HasPolicy() bool {
 	return p != nil
 }
 
+func (nb *NamespaceBackend) Degraded(ctx context.Context) (backend.Degraded, error) {
+	return nb.n.Degraded(ctx)
+}
+
 func (nb *NamespaceBackend) Repair(ctx context.Context, bucket, prefix string, progress func(done, total int64)) (placement.RepairStats, error) {
 	return nb.n.Repair(ctx, bucket, prefix, progress)
 }

@@ -73,6 +73,7 @@ func newDrainMetrics() *drainMetrics {
 func (n *Namespace) RegisterMetrics(reg prometheus.Registerer) error {
 	m := n.metrics
 	cs := []prometheus.Collector{m.stagedBytes, m.stagingWaits, m.drained, m.drainedBytes, m.drainErrors, m.superseded}
+	cs = append(cs, n.degraded.collectors()...)
 	if n.egress != nil {
 		cs = append(cs, n.egress.bytesTotal, n.egress.servedTotal, n.budget.used)
 	}

@@ -132,6 +132,7 @@ type Namespace struct {
 	metrics   *drainMetrics
 	drainWake chan struct{}
 	preloads  preloadRuns
+	degraded  *degradedTracker
 }
 
 // nsView is what the active policy makes of the namespace: its stores,
@@ -182,7 +183,8 @@ func New(cfg Config) (*Namespace, error) {
 	rs := regionState{cfg.State}
 	n := &Namespace{rs: rs, log: cfg.Logger, now: cfg.Now,
 		created: cfg.Now(), cache: cfg.Cache, fill: cfg.FillConcurrency,
-		region: cfg.Region, wb: cfg.WriteBack, metrics: newDrainMetrics(), drainWake: make(chan struct{}, 1)}
+		region: cfg.Region, wb: cfg.WriteBack, metrics: newDrainMetrics(), drainWake: make(chan struct{}, 1),
+		degraded: newDegradedTracker()}
 	n.users = &Users{rs: rs, now: cfg.Now, catchUp: n.catchUp}
 	if cfg.RegionLocation != "" {
 		// Before the view: placements rank their members from the region's

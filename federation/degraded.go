@@ -1,0 +1,221 @@
+package federation
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fedgate/fedgate/backend"
+	"github.com/fedgate/fedgate/federation/store"
+)
+
+// Degraded data made visible (issue: a wiped store under an erasure or
+// replicate bucket was invisible until someone ran repair). The placements
+// report each read that had to reconstruct or fall back because a member
+// lacked its copy or shards; the namespace counts them per bucket and
+// store (fedgate_degraded_reads_total), logs a rate-limited WARN, and keeps
+// the objects read degraded lately for `cluster status`, the console and
+// `repair --dry-run` to list. A periodic health check of every store says
+// which are reachable (fedgate_store_up).
+
+const (
+	// degradedKeep is how many objects read degraded the node remembers.
+	degradedKeep = 256
+	// degradedWarnEvery rate-limits the WARN per bucket and store.
+	degradedWarnEvery = time.Minute
+	// StoreCheckInterval is how often each store's health is checked.
+	StoreCheckInterval = 30 * time.Second
+	// storeCheckTimeout bounds one check.
+	storeCheckTimeout = 10 * time.Second
+	// healthProbeKey is the key a health check asks for; it need not exist
+	// (an answer of "not found" is a healthy store).
+	healthProbeKey = ".fedgate/health-probe"
+)
+
+type degradedTracker struct {
+	reads   *prometheus.CounterVec
+	up      *prometheus.GaugeVec
+	latency *prometheus.GaugeVec
+
+	mu       sync.Mutex
+	buckets  map[[2]string]*backend.DegradedBucket
+	objects  []backend.DegradedObject // newest last
+	lastWarn map[[2]string]time.Time
+	health   map[string]backend.StoreHealth
+}
+
+func newDegradedTracker() *degradedTracker {
+	return &degradedTracker{
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fedgate_degraded_reads_total",
+			Help: "Reads served by erasure reconstruction or from a fallback copy because the named member store lacked its copy or shards, or failed (repair rebuilds them)."},
+			[]string{"bucket", "store"}),
+		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fedgate_store_up",
+			Help: "1 when the store answered its last periodic health check, 0 when not."}, []string{"store", "location"}),
+		latency: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fedgate_store_check_seconds",
+			Help: "Round trip of the store's last health check."}, []string{"store"}),
+		buckets:  map[[2]string]*backend.DegradedBucket{},
+		lastWarn: map[[2]string]time.Time{},
+		health:   map[string]backend.StoreHealth{},
+	}
+}
+
+// degradedRead is the placements' hook: a read of key had to do without
+// the named member stores. The bucket comes from the read's egress tag.
+func (n *Namespace) degradedRead(ctx context.Context, key string, missing []string) {
+	t := egressTagOf(ctx)
+	bucket, okey := t.bucket, t.key
+	if bucket == "" {
+		bucket = "(unknown)"
+	}
+	if okey == "" {
+		okey = key
+	}
+	now := n.now()
+	d := n.degraded
+	var warn []string
+	d.mu.Lock()
+	for _, s := range missing {
+		d.reads.WithLabelValues(bucket, s).Inc()
+		k := [2]string{bucket, s}
+		b := d.buckets[k]
+		if b == nil {
+			b = &backend.DegradedBucket{Bucket: bucket, Store: s}
+			d.buckets[k] = b
+		}
+		b.Reads++
+		b.Last = now
+		if now.Sub(d.lastWarn[k]) >= degradedWarnEvery {
+			d.lastWarn[k] = now
+			warn = append(warn, s)
+		}
+	}
+	d.objects = slices.DeleteFunc(d.objects, func(o backend.DegradedObject) bool { return o.Bucket == bucket && o.Key == okey })
+	d.objects = append(d.objects, backend.DegradedObject{Bucket: bucket, Key: okey, Stores: slices.Clone(missing), Seen: now})
+	if len(d.objects) > degradedKeep {
+		d.objects = slices.Delete(d.objects, 0, len(d.objects)-degradedKeep)
+	}
+	d.mu.Unlock()
+	for _, s := range warn {
+		n.log.Warn("degraded read: a member store lacks this object's copy or shards; the read was served from the others (run `fedgate repair` to rebuild them)",
+			"bucket", bucket, "key", okey, "store", s, "next_warning_in", degradedWarnEvery.String())
+	}
+}
+
+// Degraded reports the store checks and the degraded reads this node saw.
+func (n *Namespace) Degraded(context.Context) (backend.Degraded, error) {
+	d := n.degraded
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out backend.Degraded
+	for _, h := range d.health {
+		out.Stores = append(out.Stores, h)
+	}
+	slices.SortFunc(out.Stores, func(a, b backend.StoreHealth) int { return cmp.Compare(a.Store, b.Store) })
+	for _, b := range d.buckets {
+		out.Buckets = append(out.Buckets, *b)
+	}
+	slices.SortFunc(out.Buckets, func(a, b backend.DegradedBucket) int {
+		return cmp.Or(cmp.Compare(a.Bucket, b.Bucket), cmp.Compare(a.Store, b.Store))
+	})
+	for i := len(d.objects) - 1; i >= 0; i-- {
+		o := d.objects[i]
+		o.Stores = slices.Clone(o.Stores)
+		out.Objects = append(out.Objects, o)
+	}
+	return out, nil
+}
+
+// baseStores are the view's stores that are not composite placements,
+// by name.
+func (v *nsView) baseStores() map[string]store.Store {
+	out := map[string]store.Store{}
+	for name, st := range v.stores {
+		if _, composite := st.(Repairer); !composite {
+			out[name] = st
+		}
+	}
+	return out
+}
+
+// CheckStores checks every store of the policy in force once: a Stat of
+// a probe key that need not exist, answered (found or not) within
+// storeCheckTimeout, is a healthy store.
+func (n *Namespace) CheckStores(ctx context.Context) {
+	stores := n.v().baseStores()
+	names := slices.Sorted(maps.Keys(stores))
+	res := make([]backend.StoreHealth, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			st := stores[name]
+			cctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+			defer cancel()
+			start := time.Now()
+			_, err := st.Stat(cctx, healthProbeKey)
+			h := backend.StoreHealth{Store: name, Kind: st.Location().Cloud, Checked: n.now(), Latency: time.Since(start), Healthy: true}
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				h.Healthy, h.Error = false, err.Error()
+			}
+			res[i] = h
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	d := n.degraded
+	d.mu.Lock()
+	prev := d.health
+	d.health = map[string]backend.StoreHealth{}
+	for i, h := range res {
+		d.health[h.Store] = h
+		loc := stores[names[i]].Location().String()
+		up := 0.0
+		if h.Healthy {
+			up = 1
+		}
+		d.up.WithLabelValues(h.Store, loc).Set(up)
+		d.latency.WithLabelValues(h.Store).Set(h.Latency.Seconds())
+	}
+	for name := range prev {
+		if _, ok := d.health[name]; !ok { // gone with a policy change
+			d.up.DeletePartialMatch(prometheus.Labels{"store": name})
+			d.latency.DeleteLabelValues(name)
+		}
+	}
+	d.mu.Unlock()
+	for _, h := range res {
+		p, seen := prev[h.Store]
+		switch {
+		case !h.Healthy && (!seen || p.Healthy):
+			n.log.Warn("store health check failed", "store", h.Store, "error", h.Error)
+		case h.Healthy && seen && !p.Healthy:
+			n.log.Info("store healthy again", "store", h.Store)
+		}
+	}
+}
+
+// CheckStoresEvery runs CheckStores now and then every interval until ctx
+// ends.
+func (n *Namespace) CheckStoresEvery(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n.CheckStores(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (d *degradedTracker) collectors() []prometheus.Collector {
+	return []prometheus.Collector{d.reads, d.up, d.latency}
+}
