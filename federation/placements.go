@@ -73,11 +73,11 @@ func (n *Namespace) openPlacement(p *policies.Policy, pb policies.Bucket, stores
 	loc := members[rank[0]].Location()
 	var st store.Store
 	var err error
+	opts := []placement.Option{placement.WithRank(func() []int { return rank }), placement.WithDegraded(n.degradedRead)}
 	switch pl.Kind {
 	case policies.PlacementReplicate:
-		st, err = placement.NewReplicated(name, loc, members, placement.WithRank(func() []int { return rank }))
+		st, err = placement.NewReplicated(name, loc, members, opts...)
 	case policies.PlacementErasure:
-		opts := []placement.Option{placement.WithRank(func() []int { return rank })}
 		if costs != nil {
 			opts = append(opts, placement.WithCosts(func() []float64 { return costs }))
 		}

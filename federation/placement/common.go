@@ -38,6 +38,7 @@ type options struct {
 	blockSize   int64
 	inlineLimit int64
 	now         func() time.Time
+	degraded    func(ctx context.Context, key string, stores []string)
 }
 
 func defaultOptions() options {
@@ -104,6 +105,32 @@ func WithInlineLimit(n int64) Option { return func(o *options) { o.inlineLimit =
 
 // WithClock sets the clock (version ids, modification times, health).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithDegraded sets a function told of every read that was served
+// without some member stores: a replicated read that failed over past
+// stores lacking or failing to give their copy, an erasure-coded read that
+// rebuilt or worked around shards (or a manifest) that were missing,
+// unreadable or corrupt. stores names those members (their Name); key is
+// the placement's key. It is called once per read, after its data came,
+// on the reading goroutine; it must be quick.
+func WithDegraded(f func(ctx context.Context, key string, stores []string)) Option {
+	return func(o *options) { o.degraded = f }
+}
+
+// reportDegraded tells WithDegraded's function that a read of key did
+// without the stores at indexes idx (nothing when idx is empty).
+func (b *base) reportDegraded(ctx context.Context, key string, idx []int) {
+	if b.opts.degraded == nil || len(idx) == 0 {
+		return
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	names := make([]string, len(idx))
+	for x, i := range idx {
+		names[x] = b.stores[i].Name()
+	}
+	b.opts.degraded(ctx, key, names)
+}
 
 // base is what both placements share: their stores, read order and health.
 type base struct {

@@ -158,19 +158,23 @@ func (r *Replicated) Stat(ctx context.Context, key string) (store.ObjectInfo, er
 // part-way is not resumed on another copy: the caller retries.
 func (r *Replicated) ReadRange(ctx context.Context, key string, offset, length int64, ifMatch store.Validator) (io.ReadCloser, error) {
 	var errs []error
+	var without []int // stores that lacked or failed to give their copy
 	notFound := false
 	for _, i := range r.order() {
 		rc, err := r.readCopy(ctx, i, key, offset, length, ifMatch)
 		r.observe(i, err)
 		switch {
 		case err == nil:
+			r.reportDegraded(ctx, key, without)
 			return rc, nil
 		case errors.Is(err, store.ErrNotFound):
 			notFound = true
+			without = append(without, i)
 		case errors.Is(err, store.ErrInvalidKey), errors.Is(err, store.ErrPreconditionFailed), ctx.Err() != nil:
 			return nil, fmt.Errorf("placement %s: read %s: %w", r.name, quote(key), err)
 		default:
 			errs = append(errs, r.storeErr(i, err))
+			without = append(without, i)
 		}
 	}
 	if notFound {

@@ -79,6 +79,29 @@ func New(name string, loc policies.Location, root string) (*Store, error) {
 // Close releases the root directory. The Store must not be used after.
 func (s *Store) Close() error { return s.root.Close() }
 
+// Check reports whether the store's directory is still the one the store
+// opened and holds its staging folders: a directory removed, replaced or
+// unmounted under a running node fails it (store.Checker).
+func (s *Store) Check(context.Context) error {
+	fi, err := os.Stat(s.dir)
+	if err != nil {
+		return fmt.Errorf("posix store %q: %w", s.name, err)
+	}
+	ri, err := s.root.Stat(".")
+	if err != nil {
+		return fmt.Errorf("posix store %q: %w", s.name, err)
+	}
+	if !os.SameFile(fi, ri) {
+		return fmt.Errorf("posix store %q: %s is no longer the directory this node opened (removed and recreated, or a filesystem mounted over it): restart the node to use the new one", s.name, s.dir)
+	}
+	for _, d := range []string{stagingDir, multipartDir} {
+		if _, err := s.root.Stat(d); err != nil {
+			return fmt.Errorf("posix store %q: its folder %s is gone (was the store's directory emptied?): %w", s.name, d, err)
+		}
+	}
+	return nil
+}
+
 // Name is the store's name in the policy file.
 func (s *Store) Name() string { return s.name }
 
