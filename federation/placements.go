@@ -217,5 +217,8 @@ func (n *Namespace) Repair(ctx context.Context, bucket, prefix string, progress 
 	if !ok {
 		return placement.RepairStats{}, fmt.Errorf("%w (bucket %q, store %q)", ErrNothingToRepair, bucket, b.store.Name())
 	}
+	if found := placement.DryRunFunc(ctx); found != nil {
+		ctx = placement.DryRun(ctx, func(key string, stores []string) { found(strings.TrimPrefix(key, b.prefix), stores) })
+	}
 	return r.Repair(withEgressTag(ctx, egressTag{bucket: bucket}), b.prefix+prefix, progress)
 }

@@ -123,13 +123,7 @@ func (b *base) reportDegraded(ctx context.Context, key string, idx []int) {
 	if b.opts.degraded == nil || len(idx) == 0 {
 		return
 	}
-	slices.Sort(idx)
-	idx = slices.Compact(idx)
-	names := make([]string, len(idx))
-	for x, i := range idx {
-		names[x] = b.stores[i].Name()
-	}
-	b.opts.degraded(ctx, key, names)
+	b.opts.degraded(ctx, key, b.names(idx))
 }
 
 // base is what both placements share: their stores, read order and health.
@@ -481,6 +475,40 @@ type RepairStats struct {
 	// OldVersions: superseded versions whose shards were removed (erasure).
 	OldVersions int64
 	BytesRead   int64 // bytes read from stores to check and rebuild
+}
+
+type dryRunKey struct{}
+
+// DryRun returns a context under which Repair only checks: it writes and
+// removes nothing, its RepairStats count what it would rebuild (an object
+// that needs something counts as Repaired), and found, when set, is
+// called with each such object and the member stores that lack its copy,
+// shards or manifest, or hold them damaged or outdated.
+func DryRun(ctx context.Context, found func(key string, stores []string)) context.Context {
+	if found == nil {
+		found = func(string, []string) {}
+	}
+	return context.WithValue(ctx, dryRunKey{}, found)
+}
+
+// DryRunFunc returns the function DryRun put in ctx, or nil for a real
+// repair.
+func DryRunFunc(ctx context.Context) func(key string, stores []string) { return dryRun(ctx) }
+
+// dryRun returns DryRun's function, or nil for a real repair.
+func dryRun(ctx context.Context) func(key string, stores []string) {
+	f, _ := ctx.Value(dryRunKey{}).(func(string, []string))
+	return f
+}
+
+// names returns the names of the stores at indexes idx, sorted and once.
+func (b *base) names(idx []int) []string {
+	var out []string
+	for _, i := range idx {
+		out = append(out, b.stores[i].Name())
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // repairErrors collects per-object repair errors, keeping the first few.

@@ -473,6 +473,12 @@ func (r *Replicated) converge(ctx context.Context, key string, missing bool) (in
 			failed = append(failed, r.storeErr(i, errs[i]))
 		}
 	}
+	if found := dryRun(ctx); found != nil {
+		if len(targets) > 0 {
+			found(key, r.names(targets))
+		}
+		return len(targets), errors.Join(failed...)
+	}
 	if len(targets) > 0 {
 		src := infos[newest]
 		meta, version, etag := decodeRepMeta(src.Metadata)
@@ -538,7 +544,8 @@ func (r *Replicated) List(ctx context.Context, opts store.ListOptions) iter.Seq2
 // in every store: it lists the keys of all stores (their union), and for
 // each key copies the newest copy to the stores that miss it or hold an
 // older version. progress, when set, is called after each object with the
-// objects done and the total (counted by a first listing pass).
+// objects done and the total (counted by a first listing pass). Under
+// DryRun it only reports.
 func (r *Replicated) Repair(ctx context.Context, prefix string, progress func(done, total int64)) (RepairStats, error) {
 	var st RepairStats
 	var errs repairErrors
