@@ -42,7 +42,7 @@ func (l *lockedBuffer) String() string {
 // still succeed, and the namespace says they were degraded — per bucket
 // and store in fedgate_degraded_reads_total (exported at 0 before any),
 // one WARN per bucket and store a minute, the objects in Degraded — and
-// the store's health check fails (its folders are gone).
+// the store's health check fails once its directory is removed.
 func TestDegradedReadsAreVisible(t *testing.T) {
 	ctx := context.Background()
 	node := openState(t)
@@ -148,11 +148,23 @@ func TestDegradedReadsAreVisible(t *testing.T) {
 		t.Errorf("%d WARN lines for degraded reads, want 2 (one per bucket and store a minute):\n%s", n, logs.String())
 	}
 
+	// Emptied, the store is usable again (its folders come back); its
+	// directory removed, it fails its check.
+	ns.CheckStores(ctx)
+	d, _ = ns.Degraded(ctx)
+	for _, s := range d.Stores {
+		if !s.Healthy {
+			t.Errorf("store %s unhealthy after gcs was emptied: %s", s.Store, s.Error)
+		}
+	}
+	if err := os.RemoveAll(dirs["gcs"]); err != nil {
+		t.Fatal(err)
+	}
 	ns.CheckStores(ctx)
 	d, _ = ns.Degraded(ctx)
 	for _, s := range d.Stores {
 		if s.Healthy != (s.Store != "gcs") {
-			t.Errorf("store %s healthy=%v (%s) after gcs was wiped", s.Store, s.Healthy, s.Error)
+			t.Errorf("store %s healthy=%v (%s) after gcs's directory was removed", s.Store, s.Healthy, s.Error)
 		}
 	}
 	if v := metricValue(t, reg, "fedgate_store_up", map[string]string{"store": "gcs"}); v != 0 {

@@ -80,8 +80,9 @@ func New(name string, loc policies.Location, root string) (*Store, error) {
 func (s *Store) Close() error { return s.root.Close() }
 
 // Check reports whether the store's directory is still the one the store
-// opened and holds its staging folders: a directory removed, replaced or
-// unmounted under a running node fails it (store.Checker).
+// opened, and makes its staging folders again if it was emptied: a
+// directory removed, replaced or unmounted under a running node fails it
+// (store.Checker).
 func (s *Store) Check(context.Context) error {
 	fi, err := os.Stat(s.dir)
 	if err != nil {
@@ -95,8 +96,10 @@ func (s *Store) Check(context.Context) error {
 		return fmt.Errorf("posix store %q: %s is no longer the directory this node opened (removed and recreated, or a filesystem mounted over it): restart the node to use the new one", s.name, s.dir)
 	}
 	for _, d := range []string{stagingDir, multipartDir} {
-		if _, err := s.root.Stat(d); err != nil {
-			return fmt.Errorf("posix store %q: its folder %s is gone (was the store's directory emptied?): %w", s.name, d, err)
+		// Emptied under the node: the folders come back (as a write
+		// would make them), and the data lost shows as degraded reads.
+		if err := s.root.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("posix store %q: cannot make its folder %s: %w", s.name, d, err)
 		}
 	}
 	return nil
@@ -345,6 +348,14 @@ type staged struct {
 func (s *Store) newStaged() (*staged, error) {
 	rel := stagingDir + "/" + randHex(12)
 	f, err := s.root.OpenFile(rel, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The store's directory was emptied under the running node (a
+		// wiped or replaced disk): make the folder again, so writes and
+		// repair work without a restart.
+		if err = s.root.Mkdir(stagingDir, 0o755); err == nil || errors.Is(err, fs.ErrExist) {
+			f, err = s.root.OpenFile(rel, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
