@@ -145,3 +145,34 @@ func TestLogFormat(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// docs/server-config.md's full example names every flag (commented or
+// not) and is a valid file.
+func TestServerConfigDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/server-config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(doc), "## A full example")
+	_, block, ok2 := strings.Cut(after, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/server-config.md has no yaml block under ## A full example")
+	}
+	cmd := newServerCmd()
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name == serverConfigFlag || f.Name == "help" {
+			return
+		}
+		if !strings.Contains(block, "\n"+f.Name+":") && !strings.Contains(block, "\n# "+f.Name+":") {
+			t.Errorf("the example in docs/server-config.md does not show the key %s", f.Name)
+		}
+	})
+	path := filepath.Join(t.TempDir(), "server.yaml")
+	if err := os.WriteFile(path, []byte(block), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyServerConfig(cmd, &serverFlags{serverConfig: path}, noEnv); err != nil {
+		t.Errorf("the example in docs/server-config.md: %v", err)
+	}
+}
