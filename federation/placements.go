@@ -132,7 +132,7 @@ func (n *Namespace) scores(members []store.Store, score func(src, dst policies.L
 	if n.egress == nil {
 		return nil
 	}
-	dst, err := policies.ParseLocationOrCloud(n.egress.region)
+	dst, err := policies.ParseLocationOrCloud(n.RegionLocation())
 	if err != nil {
 		return nil
 	}

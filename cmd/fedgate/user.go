@@ -167,6 +167,7 @@ func newUserCmd() *cobra.Command {
 	c.bind(cmd)
 
 	var ak, sk string
+	var listJSON, addJSON bool
 	add := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Create a user and print its access key and secret key",
@@ -179,6 +180,9 @@ func newUserCmd() *cobra.Command {
 			err := c.do(cmd.Context(), http.MethodPost, "/users", gateway.AdminAddUser{Name: args[0], AccessKey: ak, SecretKey: sk}, &cr)
 			if err != nil {
 				return err
+			}
+			if addJSON {
+				return printJSON(cmd.OutOrStdout(), map[string]string{"name": args[0], "access_key": cr.AccessKey, "secret_key": cr.SecretKey})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "User %s created.\nAccessKey: %s\nSecretKey: %s\n", args[0], cr.AccessKey, cr.SecretKey)
 			return nil
@@ -195,6 +199,9 @@ func newUserCmd() *cobra.Command {
 			var users []gateway.AdminUser
 			if err := c.do(cmd.Context(), http.MethodGet, "/users", nil, &users); err != nil {
 				return err
+			}
+			if listJSON {
+				return printJSON(cmd.OutOrStdout(), users)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tACCESS KEY\tCREATED\tGRANTS")
@@ -213,6 +220,9 @@ func newUserCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
+
+	list.Flags().BoolVar(&listJSON, "json", false, `print [{"name", "access_key", "root", "created", "grants": {BUCKET: read|write}}]`)
+	add.Flags().BoolVar(&addJSON, "json", false, `print {"name", "access_key", "secret_key"}`)
 
 	remove := &cobra.Command{
 		Use:   "remove NAME",
