@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/azure"
 	"github.com/fedgate/fedgate/federation/store/gcs"
@@ -14,8 +15,10 @@ import (
 )
 
 // openStores opens the policy's stores, or the embedded on-prem store. It
-// returns the stores by name and the default store's name. Secrets are read
-// here, once, from the environment variables the policy names (lookupEnv).
+// returns the stores by name and the default store's name. Secrets named
+// by environment variables (lookupEnv) are read here, once per opening of
+// the store (a start, or a policy apply that changes the store); secrets
+// in files the policy names are read again whenever the files change.
 func openStores(ctx context.Context, dataDir string, p *policies.Policy, lookupEnv func(string) (string, bool)) (map[string]store.Store, string, error) {
 	stores := map[string]store.Store{}
 	if p == nil || len(p.Stores) == 0 {
@@ -60,6 +63,29 @@ func openStore(ctx context.Context, ps policies.Store, lookupEnv func(string) (s
 	case policies.KindPosix:
 		return posix.New(ps.Name, loc, ps.Path)
 	case policies.KindS3:
+		var files aws.CredentialsProvider
+		if c.AccessKeyFile != "" || c.SecretKeyFile != "" || c.SessionTokenFile != "" {
+			fc := fileCredentials{}
+			for _, part := range []struct {
+				file, env string
+				to        *secret
+			}{{c.AccessKeyFile, c.AccessKeyEnv, &fc.ak}, {c.SecretKeyFile, c.SecretKeyEnv, &fc.sk}, {c.SessionTokenFile, c.SessionTokenEnv, &fc.tok}} {
+				if part.file != "" {
+					*part.to = newSecretFile(part.file)
+				} else {
+					v, err := env(lookupEnv, part.env)
+					if err != nil {
+						return nil, err
+					}
+					*part.to = fixedSecret(v)
+				}
+			}
+			if _, err := fc.Retrieve(ctx); err != nil { // a missing file is an error now, not at the first request
+				return nil, err
+			}
+			files = fc
+			c.AccessKeyEnv, c.SecretKeyEnv, c.SessionTokenEnv = "", "", ""
+		}
 		ak, err := env(lookupEnv, c.AccessKeyEnv)
 		if err != nil {
 			return nil, err
@@ -80,7 +106,7 @@ func openStore(ctx context.Context, ps policies.Store, lookupEnv func(string) (s
 			region = ps.Location.Region
 		}
 		return s3store.New(ctx, s3store.Config{Name: ps.Name, Location: loc, Bucket: ps.Bucket, Region: region,
-			Endpoint: ps.Endpoint, PathStyle: ps.PathStyle, AccessKey: ak, SecretKey: sk, SessionToken: tok,
+			Endpoint: ps.Endpoint, PathStyle: ps.PathStyle, AccessKey: ak, SecretKey: sk, SessionToken: tok, Credentials: files,
 			Profile: c.Profile, CredentialsFile: c.File, MinIOKeyRules: custom || ps.Endpoint != ""})
 	case policies.KindGCS:
 		return gcs.New(ctx, gcs.Config{Name: ps.Name, Location: loc, Bucket: ps.Bucket, Endpoint: ps.Endpoint,
@@ -90,12 +116,20 @@ func openStore(ctx context.Context, ps policies.Store, lookupEnv func(string) (s
 		if err != nil {
 			return nil, err
 		}
+		var keyFile func() (string, error)
+		if c.AccountKeyFile != "" {
+			f := newSecretFile(c.AccountKeyFile)
+			if key, err = f.get(); err != nil {
+				return nil, err
+			}
+			keyFile = f.get
+		}
 		sas, err := env(lookupEnv, c.SASTokenEnv)
 		if err != nil {
 			return nil, err
 		}
 		return azure.New(ctx, azure.Config{Name: ps.Name, Location: loc, Account: ps.Account, Container: ps.Container,
-			Endpoint: ps.Endpoint, AccountKey: key, SASToken: sas})
+			Endpoint: ps.Endpoint, AccountKey: key, AccountKeyFunc: keyFile, SASToken: sas})
 	}
 	return nil, fmt.Errorf("unknown store kind %q", ps.Kind)
 }

@@ -174,6 +174,13 @@ func TestErrors(t *testing.T) {
 				`8:23 stores[0].credentials.secret_key_env: expected the name of an environment variable`,
 				`13:19 stores[1].credentials.access_key_env: unknown key "access_key_env" (expected one of file)`,
 			}},
+		{"credential files", "stores:\n  - name: s\n    kind: s3\n    location: aws:us-east-1\n    bucket: b\n    credentials: {access_key_env: AK, access_key_file: /run/secrets/ak, secret_key_file: secrets/sk}\n  - name: z\n    kind: azure\n    location: azure:eastus\n    account: acme\n    container: ckpt\n    credentials: {account_key_file: /run/secrets/azure, sas_token_env: SAS, secret_key_file: /x}\n",
+			[]string{
+				`6:39 stores[0].credentials.access_key_file: set either access_key_env or access_key_file, not both`,
+				`6:90 stores[0].credentials.secret_key_file: expected an absolute file path, got "secrets/sk"`,
+				`12:57 stores[1].credentials.sas_token_env: set either the account key or sas_token_env, not both`,
+				`12:77 stores[1].credentials.secret_key_file: unknown key "secret_key_file" (expected one of account_key_env, account_key_file, sas_token_env)`,
+			}},
 		{"second document", "regions: []\n---\nstores: []\n", []string{`3:1 a policy file holds one YAML document; this is a second one`}},
 		{"unknown alias", "buckets: [{name: aaa, cache: *missing}]\n", []string{`1:30 buckets[0].cache: unknown alias *missing (no anchor &missing before it)`}},
 		{"merge cycle", "buckets: [&b {<<: *b, name: abc}]\n", []string{`1:14 buckets[0]: merge key (<<) includes the mapping that contains it`}},

@@ -93,6 +93,13 @@ type Credentials struct {
 	SASTokenEnv     string // azure: env var with a SAS token
 	File            string // s3: shared credentials file; gcs: service-account JSON
 	Profile         string // s3: profile in File
+	// Files holding one secret each (a mounted Kubernetes secret, a Vault
+	// agent's output), read again when they change: a rotated credential
+	// is used without a restart. Each is an alternative to its *Env.
+	AccessKeyFile    string // s3
+	SecretKeyFile    string // s3
+	SessionTokenFile string // s3
+	AccountKeyFile   string // azure
 }
 
 // Bucket is one bucket of the global namespace.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -97,12 +98,13 @@ var kindKeys = map[StoreKind]struct{ required, optional []string }{
 }
 
 var credentialKeys = map[StoreKind][]string{
-	KindS3:    {"access_key_env", "secret_key_env", "session_token_env", "file", "profile"},
+	KindS3:    {"access_key_env", "secret_key_env", "session_token_env", "access_key_file", "secret_key_file", "session_token_file", "file", "profile"},
 	KindGCS:   {"file"},
-	KindAzure: {"account_key_env", "sas_token_env"},
+	KindAzure: {"account_key_env", "account_key_file", "sas_token_env"},
 }
 
-var allCredentialKeys = []string{"access_key_env", "secret_key_env", "session_token_env", "account_key_env", "sas_token_env", "file", "profile"}
+var allCredentialKeys = []string{"access_key_env", "secret_key_env", "session_token_env", "access_key_file", "secret_key_file", "session_token_file",
+	"account_key_env", "account_key_file", "sas_token_env", "file", "profile"}
 
 var (
 	azureAccount   = regexp.MustCompile(`^[a-z0-9]{3,24}$`)
@@ -278,14 +280,35 @@ func (d *decoder) credentials(e entry, pth string, kind StoreKind) Credentials {
 	if e, ok := m["profile"]; ok {
 		c.Profile, _ = d.str(e, join(pth, "profile"), "a profile name")
 	}
+	path := func(key string) string {
+		e, ok := m[key]
+		if !ok {
+			return ""
+		}
+		v, ok := d.str(e, join(pth, key), "a file path")
+		if ok && !filepath.IsAbs(v) {
+			d.errorf(e.vpos, join(pth, key), "expected an absolute file path, got %q", v)
+		}
+		return v
+	}
+	c.AccessKeyFile, c.SecretKeyFile, c.SessionTokenFile = path("access_key_file"), path("secret_key_file"), path("session_token_file")
+	c.AccountKeyFile = path("account_key_file")
 	has := func(k string) bool { _, ok := m[k]; return ok }
+	for _, secret := range []string{"access_key", "secret_key", "session_token", "account_key"} {
+		if has(secret+"_env") && has(secret+"_file") {
+			d.errorf(m[secret+"_file"].kpos, join(pth, secret+"_file"), "set either %s_env or %s_file, not both", secret, secret)
+		}
+	}
+	hasKey := has("access_key_env") || has("access_key_file")
 	switch {
-	case has("access_key_env") != has("secret_key_env"):
-		d.errorf(e.vpos, pth, "access_key_env and secret_key_env go together; set both or neither")
-	case has("session_token_env") && !has("access_key_env"):
-		d.errorf(m["session_token_env"].kpos, join(pth, "session_token_env"), "needs access_key_env and secret_key_env")
-	case has("file") && has("access_key_env"):
-		d.errorf(m["file"].kpos, join(pth, "file"), "set either file or access_key_env/secret_key_env, not both")
+	case hasKey != (has("secret_key_env") || has("secret_key_file")):
+		d.errorf(e.vpos, pth, "access_key_env and secret_key_env go together (or their _file forms); set both or neither")
+	case (has("session_token_env") || has("session_token_file")) && !hasKey:
+		d.errorf(e.vpos, pth, "a session token needs the access key and the secret key")
+	case has("file") && hasKey:
+		d.errorf(m["file"].kpos, join(pth, "file"), "set either file or the access key and secret key, not both")
+	case (has("account_key_env") || has("account_key_file")) && has("sas_token_env"):
+		d.errorf(m["sas_token_env"].kpos, join(pth, "sas_token_env"), "set either the account key or sas_token_env, not both")
 	case has("profile") && !has("file"):
 		d.errorf(m["profile"].kpos, join(pth, "profile"), "needs file (the shared credentials file the profile is in)")
 	case has("account_key_env") && has("sas_token_env"):

@@ -313,10 +313,20 @@ var secretKeys = map[string]string{
 	"account_key": "account_key_env", "sas_token": "sas_token_env", "password": "a *_env key",
 }
 
+// fileForm is ", or a file holding it with X_file" for an env key that
+// has a file form.
+func fileForm(envKey string) string {
+	f := strings.TrimSuffix(envKey, "_env") + "_file"
+	if !slices.Contains(allCredentialKeys, f) {
+		return ""
+	}
+	return ", or a file holding it with " + f
+}
+
 func (d *decoder) unknownKey(e entry, path string, allowed []string) {
 	p := join(path, short(e.key))
 	if env, ok := secretKeys[e.key]; ok && strings.HasSuffix(path, "credentials") {
-		d.errorf(e.kpos, p, "secrets are never written in the policy file; name an environment variable with %s", env)
+		d.errorf(e.kpos, p, "secrets are never written in the policy file; name an environment variable with %s%s", env, fileForm(env))
 		return
 	}
 	d.errorf(e.kpos, p, "unknown key %s %s", quote(e.key), expected(e.key, allowed))

@@ -46,6 +46,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -81,6 +82,10 @@ type Config struct {
 	Endpoint string
 	// AccountKey authenticates with the account's shared key.
 	AccountKey string
+	// AccountKeyFunc, with AccountKey, returns the current account key
+	// (a credential file read again when it changes); it is asked before
+	// each request and a changed key replaces the old one.
+	AccountKeyFunc func() (string, error)
 	// SASToken authenticates with a shared access signature (the query
 	// string, with or without its leading "?").
 	SASToken string
@@ -115,6 +120,7 @@ type Store struct {
 	cont        *container.Client
 	blockSize   int64
 	concurrency int
+	secretsMu   sync.Mutex
 	secrets     []string
 	markers     *markerCache
 	now         func() time.Time
@@ -177,6 +183,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	case cfg.AccountKey != "":
 		var cred *container.SharedKeyCredential
 		cred, err = container.NewSharedKeyCredential(cfg.Account, cfg.AccountKey)
+		if err == nil && cfg.AccountKeyFunc != nil {
+			r := &keyRefresh{cred: cred, get: cfg.AccountKeyFunc, key: cfg.AccountKey, s: s}
+			opts.PerCallPolicies = append(opts.PerCallPolicies, r)
+		}
 		if err == nil {
 			s.cont, err = container.NewClientWithSharedKeyCredential(curl, cred, opts)
 		}
@@ -193,6 +203,29 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("azure: store %s: %s", cfg.Name, s.scrub(err.Error()))
 	}
 	return s, nil
+}
+
+// keyRefresh puts a rotated account key in force before a request.
+type keyRefresh struct {
+	cred *container.SharedKeyCredential
+	get  func() (string, error)
+	s    *Store
+	mu   sync.Mutex
+	key  string
+}
+
+func (k *keyRefresh) Do(req *policy.Request) (*http.Response, error) {
+	if v, err := k.get(); err == nil {
+		k.mu.Lock()
+		if v != k.key {
+			if err := k.cred.SetAccountKey(v); err == nil {
+				k.key = v
+				k.s.addSecret(v)
+			}
+		}
+		k.mu.Unlock()
+	}
+	return req.Next()
 }
 
 // identityEncoding asks for the stored bytes as they are.

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -143,12 +144,22 @@ var sigRE = regexp.MustCompile(`(?i)(sig=|accountkey=|sharedaccesssignature=)[^&
 
 // scrub removes the store's secrets from msg.
 func (s *Store) scrub(msg string) string {
-	for _, secret := range s.secrets {
+	s.secretsMu.Lock()
+	secrets := s.secrets
+	s.secretsMu.Unlock()
+	for _, secret := range secrets {
 		if secret != "" {
 			msg = strings.ReplaceAll(msg, secret, "REDACTED")
 		}
 	}
 	return sigRE.ReplaceAllString(msg, "${1}REDACTED")
+}
+
+// addSecret adds a rotated account key to what scrub removes.
+func (s *Store) addSecret(v string) {
+	s.secretsMu.Lock()
+	defer s.secretsMu.Unlock()
+	s.secrets = append(slices.Clip(s.secrets), secretsOf(Config{AccountKey: v})...)
 }
 
 // secretsOf lists the strings of cfg that must never appear in a message,

@@ -92,6 +92,10 @@ type Config struct {
 	// Static credentials. Never logged: Config's String, GoString and
 	// LogValue redact them.
 	AccessKey, SecretKey, SessionToken string
+	// Credentials, when set, provides the keys instead (credential files
+	// read again when they change); it is cached by the SDK until the
+	// credentials it returns expire.
+	Credentials aws.CredentialsProvider
 	// Profile and CredentialsFile select a shared-config profile and file.
 	Profile, CredentialsFile string
 
@@ -204,7 +208,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Region != "" {
 		opts = append(opts, config.WithRegion(cfg.Region))
 	}
-	if cfg.AccessKey != "" {
+	switch {
+	case cfg.Credentials != nil:
+		opts = append(opts, config.WithCredentialsProvider(aws.NewCredentialsCache(cfg.Credentials)))
+	case cfg.AccessKey != "":
 		opts = append(opts, config.WithCredentialsProvider(
 			credentials.NewStaticCredentialsProvider(cfg.AccessKey, cfg.SecretKey, cfg.SessionToken)))
 	}
@@ -233,6 +240,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 		o.UsePathStyle = cfg.PathStyle
+		if cfg.Credentials != nil {
+			o.HTTPSignerV4 = newRotatingSigner()
+		}
 		// fedgate sends Content-MD5 itself and checks ETags; the SDK's
 		// default CRC trailers are not understood by every S3 server.
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
