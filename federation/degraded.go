@@ -1,11 +1,14 @@
 package federation
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +39,11 @@ const (
 	// healthProbeKey is the key a health check asks for; it need not exist
 	// (an answer of "not found" is a healthy store).
 	healthProbeKey = ".fedgate/health-probe"
+	// storeMarkerKey is a small object the health check keeps in each
+	// member store of a replicate or erasure placement (outside every
+	// bucket's keys): when it vanishes, the store was wiped or replaced,
+	// even if no read has touched its missing copies or shards yet.
+	storeMarkerKey = ".fedgate/store-marker"
 )
 
 type degradedTracker struct {
@@ -48,6 +56,10 @@ type degradedTracker struct {
 	objects  []backend.DegradedObject // newest last
 	lastWarn map[[2]string]time.Time
 	health   map[string]backend.StoreHealth
+	// marked: stores whose marker this node has seen; wiped: when a
+	// marked store lost it (until a repair of a bucket on it succeeds).
+	marked map[string]bool
+	wiped  map[string]time.Time
 }
 
 func newDegradedTracker() *degradedTracker {
@@ -62,6 +74,8 @@ func newDegradedTracker() *degradedTracker {
 		buckets:  map[[2]string]*backend.DegradedBucket{},
 		lastWarn: map[[2]string]time.Time{},
 		health:   map[string]backend.StoreHealth{},
+		marked:   map[string]bool{},
+		wiped:    map[string]time.Time{},
 	}
 }
 
@@ -147,7 +161,9 @@ func (v *nsView) baseStores() map[string]store.Store {
 // check (store.Checker) where it has one, else a Stat of a probe key that
 // need not exist, answered (found or not) within storeCheckTimeout.
 func (n *Namespace) CheckStores(ctx context.Context) {
-	stores := n.v().baseStores()
+	v := n.v()
+	stores := v.baseStores()
+	members := v.placementMembers()
 	names := slices.Sorted(maps.Keys(stores))
 	res := make([]backend.StoreHealth, len(names))
 	var wg sync.WaitGroup
@@ -164,6 +180,9 @@ func (n *Namespace) CheckStores(ctx context.Context) {
 				err = nil
 			}
 			h := backend.StoreHealth{Store: name, Kind: st.Location().Cloud, Checked: n.now(), Latency: time.Since(start), Healthy: true}
+			if err == nil && members[name] {
+				err = n.checkMarker(cctx, name, st)
+			}
 			if err != nil {
 				h.Healthy, h.Error = false, err.Error()
 			}
@@ -217,6 +236,80 @@ func (n *Namespace) CheckStoresEvery(ctx context.Context, interval time.Duration
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// placementMembers names the stores that are members of a replicate or
+// erasure placement in the view.
+func (v *nsView) placementMembers() map[string]bool {
+	out := map[string]bool{}
+	for _, st := range v.stores {
+		if c, ok := st.(interface{ Stores() []store.Store }); ok {
+			for _, m := range c.Stores() {
+				out[m.Name()] = true
+			}
+		}
+	}
+	return out
+}
+
+// checkMarker keeps the store's marker: written when missing, and a store
+// that loses the marker this node saw is reported wiped until a repair of
+// a bucket on it succeeds (clearWiped). A store the marker cannot be
+// written to (read-only credentials) is checked without it.
+func (n *Namespace) checkMarker(ctx context.Context, name string, st store.Store) error {
+	d := n.degraded
+	_, err := st.Stat(ctx, storeMarkerKey)
+	switch {
+	case err == nil:
+		d.mu.Lock()
+		d.marked[name] = true
+		d.mu.Unlock()
+	case errors.Is(err, store.ErrNotFound):
+		d.mu.Lock()
+		lost := d.marked[name]
+		if lost {
+			if _, ok := d.wiped[name]; !ok {
+				d.wiped[name] = n.now()
+			}
+		}
+		d.mu.Unlock()
+		if lost {
+			n.log.Warn("store wiped or replaced: its fedgate marker is gone; the replicated and erasure-coded objects on it lack their copies or shards until `fedgate repair` rebuilds them",
+				"store", name)
+		}
+		body := []byte(`{"store":"` + name + `","written":"` + n.now().UTC().Format(time.RFC3339) + `"}`)
+		_, perr := st.Put(ctx, storeMarkerKey, bytes.NewReader(body), int64(len(body)), store.PutOptions{IfNoneMatch: true,
+			Metadata: store.Metadata{ContentType: "application/json"}})
+		if perr == nil || errors.Is(perr, store.ErrPreconditionFailed) {
+			d.mu.Lock()
+			d.marked[name] = true
+			d.mu.Unlock()
+		}
+	default:
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if at, ok := d.wiped[name]; ok {
+		return fmt.Errorf("the store was wiped or replaced (its fedgate marker vanished by %s): its replicated and erasure-coded objects lack their copies or shards; run `fedgate repair BUCKET` for each bucket on it",
+			at.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// clearWiped forgets that the stores were wiped (a repair rebuilt them).
+func (n *Namespace) clearWiped(stores []store.Store) {
+	d := n.degraded
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, st := range stores {
+		delete(d.wiped, st.Name())
+		if h, ok := d.health[st.Name()]; ok && !h.Healthy && strings.Contains(h.Error, "wiped") {
+			h.Healthy, h.Error = true, ""
+			d.health[st.Name()] = h
+			d.up.WithLabelValues(st.Name(), st.Location().String()).Set(1)
 		}
 	}
 }

@@ -42,7 +42,8 @@ func (l *lockedBuffer) String() string {
 // still succeed, and the namespace says they were degraded — per bucket
 // and store in fedgate_degraded_reads_total (exported at 0 before any),
 // one WARN per bucket and store a minute, the objects in Degraded — and
-// the store's health check fails once its directory is removed.
+// the store's health check reports it wiped (its marker vanished) until a
+// repair, and fails once its directory is removed.
 func TestDegradedReadsAreVisible(t *testing.T) {
 	ctx := context.Background()
 	node := openState(t)
@@ -148,13 +149,29 @@ func TestDegradedReadsAreVisible(t *testing.T) {
 		t.Errorf("%d WARN lines for degraded reads, want 2 (one per bucket and store a minute):\n%s", n, logs.String())
 	}
 
-	// Emptied, the store is usable again (its folders come back); its
-	// directory removed, it fails its check.
+	// Emptied, the store lost its marker: it is reported wiped until a
+	// repair of its buckets; then, its directory removed, it fails its
+	// check.
+	ns.CheckStores(ctx)
+	d, _ = ns.Degraded(ctx)
+	for _, s := range d.Stores {
+		if s.Healthy != (s.Store != "gcs") || s.Store == "gcs" && !strings.Contains(s.Error, "wiped") {
+			t.Errorf("store %s after gcs was emptied: healthy=%v %q; want gcs reported wiped", s.Store, s.Healthy, s.Error)
+		}
+	}
+	if v := metricValue(t, reg, "fedgate_store_up", map[string]string{"store": "gcs"}); v != 0 {
+		t.Errorf("fedgate_store_up{store=gcs} = %v after the wipe, want 0", v)
+	}
+	for _, b := range []string{"rep", "ec"} {
+		if _, err := ns.Repair(ctx, b, "", nil); err != nil {
+			t.Fatalf("repair %s: %v", b, err)
+		}
+	}
 	ns.CheckStores(ctx)
 	d, _ = ns.Degraded(ctx)
 	for _, s := range d.Stores {
 		if !s.Healthy {
-			t.Errorf("store %s unhealthy after gcs was emptied: %s", s.Store, s.Error)
+			t.Errorf("store %s unhealthy after the repair: %s", s.Store, s.Error)
 		}
 	}
 	if err := os.RemoveAll(dirs["gcs"]); err != nil {
@@ -167,10 +184,7 @@ func TestDegradedReadsAreVisible(t *testing.T) {
 			t.Errorf("store %s healthy=%v (%s) after gcs's directory was removed", s.Store, s.Healthy, s.Error)
 		}
 	}
-	if v := metricValue(t, reg, "fedgate_store_up", map[string]string{"store": "gcs"}); v != 0 {
-		t.Errorf("fedgate_store_up{store=gcs} = %v after the wipe, want 0", v)
-	}
-	if !strings.Contains(logs.String(), "store health check failed") {
+	if !strings.Contains(logs.String(), "store health check failed") || !strings.Contains(logs.String(), "store wiped or replaced") {
 		t.Errorf("no WARN for the failed store check:\n%s", logs.String())
 	}
 }

@@ -220,5 +220,11 @@ func (n *Namespace) Repair(ctx context.Context, bucket, prefix string, progress 
 	if found := placement.DryRunFunc(ctx); found != nil {
 		ctx = placement.DryRun(ctx, func(key string, stores []string) { found(strings.TrimPrefix(key, b.prefix), stores) })
 	}
-	return r.Repair(withEgressTag(ctx, egressTag{bucket: bucket}), b.prefix+prefix, progress)
+	st, err := r.Repair(withEgressTag(ctx, egressTag{bucket: bucket}), b.prefix+prefix, progress)
+	if err == nil && prefix == "" && placement.DryRunFunc(ctx) == nil {
+		if c, ok := b.store.(interface{ Stores() []store.Store }); ok {
+			n.clearWiped(c.Stores())
+		}
+	}
+	return st, err
 }
