@@ -284,15 +284,24 @@ func TestConsoleLogout(t *testing.T) {
 
 func TestConsoleRefusesCrossSiteLogin(t *testing.T) {
 	e := newConsoleEnv(t)
-	c := e.browser()
-	req, err := http.NewRequest(http.MethodPost, e.url+"/_fedgate/ui/login",
-		strings.NewReader(url.Values{"access_key": {gatewaytest.RootAccessKey}, "secret_key": {gatewaytest.RootSecretKey}}.Encode()))
-	noErr(t, err)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", "https://evil.example")
-	resp, _ := e.do(c, req)
-	if resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
-		t.Fatalf("cross-site sign-in: %d, cookies %v; want 403 and none", resp.StatusCode, resp.Cookies())
+	for _, tc := range []struct {
+		origin string
+		want   int
+	}{
+		{"https://evil.example", http.StatusForbidden},
+		{"null", http.StatusForbidden}, // a sandboxed frame
+		{e.url, http.StatusSeeOther},   // what a browser sends with Referrer-Policy same-origin
+	} {
+		c := e.browser()
+		req, err := http.NewRequest(http.MethodPost, e.url+"/_fedgate/ui/login",
+			strings.NewReader(url.Values{"access_key": {gatewaytest.RootAccessKey}, "secret_key": {gatewaytest.RootSecretKey}}.Encode()))
+		noErr(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", tc.origin)
+		resp, _ := e.do(c, req)
+		if resp.StatusCode != tc.want || (tc.want != http.StatusSeeOther) != (len(resp.Cookies()) == 0) {
+			t.Fatalf("sign-in with Origin %s: %d, cookies %v; want %d", tc.origin, resp.StatusCode, resp.Cookies(), tc.want)
+		}
 	}
 }
 
