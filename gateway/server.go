@@ -219,7 +219,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) finish(r *http.Request, rec *recorder, ri *requestInfo, in int64, d time.Duration) {
 	s.metrics.observe(ri.op, rec.status, in, rec.n, d)
 	level := slog.LevelInfo
-	if ri.op == "Ops" && rec.status < 400 {
+	if (ri.op == "Ops" || ri.op == "Console") && rec.status < 400 {
 		level = slog.LevelDebug
 	}
 	if rec.status >= 500 {
