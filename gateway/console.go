@@ -352,7 +352,10 @@ type bucketRow struct {
 	Cached    bool // CacheUsed is known
 	Quota     int64
 	Pins      []string
-	Degraded  int64 // degraded reads of it
+	Degraded  int64 // degraded reads of it on this node
+	// DegradedObjects counts its objects that members of the region
+	// read degraded lately.
+	DegradedObjects int
 }
 
 type jobsView struct {
@@ -365,8 +368,15 @@ type degradedView struct {
 	Stores    []backend.StoreHealth
 	Unhealthy int
 	Buckets   []backend.DegradedBucket
-	Objects   []backend.DegradedObject
-	More      int // objects not listed
+	// Objects are the objects read degraded lately by any member (from
+	// the cluster status; this node's own when that is not available).
+	Objects []degradedObject
+	More    int // objects not listed
+}
+
+type degradedObject struct {
+	backend.DegradedObject
+	Node string // the member that read it
 }
 
 type egressView struct {
@@ -435,8 +445,8 @@ func (c *console) overview(w http.ResponseWriter, r *http.Request) {
 	part(func(ctx context.Context) { pol, polErr = c.policy(ctx) })
 	wg.Wait()
 
-	p.Degraded = degradedSection(deg, derr, u.Root, see)
-	p.Buckets = c.buckets(visible, pol, polErr, deg)
+	p.Degraded = degradedSection(deg, derr, p.Members, u.Root, see)
+	p.Buckets = c.buckets(visible, pol, polErr, deg, p.Degraded.Objects)
 	p.Jobs = c.jobs(see)
 	c.render(w, http.StatusOK, "overview", p)
 }
@@ -539,7 +549,7 @@ func describePlacement(pol *policies.Policy, bucket string) (placement, write st
 	return prefix + where, string(wm)
 }
 
-func (c *console) buckets(visible []backend.Bucket, pol *policies.Policy, polErr error, deg backend.Degraded) bucketsView {
+func (c *console) buckets(visible []backend.Bucket, pol *policies.Policy, polErr error, deg backend.Degraded, objects []degradedObject) bucketsView {
 	var v bucketsView
 	if polErr != nil {
 		v.PolicyErr = "active policy: " + partError(polErr)
@@ -565,8 +575,13 @@ func (c *console) buckets(visible []backend.Bucket, pol *policies.Policy, polErr
 	for _, d := range deg.Buckets {
 		degraded[d.Bucket] += d.Reads
 	}
+	degradedObjects := map[string]int{}
+	for _, o := range objects {
+		degradedObjects[o.Bucket]++
+	}
 	for _, b := range visible {
-		row := bucketRow{Name: b.Name(), Owner: b.Owner(), Pins: pins[b.Name()], Degraded: degraded[b.Name()]}
+		row := bucketRow{Name: b.Name(), Owner: b.Owner(), Pins: pins[b.Name()], Degraded: degraded[b.Name()],
+			DegradedObjects: degradedObjects[b.Name()]}
 		row.Placement, row.Write = describePlacement(pol, b.Name())
 		if pol == nil && v.PolicyErr != "" {
 			row.Placement, row.Write = "unknown", "unknown"
@@ -635,11 +650,11 @@ func (c *console) jobs(see func(string) bool) jobsView {
 	return v
 }
 
-func degradedSection(d backend.Degraded, err error, root bool, see func(string) bool) degradedView {
-	if err != nil {
-		return degradedView{Err: "degraded data: " + partError(err)}
-	}
+func degradedSection(d backend.Degraded, err error, members membersView, root bool, see func(string) bool) degradedView {
 	var v degradedView
+	if err != nil {
+		v.Err = "degraded data: " + partError(err)
+	}
 	for _, h := range d.Stores {
 		if !h.Healthy {
 			v.Unhealthy++
@@ -654,7 +669,26 @@ func degradedSection(d backend.Degraded, err error, root bool, see func(string) 
 			v.Buckets = append(v.Buckets, b)
 		}
 	}
+	// A read is counted on the node that fetched from the stores (a
+	// cached chunk's owner), so the region's objects come from every
+	// member's report.
+	// This node's own report is in the status too; it is added only for
+	// what the status lacks (no status, or a newer read).
+	var objs []degradedObject
+	seen := map[[2]string]bool{}
+	for _, m := range members.Members {
+		for _, o := range m.DegradedObjects {
+			objs = append(objs, degradedObject{DegradedObject: backend.DegradedObject{Bucket: o.Bucket, Key: o.Key, Stores: o.Stores, Seen: o.Seen}, Node: m.ID})
+			seen[[2]string{o.Bucket, o.Key}] = true
+		}
+	}
 	for _, o := range d.Objects {
+		if !seen[[2]string{o.Bucket, o.Key}] {
+			objs = append(objs, degradedObject{DegradedObject: o, Node: "this node"})
+		}
+	}
+	slices.SortStableFunc(objs, func(a, b degradedObject) int { return b.Seen.Compare(a.Seen) })
+	for _, o := range objs {
 		if !see(o.Bucket) {
 			continue
 		}

@@ -80,7 +80,8 @@ func newConsoleEnv(t *testing.T) *consoleEnv {
 	e.fake.SetPolicy("")
 	e.cluster = &fakeCluster{st: gateway.AdminCluster{Leader: "n1", Members: []gateway.AdminMember{
 		{ID: "n1", Address: "127.0.0.1:7001", HTTP: "http://127.0.0.1:9001", Voter: true, Healthy: true, State: "Leader"},
-		{ID: "n2", Address: "127.0.0.1:7002", HTTP: "http://127.0.0.1:9002", Voter: true, Healthy: true, State: "Follower"},
+		{ID: "n2", Address: "127.0.0.1:7002", HTTP: "http://127.0.0.1:9002", Voter: true, Healthy: true, State: "Follower",
+			NodeUsage: gateway.NodeUsage{DegradedReads: 4, UnhealthyStores: []gateway.AdminStoreProblem{{Store: "b", Error: "gone"}}}},
 		{ID: "n3", Address: "127.0.0.1:7003", HTTP: "http://127.0.0.1:9003", Voter: true, Healthy: false, Problem: "no answer"},
 	}}}
 	srv, err := gateway.New(gateway.Config{Backend: e.fake, Cluster: e.cluster, RegionName: "lab",
@@ -370,22 +371,27 @@ func TestConsoleShowsRegionBucketsAndDegraded(t *testing.T) {
 		Buckets: []backend.DegradedBucket{{Bucket: "ckpt", Store: "b", Reads: 7, Last: e.now}},
 		Objects: []backend.DegradedObject{{Bucket: "ckpt", Key: "<script>alert(1)</script>&x", Stores: []string{"b"}, Seen: e.now}},
 	})
+	// n2 read another object degraded: a read is counted where the store
+	// was read (a cached chunk's owner), so the page lists every member's.
+	e.cluster.st.Members[1].DegradedObjects = []gateway.AdminDegradedObject{{Bucket: "ckpt", Key: "read/by/n2", Stores: []string{"b"}, Seen: e.now}}
 	page := e.overview(e.signedIn(gatewaytest.RootAccessKey, gatewaytest.RootSecretKey))
 
 	members := section(t, page, "members")
-	for _, want := range []string{`id="leader">n1<`, "n2", "n3", "no answer", "2 / 3", "unhealthy", "http://127.0.0.1:9002"} {
+	for _, want := range []string{`id="leader">n1<`, "n2", "n3", "no answer", "2 / 3", "unhealthy", "http://127.0.0.1:9002",
+		`badge bad">4 reads<`, `badge bad">store b down<`} {
 		if !strings.Contains(members, want) {
 			t.Errorf("the members section lacks %q:\n%s", want, members)
 		}
 	}
 	buckets := section(t, page, "buckets")
-	for _, want := range []string{"erasure 2&#43;1: a, b, c", "single: nas", "write-back", "badge bad\">degraded", "7 degraded reads"} {
+	for _, want := range []string{"erasure 2&#43;1: a, b, c", "single: nas", "write-back", "badge bad\">degraded", "2 objects read degraded in the region; 7 degraded reads on this node"} {
 		if !strings.Contains(buckets, want) {
 			t.Errorf("the buckets section lacks %q:\n%s", want, buckets)
 		}
 	}
 	deg := section(t, page, "degraded")
 	for _, want := range []string{`badge bad">degraded`, `badge bad">down`, "stat /srv/b: no such file or directory", "ckpt", ">7<",
+		"read/by/n2</td><td class=\"mono\">b</td><td>n2</td>", "<td>this node</td>",
 		"&lt;script&gt;alert(1)&lt;/script&gt;&amp;x"} {
 		if !strings.Contains(deg, want) {
 			t.Errorf("the degraded section lacks %q:\n%s", want, deg)
