@@ -26,8 +26,9 @@ import (
 	"github.com/fedgate/fedgate/gateway/sigv4"
 )
 
-// ReservedPrefix is where health, metrics and the admin API live on the S3
-// port. '_' cannot start a bucket name, so it never collides with one.
+// ReservedPrefix is where health, metrics, the admin API and the console
+// live on the S3 port. '_' cannot start a bucket name, so it never collides
+// with one.
 const ReservedPrefix = "/_fedgate/"
 
 // Config holds what a Server needs. Everything is passed in; nothing is read
@@ -70,6 +71,7 @@ type Server struct {
 	draining atomic.Bool
 	reqSeq   atomic.Uint64
 	idPrefix string
+	console  *console
 }
 
 // New builds a Server from cfg.
@@ -108,6 +110,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	if s.console, err = newConsole(s); err != nil {
+		return nil, err
+	}
 	s.ops = s.opsRouter()
 	return s, nil
 }
@@ -138,6 +143,7 @@ func (s *Server) opsRouter() http.Handler {
 	})
 	r.Handle(ReservedPrefix+"metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	r.Route(ReservedPrefix+"admin", s.adminRoutes)
+	r.Route(ConsolePath, s.console.routes)
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, req, s3err.Newf(s3err.CodeNoSuchResource, "No such fedgate endpoint: %s", req.URL.Path))
 	})
@@ -213,7 +219,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) finish(r *http.Request, rec *recorder, ri *requestInfo, in int64, d time.Duration) {
 	s.metrics.observe(ri.op, rec.status, in, rec.n, d)
 	level := slog.LevelInfo
-	if ri.op == "Ops" && rec.status < 400 {
+	if (ri.op == "Ops" || ri.op == "Console") && rec.status < 400 {
 		level = slog.LevelDebug
 	}
 	if rec.status >= 500 {

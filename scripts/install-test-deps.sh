@@ -2,8 +2,10 @@
 # Installs what `make test` needs beyond Go: the aws CLI v2 (Debian's awscli),
 # the local cloud stand-ins (MinIO, fake-gcs-server, Azurite; see
 # scripts/testenv.sh and docs/testing.md), OpenTofu and tflint for the
-# offline checks of terraform/ (scripts/deploytools.sh, docs/deploy.md), and
-# staticcheck for `make lint` (scripts/deploytools.sh, docs/testing.md).
+# offline checks of terraform/ (scripts/deploytools.sh, docs/deploy.md),
+# staticcheck for `make lint` (scripts/deploytools.sh, docs/testing.md), and
+# Debian's Chromium for the console's headless-browser test
+# (e2e/console_test.go, docs/console.md).
 # Idempotent: reruns skip what is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,11 +16,13 @@ command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
 command -v curl >/dev/null || missing+=(curl)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
+command -v chromium >/dev/null || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 /usr/bin/aws --version
+chromium --version 2>/dev/null
 ./scripts/testenv.sh install
 ./scripts/testenv.sh status
 ./scripts/deploytools.sh install

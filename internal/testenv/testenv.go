@@ -69,11 +69,18 @@ var errMissing = errors.New("not installed")
 // cannot go green by skipping every cloud test.
 func unavailable(t testing.TB, getenv func(string) string, msg string) {
 	t.Helper()
+	unavailableHint(t, getenv, msg, installHint)
+}
+
+// unavailableHint is unavailable with the command that installs what is
+// missing.
+func unavailableHint(t testing.TB, getenv func(string) string, msg, hint string) {
+	t.Helper()
 	if getenv("CI") != "" {
-		t.Fatalf("testenv: %s (CI is set, so this fails instead of skipping; run %s)", msg, installHint)
+		t.Fatalf("testenv: %s (CI is set, so this fails instead of skipping; run %s)", msg, hint)
 		return
 	}
-	t.Skipf("testenv: %s; install with: %s", msg, installHint)
+	t.Skipf("testenv: %s; install with: %s", msg, hint)
 }
 
 // server is the lazily started state shared by one getter.

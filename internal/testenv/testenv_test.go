@@ -237,3 +237,32 @@ func TestBindFailureIsRetried(t *testing.T) {
 		t.Fatalf("err = %v after %d attempts, want an error after %d", err, attempts, bindAttempts)
 	}
 }
+
+func TestChromiumMissingSkipsOrFails(t *testing.T) {
+	none := func(string) (string, error) { return "", errors.New("not found") }
+	for _, ci := range []string{"", "1"} {
+		f := &fakeTB{}
+		getenv := func(k string) string {
+			if k == "CI" {
+				return ci
+			}
+			return ""
+		}
+		if p := chromium(f, none, getenv); p != "" {
+			t.Fatalf("CI=%q: path %q from a failed lookup", ci, p)
+		}
+		if f.failed != (ci != "") || f.skipped == (ci != "") || !strings.Contains(f.msg, chromiumHint) {
+			t.Errorf("CI=%q: failed=%v skipped=%v msg=%q", ci, f.failed, f.skipped, f.msg)
+		}
+	}
+	found := func(name string) (string, error) {
+		if name == "chromium-headless-shell" {
+			return "/usr/bin/chromium-headless-shell", nil
+		}
+		return "", errors.New("not found")
+	}
+	f := &fakeTB{}
+	if p := chromium(f, found, func(string) string { return "" }); p != "/usr/bin/chromium-headless-shell" || f.skipped || f.failed {
+		t.Fatalf("path %q, skipped=%v failed=%v", p, f.skipped, f.failed)
+	}
+}
