@@ -109,7 +109,7 @@ func (n *Namespace) checkColdRead(ctx context.Context, bucket string, st store.S
 	if len(statuses) == 0 {
 		return nil
 	}
-	if s, blocked := egress.ColdReadBlocked(statuses, bucket, st.Location().String(), n.egress.region); blocked {
+	if s, blocked := egress.ColdReadBlocked(statuses, bucket, st.Location().String(), n.RegionLocation()); blocked {
 		return fmt.Errorf("%w: %s; cached data is still served", ErrEgressBudget, s.Message())
 	}
 	return nil

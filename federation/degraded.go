@@ -143,9 +143,9 @@ func (v *nsView) baseStores() map[string]store.Store {
 	return out
 }
 
-// CheckStores checks every store of the policy in force once: a Stat of
-// a probe key that need not exist, answered (found or not) within
-// storeCheckTimeout, is a healthy store.
+// CheckStores checks every store of the policy in force once: its own
+// check (store.Checker) where it has one, else a Stat of a probe key that
+// need not exist, answered (found or not) within storeCheckTimeout.
 func (n *Namespace) CheckStores(ctx context.Context) {
 	stores := n.v().baseStores()
 	names := slices.Sorted(maps.Keys(stores))
@@ -157,9 +157,14 @@ func (n *Namespace) CheckStores(ctx context.Context) {
 			cctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
 			defer cancel()
 			start := time.Now()
-			_, err := st.Stat(cctx, healthProbeKey)
+			var err error
+			if c, ok := st.(store.Checker); ok {
+				err = c.Check(cctx)
+			} else if _, err = st.Stat(cctx, healthProbeKey); errors.Is(err, store.ErrNotFound) {
+				err = nil
+			}
 			h := backend.StoreHealth{Store: name, Kind: st.Location().Cloud, Checked: n.now(), Latency: time.Since(start), Healthy: true}
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
+			if err != nil {
 				h.Healthy, h.Error = false, err.Error()
 			}
 			res[i] = h

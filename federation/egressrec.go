@@ -27,6 +27,7 @@ type egressKey struct {
 	hour      int64
 	store     string
 	storeLoc  string
+	region    string // the region's location when counted
 	bucket    string
 	direction string
 	prefix    string
@@ -132,6 +133,7 @@ func (r *egressRecorder) add(t egressTag, st store.Store, dir string, kind int, 
 		c.logical = n
 	}
 	r.mu.Lock()
+	k.region = r.region
 	if dir == "read" && kind == countBytes && k.storeLoc != r.region {
 		// Only bytes that crossed a location boundary are split by prefix:
 		// advice weighs nothing else, and the ledger stays small (served
@@ -140,7 +142,7 @@ func (r *egressRecorder) add(t egressTag, st store.Store, dir string, kind int, 
 	}
 	r.bumpLocked(k, c)
 	r.mu.Unlock()
-	src, dst := k.storeLoc, r.region
+	src, dst := k.storeLoc, k.region
 	if dir == "write" {
 		src, dst = dst, src
 	}
@@ -174,9 +176,9 @@ func (r *egressRecorder) take() []regionstate.EgressRow {
 		row := regionstate.EgressRow{Hour: k.hour, Bucket: k.bucket, Store: k.store, Direction: k.direction, Prefix: k.prefix,
 			Bytes: c.bytes, Served: c.served, Logical: c.logical}
 		if k.direction == "read" {
-			row.Src, row.Dst = k.storeLoc, r.region
+			row.Src, row.Dst = k.storeLoc, k.region
 		} else {
-			row.Src, row.Dst = r.region, k.storeLoc
+			row.Src, row.Dst = k.region, k.storeLoc
 		}
 		rows = append(rows, row)
 	}
@@ -384,5 +386,27 @@ func (n *Namespace) RegionLocation() string {
 	if n.egress == nil {
 		return ""
 	}
-	return n.egress.region
+	return n.egress.location()
+}
+
+// location is the region's location now.
+func (r *egressRecorder) location() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.region
+}
+
+// SetRegionLocation changes the region's location ("cloud:region") for
+// what is counted from now on (a policy applied with a new location):
+// bytes counted before keep the location they were counted at. It reports
+// false when egress accounting is off on this node (it started without a
+// location), which only a restart turns on.
+func (n *Namespace) SetRegionLocation(loc string) bool {
+	if n.egress == nil {
+		return loc == ""
+	}
+	n.egress.mu.Lock()
+	defer n.egress.mu.Unlock()
+	n.egress.region = loc
+	return true
 }

@@ -226,6 +226,13 @@ func (n *Namespace) buildView(p *policies.Policy, stores map[string]store.Store,
 				return nil, fmt.Errorf("federation: bucket %q: %w", pb.Name, err)
 			}
 			storeName = cst.Name()
+			if !pb.Glob {
+				// Exported at 0 from the start, so a rate or an alert sees
+				// the first degraded read.
+				for _, m := range pb.Placement.Stores {
+					n.degraded.reads.WithLabelValues(pb.Name, m)
+				}
+			}
 		default:
 			storeName = def.Name()
 		}

@@ -73,11 +73,11 @@ func (n *Namespace) openPlacement(p *policies.Policy, pb policies.Bucket, stores
 	loc := members[rank[0]].Location()
 	var st store.Store
 	var err error
+	opts := []placement.Option{placement.WithRank(func() []int { return rank }), placement.WithDegraded(n.degradedRead)}
 	switch pl.Kind {
 	case policies.PlacementReplicate:
-		st, err = placement.NewReplicated(name, loc, members, placement.WithRank(func() []int { return rank }))
+		st, err = placement.NewReplicated(name, loc, members, opts...)
 	case policies.PlacementErasure:
-		opts := []placement.Option{placement.WithRank(func() []int { return rank })}
 		if costs != nil {
 			opts = append(opts, placement.WithCosts(func() []float64 { return costs }))
 		}
@@ -132,7 +132,7 @@ func (n *Namespace) scores(members []store.Store, score func(src, dst policies.L
 	if n.egress == nil {
 		return nil
 	}
-	dst, err := policies.ParseLocationOrCloud(n.egress.region)
+	dst, err := policies.ParseLocationOrCloud(n.RegionLocation())
 	if err != nil {
 		return nil
 	}
@@ -216,6 +216,9 @@ func (n *Namespace) Repair(ctx context.Context, bucket, prefix string, progress 
 	r, ok := b.store.(Repairer)
 	if !ok {
 		return placement.RepairStats{}, fmt.Errorf("%w (bucket %q, store %q)", ErrNothingToRepair, bucket, b.store.Name())
+	}
+	if found := placement.DryRunFunc(ctx); found != nil {
+		ctx = placement.DryRun(ctx, func(key string, stores []string) { found(strings.TrimPrefix(key, b.prefix), stores) })
 	}
 	return r.Repair(withEgressTag(ctx, egressTag{bucket: bucket}), b.prefix+prefix, progress)
 }

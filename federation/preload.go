@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fedgate/fedgate/backend"
@@ -41,7 +43,7 @@ const (
 	// deleted jobs.
 	preloadPoll = 500 * time.Millisecond
 	// preloadReport is how often a node records its progress on a job.
-	preloadReport = 2 * time.Second
+	preloadReport = time.Second
 	// preloadListTries is how many times a failing listing is retried
 	// (each resuming where it stopped) before the node gives up on a job.
 	preloadListTries = 5
@@ -384,6 +386,12 @@ type preloadRun struct {
 	sem  chan struct{}
 	stop context.CancelFunc // ends the run (the job was deleted)
 
+	// fetching is the bytes fetched so far by the chunk warms in flight
+	// (they count in the recorded Bytes at once, so progress moves with
+	// the bytes fetched, not by whole chunks); reported is its value at
+	// the last report.
+	fetching, reported atomic.Int64
+
 	mu    sync.Mutex
 	p     regionstate.JobProgress // what to record next
 	dirty bool
@@ -391,6 +399,20 @@ type preloadRun struct {
 	// counted is the totals from a listing of the whole prefix (0: not yet).
 	countedObjects, countedBytes int64
 	logged                       bool // the first chunk error was logged
+}
+
+// countingReadCloser counts the bytes read through it.
+type countingReadCloser struct {
+	io.ReadCloser
+	count func(int64)
+}
+
+func (c *countingReadCloser) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	if n > 0 {
+		c.count(int64(n))
+	}
+	return n, err
 }
 
 // preloadObject is an object whose own chunks are being warmed.
@@ -532,11 +554,14 @@ func (r *preloadRun) reportLoop(ctx context.Context) {
 // when force).
 func (r *preloadRun) report(ctx context.Context, force bool) error {
 	r.mu.Lock()
-	if !r.dirty && !force {
+	fetching := r.fetching.Load()
+	if !r.dirty && !force && fetching == r.reported.Load() {
 		r.mu.Unlock()
 		return nil
 	}
+	r.reported.Store(fetching)
 	p := r.p
+	p.Bytes += max(fetching, 0)
 	p.Updated = time.Time{} // the FSM stamps it
 	cmd := regionstate.JobProgressUpdate{ID: r.job.ID, Node: r.self, Progress: p, TotalObjects: r.countedObjects, TotalBytes: r.countedBytes}
 	r.dirty = false
@@ -629,7 +654,17 @@ func (r *preloadRun) walk(ctx context.Context, start string) (objects, bytes int
 			length := min(n.cache.ChunkSize(), info.Size-idx*n.cache.ChunkSize())
 			wg.Go(func() {
 				defer func() { <-r.sem }()
-				r.settle(obj, length, n.cache.Warm(ctx, id, idx, fetch, opts))
+				var got atomic.Int64
+				counted := func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+					rc, err := fetch(ctx, off, n)
+					if err != nil {
+						return nil, err
+					}
+					return &countingReadCloser{ReadCloser: rc, count: func(k int64) { got.Add(k); r.fetching.Add(k) }}, nil
+				}
+				err := n.cache.Warm(ctx, id, idx, counted, opts)
+				r.fetching.Add(-got.Load())
+				r.settle(obj, length, err)
 			})
 		}
 		r.settle(obj, 0, nil) // listed: the guard goes

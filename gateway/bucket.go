@@ -65,7 +65,7 @@ func (s *Server) deleteBucket(q *request) error {
 		return err
 	}
 	if !q.user.Root && b.Owner() != q.user.Name {
-		return errAccessDenied
+		return s3err.Newf(s3err.CodeAccessDenied, "Access Denied: only the bucket's owner (%s) or the root user may delete bucket %q", b.Owner(), b.Name())
 	}
 	if err := s.be.DeleteBucket(q.r.Context(), b.Name()); err != nil {
 		return err

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
+	"github.com/fedgate/fedgate/backend"
 	"github.com/go-chi/chi/v5"
 )
 
@@ -53,6 +55,46 @@ type NodeUsage struct {
 	CacheCapacity   int64 `json:"cache_capacity_bytes"`
 	StagingUsed     int64 `json:"staging_used_bytes"`
 	StagingCapacity int64 `json:"staging_capacity_bytes"`
+	// DegradedReads counts the reads the node served without some member
+	// stores of a replicated or erasure-coded bucket since it started;
+	// DegradedObjects are the objects it read so lately (newest first),
+	// UnhealthyStores the stores failing its periodic health check.
+	DegradedReads   int64                 `json:"degraded_reads,omitempty"`
+	DegradedObjects []AdminDegradedObject `json:"degraded_objects,omitempty"`
+	UnhealthyStores []AdminStoreProblem   `json:"unhealthy_stores,omitempty"`
+}
+
+// AdminDegradedObject is an object read degraded: Stores lacked its copy
+// or shards (`fedgate repair` rebuilds them).
+type AdminDegradedObject struct {
+	Bucket string    `json:"bucket"`
+	Key    string    `json:"key"`
+	Stores []string  `json:"stores"`
+	Seen   time.Time `json:"seen"`
+}
+
+// AdminStoreProblem is a store failing a node's health check.
+type AdminStoreProblem struct {
+	Store string `json:"store"`
+	Error string `json:"error"`
+}
+
+// DegradedUsage is the degraded part of NodeUsage from a backend's
+// report, with at most maxObjects objects.
+func DegradedUsage(d backend.Degraded, maxObjects int) NodeUsage {
+	var u NodeUsage
+	for _, b := range d.Buckets {
+		u.DegradedReads += b.Reads
+	}
+	for _, o := range d.Objects[:min(len(d.Objects), maxObjects)] {
+		u.DegradedObjects = append(u.DegradedObjects, AdminDegradedObject{Bucket: o.Bucket, Key: o.Key, Stores: o.Stores, Seen: o.Seen})
+	}
+	for _, s := range d.Stores {
+		if !s.Healthy {
+			u.UnhealthyStores = append(u.UnhealthyStores, AdminStoreProblem{Store: s.Store, Error: s.Error})
+		}
+	}
+	return u
 }
 
 // AdminMember is one member of the region's Raft configuration.

@@ -16,7 +16,6 @@ import (
 // (gateway/s3err holds every code's status and message). A handler that can
 // say more builds its own with s3err.Newf.
 var (
-	errAccessDenied     = s3err.New(s3err.CodeAccessDenied, "")
 	errNoSuchBucket     = s3err.New(s3err.CodeNoSuchBucket, "")
 	errNoSuchKey        = s3err.New(s3err.CodeNoSuchKey, "")
 	errNoSuchUpload     = s3err.New(s3err.CodeNoSuchUpload, "")

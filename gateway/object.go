@@ -34,9 +34,20 @@ func (s *Server) bucketNamed(q *request, name string, write bool) (backend.Bucke
 		return nil, err
 	}
 	if err := b.Authorize(q.user, write); err != nil {
-		return nil, errAccessDenied
+		return nil, deniedOn(q.user.Name, name, write)
 	}
 	return b, nil
+}
+
+// deniedOn is AccessDenied for a user without a grant on bucket, with a
+// hint of how to get one.
+func deniedOn(user, bucket string, write bool) error {
+	perm := "read"
+	if write {
+		perm = "write"
+	}
+	return s3err.Newf(s3err.CodeAccessDenied, "Access Denied: user %q has no %s grant on bucket %q; the root user can give one with: fedgate user grant %s %s %s",
+		user, perm, bucket, user, bucket, perm)
 }
 
 // metadataFrom reads the object metadata a writer sends in headers.

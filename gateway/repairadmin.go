@@ -17,6 +17,9 @@ import (
 type AdminRepair struct {
 	Bucket string `json:"bucket"`
 	Prefix string `json:"prefix"`
+	// DryRun checks only: nothing is written; each object that needs
+	// repair comes as a line with Found.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // AdminRepairLine is one line of the answer, a stream of JSON lines:
@@ -26,6 +29,9 @@ type AdminRepairLine struct {
 	Total int64                  `json:"total"`
 	Stats *placement.RepairStats `json:"stats,omitempty"`
 	Error string                 `json:"error,omitempty"`
+	// Found is an object a dry run found in need of repair (the stores
+	// lacking its copy, shards or manifest); Seen is not set.
+	Found *AdminDegradedObject `json:"found,omitempty"`
 }
 
 func (s *Server) repairRoutes(r chi.Router) {
@@ -39,11 +45,21 @@ func (s *Server) repairRoutes(r chi.Router) {
 			writeJSON(w, http.StatusNotFound, AdminError{Error: "no bucket " + body.Bucket, Code: "NoSuchBucket"})
 			return
 		}
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		w.WriteHeader(http.StatusOK)
+		// The answer starts with the first line, so a repair refused at
+		// once (a single-store bucket) gets a plain error status instead.
 		rc := http.NewResponseController(w)
 		enc := json.NewEncoder(w)
 		var mu sync.Mutex
+		started := false
+		send := func(l AdminRepairLine) {
+			if !started {
+				w.Header().Set("Content-Type", "application/x-ndjson")
+				w.WriteHeader(http.StatusOK)
+				started = true
+			}
+			_ = enc.Encode(l)
+			_ = rc.Flush()
+		}
 		last := time.Time{}
 		progress := func(done, total int64) {
 			mu.Lock()
@@ -52,12 +68,23 @@ func (s *Server) repairRoutes(r chi.Router) {
 				return
 			}
 			last = time.Now()
-			_ = enc.Encode(AdminRepairLine{Done: done, Total: total})
-			_ = rc.Flush()
+			send(AdminRepairLine{Done: done, Total: total})
 		}
-		stats, err := s.admin.Repair(req.Context(), body.Bucket, body.Prefix, progress)
+		ctx := req.Context()
+		if body.DryRun {
+			ctx = placement.DryRun(ctx, func(key string, stores []string) {
+				mu.Lock()
+				defer mu.Unlock()
+				send(AdminRepairLine{Found: &AdminDegradedObject{Bucket: body.Bucket, Key: key, Stores: stores}})
+			})
+		}
+		stats, err := s.admin.Repair(ctx, body.Bucket, body.Prefix, progress)
 		mu.Lock()
 		defer mu.Unlock()
+		if errors.Is(err, backend.ErrNothingToRepair) && !started {
+			writeJSON(w, http.StatusConflict, AdminError{Error: err.Error() + ": only replicated and erasure-coded buckets have copies or shards to rebuild", Code: "NothingToRepair"})
+			return
+		}
 		line := AdminRepairLine{Done: stats.Objects, Total: stats.Objects, Stats: &stats}
 		if err != nil {
 			line.Error = err.Error()
@@ -65,7 +92,6 @@ func (s *Server) repairRoutes(r chi.Router) {
 				line.Stats = nil
 			}
 		}
-		_ = enc.Encode(line)
-		_ = rc.Flush()
+		send(line)
 	})
 }

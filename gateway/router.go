@@ -223,7 +223,7 @@ func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, ri *requestInfo
 		return
 	}
 	if res.Anonymous {
-		writeError(w, r, errAccessDenied)
+		writeError(w, r, s3err.New(s3err.CodeAccessDenied, "Access Denied: anonymous requests are not served; sign the request with an access key (the root user creates one with: fedgate user add NAME)"))
 		return
 	}
 	user, ok := s.be.Users().ByAccessKey(res.AccessKey)

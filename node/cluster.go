@@ -222,10 +222,21 @@ func (c *cluster) Info() peerapi.Info {
 	return in
 }
 
-// usage is this node's cache and staging use.
+// maxDegradedObjects is how many objects read degraded a node reports in
+// its Info.
+const maxDegradedObjects = 100
+
+// usage is this node's cache and staging use and its degraded data.
 func (c *cluster) usage() gateway.NodeUsage {
 	cs, ss := c.cache.Stats(), c.stage.Stats()
-	return gateway.NodeUsage{CacheUsed: cs.Used, CacheCapacity: cs.Capacity, StagingUsed: ss.Used + ss.Reserved, StagingCapacity: ss.Capacity}
+	u := gateway.NodeUsage{}
+	if c.ns != nil {
+		if d, err := c.ns.Degraded(context.Background()); err == nil {
+			u = gateway.DegradedUsage(d, maxDegradedObjects)
+		}
+	}
+	u.CacheUsed, u.CacheCapacity, u.StagingUsed, u.StagingCapacity = cs.Used, cs.Capacity, ss.Used+ss.Reserved, ss.Capacity
+	return u
 }
 
 // AddVoter implements peerapi.Backend: it adds a member as the leader, or

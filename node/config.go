@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fedgate/fedgate/federation"
@@ -195,7 +197,53 @@ func (c *Config) checkCluster() error {
 	if (c.PeerCertFile != "" || c.PeerKeyFile != "" || c.PeerCAFile != "") && (c.PeerCertFile == "" || c.PeerKeyFile == "" || c.PeerCAFile == "") {
 		return errors.New("peer TLS needs all three of --peer-cert-file, --peer-key-file and --peer-ca-file")
 	}
+	return c.checkPorts()
+}
+
+// checkPorts refuses the port collisions visible in the configuration
+// alone: the internal API on the Raft or S3 port, or on a --join peer's
+// address (a node on this host whose S3 port is this node's Raft port + 1).
+func (c *Config) checkPorts() error {
+	internal, flag := c.InternalAddr, "--internal-addr "+c.InternalAddr
+	if internal == "" {
+		var err error
+		if internal, err = defaultInternalAddr(c.RaftAddr); err != nil {
+			return err
+		}
+		flag = "--internal-addr " + internal + " (default: --raft-addr's port + 1)"
+	}
+	if strings.HasSuffix(internal, ":0") {
+		return nil
+	}
+	if internal == c.RaftAddr {
+		return fmt.Errorf("%s is also --raft-addr: give the internal API its own port", flag)
+	}
+	if internal == c.Listen {
+		return fmt.Errorf("%s is also --listen: give the internal API its own port", flag)
+	}
+	for _, j := range c.Join {
+		if strings.TrimPrefix(strings.TrimPrefix(j, "http://"), "https://") == internal {
+			return fmt.Errorf("%s is the --join address %s, another node's S3 port: give this node its own --internal-addr", flag, j)
+		}
+	}
 	return nil
+}
+
+// defaultInternalAddr is the internal API's default address: the Raft
+// host, its port + 1.
+func defaultInternalAddr(raftAddr string) (string, error) {
+	host, port, err := net.SplitHostPort(raftAddr)
+	if err != nil {
+		return "", fmt.Errorf("--raft-addr %q: %w", raftAddr, err)
+	}
+	if port == "0" {
+		return net.JoinHostPort(host, "0"), nil // tests: both ports picked by the kernel
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p <= 0 || p >= 65535 {
+		return "", fmt.Errorf("--raft-addr %q: give --internal-addr too (the default is its port + 1)", raftAddr)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+1)), nil
 }
 
 // withDefaults is c validated, with its derived values filled in.

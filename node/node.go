@@ -142,6 +142,11 @@ func (n *Node) open(ctx context.Context) error {
 				return err
 			}
 		}
+		// The Raft transport opens later; check its port first, so that a
+		// collision with another node's internal API names both flags.
+		if err := checkRaftAddrFree(cfg.RaftAddr); err != nil {
+			return err
+		}
 		iln, err := listenInternal(cfg, rcfg.TLS)
 		if err != nil {
 			return err
@@ -340,6 +345,7 @@ func (n *Node) startLoops(ctx context.Context, pm *policyManager) {
 		ns.RunDrainer(loopCtx)
 	}()
 	go ns.RunPreloader(loopCtx)
+	go ns.CheckStoresEvery(loopCtx, federation.StoreCheckInterval)
 	go pm.run(loopCtx)
 	go func() {
 		defer close(egressDone)
@@ -615,6 +621,22 @@ func openStaging(cfg *Config) (*staging.Area, error) {
 	return a, nil
 }
 
+// checkRaftAddrFree reports a --raft-addr another process listens on,
+// naming the usual culprit: another node on this host whose internal API
+// took the port by default (its --raft-addr port + 1).
+func checkRaftAddrFree(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln.Close()
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("--raft-addr %s is already in use — by another node's internal API? --internal-addr defaults to "+
+			"--raft-addr's port + 1, so nodes on one host with consecutive Raft ports collide: space their Raft ports 2 apart "+
+			"(7000, 7002, 7004) or give each node its own --internal-addr", addr)
+	}
+	return fmt.Errorf("--raft-addr %s: %w", addr, err)
+}
+
 // listenInternal opens the internal API's listener: InternalAddr, or the
 // RaftAddr host with the next port; TLS when the peers use it.
 func listenInternal(cfg *Config, tlsCfg *tls.Config) (net.Listener, error) {
@@ -631,7 +653,14 @@ func listenInternal(cfg *Config, tlsCfg *tls.Config) (net.Listener, error) {
 		addr = net.JoinHostPort(host, strconv.Itoa(p+1))
 	}
 	ln, err := net.Listen("tcp", addr)
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, syscall.EADDRINUSE) && cfg.InternalAddr == "":
+		return nil, fmt.Errorf("--internal-addr %s (default: --raft-addr's port + 1) is already in use — by another node's --raft-addr? "+
+			"Give each node its own --internal-addr, or space the Raft ports of the nodes on one host 2 apart (7000, 7002, 7004)", addr)
+	case errors.Is(err, syscall.EADDRINUSE):
+		return nil, fmt.Errorf("--internal-addr %s is already in use — by another node's --raft-addr or --internal-addr? Give each node its own --internal-addr", addr)
+	default:
 		return nil, fmt.Errorf("listen for the internal API on %s (--internal-addr): %w", addr, err)
 	}
 	if tlsCfg != nil {

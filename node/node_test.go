@@ -215,6 +215,10 @@ func TestConfigIsValidated(t *testing.T) {
 		"copies":              {func(c *node.Config) { c.WriteBackCopies = 0 }, "--write-back-copies 0"},
 		"half peer TLS": {func(c *node.Config) { c.RaftAddr, c.PeerCertFile = "127.0.0.1:0", "cert.pem" },
 			"peer TLS needs all three"},
+		"internal on raft": {func(c *node.Config) { c.RaftAddr, c.InternalAddr = "127.0.0.1:7100", "127.0.0.1:7100" },
+			"--internal-addr 127.0.0.1:7100 is also --raft-addr"},
+		"default internal on a join peer": {func(c *node.Config) { c.RaftAddr, c.Join = "127.0.0.1:7100", []string{"http://127.0.0.1:7101"} },
+			"--internal-addr 127.0.0.1:7101 (default: --raft-addr's port + 1) is the --join address http://127.0.0.1:7101"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := testConfig(t, "n1", c.edit)
@@ -367,5 +371,72 @@ func TestThreeNodeRegion(t *testing.T) {
 		if err := n.stop(t); err != nil {
 			t.Errorf("node %s: Run: %v", n.ID(), err)
 		}
+	}
+}
+
+// freePorts returns n consecutive ports free on 127.0.0.1 just now.
+func freePorts(t *testing.T, n int) int {
+	t.Helper()
+	for range 50 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		ok := p+n < 65535
+		for i := 1; ok && i < n; i++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+i))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if ok {
+			return p
+		}
+	}
+	t.Fatalf("no %d consecutive free ports", n)
+	return 0
+}
+
+// Nodes on one host with consecutive Raft ports collide with the default
+// --internal-addr (Raft port + 1), in either start order; the error names
+// both flags. Raft ports 2 apart work.
+func TestConsecutiveRaftPortsOnOneHost(t *testing.T) {
+	ctx := testCtx(t, time.Minute)
+	p := freePorts(t, 4)
+	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", p+i) }
+	open := func(id string, raftPort int) (*node.Node, error) {
+		return node.Open(ctx, testConfig(t, id, func(c *node.Config) { c.RaftAddr = addr(raftPort) }))
+	}
+
+	n1, err := open("n1", 0) // Raft P, internal API P+1
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = open("n2", 1)
+	want := "--raft-addr " + addr(1) + " is already in use — by another node's internal API? --internal-addr defaults to --raft-addr's port + 1"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("second node on Raft port P+1: %v\nwant %q", err, want)
+	}
+	n3, err := open("n3", 2) // 2 apart: Raft P+2, internal API P+3
+	if err != nil {
+		t.Fatalf("a node with its Raft port 2 above another's: %v", err)
+	}
+	n3.Close()
+	n1.Close()
+
+	// The other order: the node on P+1 first, then the one on P.
+	n2, err := open("n2", 1) // Raft P+1, internal API P+2
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n2.Close()
+	_, err = open("n1", 0)
+	want = "--internal-addr " + addr(1) + " (default: --raft-addr's port + 1) is already in use — by another node's --raft-addr? Give each node its own --internal-addr"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("first node after the second: %v\nwant %q", err, want)
 	}
 }

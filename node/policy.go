@@ -35,6 +35,7 @@ type policyManager struct {
 	lookupEnv func(string) (string, bool)
 	log       *slog.Logger
 	wake      chan struct{}
+	region    string // the region of the policy this node serves (--region)
 
 	mu        sync.Mutex // serializes applies and installs
 	installed uint64     // the version in force here (0: embedded defaults or none)
@@ -52,7 +53,7 @@ type openedStore struct {
 
 func newPolicyManager(node *regionstate.Node, ns *federation.Namespace, cfg *Config, p *policies.Policy,
 	stores map[string]store.Store, version uint64, log *slog.Logger) *policyManager {
-	pm := &policyManager{node: node, ns: ns, dataDir: cfg.DataDir, clustered: cfg.clustered(), lookupEnv: cfg.LookupEnv, log: log,
+	pm := &policyManager{node: node, ns: ns, dataDir: cfg.DataDir, clustered: cfg.clustered(), lookupEnv: cfg.LookupEnv, log: log, region: cfg.Region,
 		wake: make(chan struct{}, 1), installed: version, open: map[string]openedStore{},
 		failed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fedgate_policy_install_failed",
 			Help: "1 while this node could not put the region's newest policy in force (see the log), else 0."}),
@@ -170,8 +171,19 @@ func (pm *policyManager) openStores(ctx context.Context, p *policies.Policy) (ma
 }
 
 func (pm *policyManager) install(p *policies.Policy, stores map[string]store.Store, def string, version uint64) error {
+	// The region's location first: the new view ranks placements' members
+	// by their price from it; egress counts, metrics, budgets and reports
+	// use it from now on.
+	oldLoc, loc := pm.ns.RegionLocation(), regionLocation(p, pm.region)
+	if !pm.ns.SetRegionLocation(loc) {
+		pm.log.Warn("egress accounting is off on this node; restart it to count egress at the region's location", "location", loc)
+	}
 	if err := pm.ns.ApplyPolicy(p, stores, def, version); err != nil {
+		pm.ns.SetRegionLocation(oldLoc)
 		return err
+	}
+	if loc != oldLoc {
+		pm.log.Info("region location changed", "from", oldLoc, "to", loc)
 	}
 	open := map[string]openedStore{}
 	for _, ps := range p.Stores {

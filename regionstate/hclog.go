@@ -19,6 +19,9 @@ type hclogAdapter struct {
 	l    *slog.Logger
 	name string
 	args []any
+	// peers, when set, logs failures to reach a peer once per outage
+	// (see peerLog); shared by every copy made by With and Named.
+	peers *peerLog
 }
 
 var _ hclog.Logger = (*hclogAdapter)(nil)
@@ -52,6 +55,9 @@ func (a *hclogAdapter) enabled(l hclog.Level) bool {
 }
 
 func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
+	if a.peers != nil && a.peers.handle(a.l, msg, args) {
+		return
+	}
 	if level == hclog.Warn && startupElection(msg, args) {
 		level = hclog.Info // every node's first election, not a problem
 	}
@@ -74,17 +80,25 @@ func (a *hclogAdapter) ImpliedArgs() []any            { return a.args }
 func (a *hclogAdapter) Name() string                  { return a.name }
 
 func (a *hclogAdapter) With(args ...any) hclog.Logger {
-	return newHCLog(a.base, a.name, append(append([]any(nil), a.args...), args...)...)
+	return a.sharing(newHCLog(a.base, a.name, append(append([]any(nil), a.args...), args...)...))
 }
 
 func (a *hclogAdapter) Named(name string) hclog.Logger {
 	if a.name != "" {
 		name = a.name + "." + name
 	}
-	return newHCLog(a.base, name, a.args...)
+	return a.sharing(newHCLog(a.base, name, a.args...))
 }
 
-func (a *hclogAdapter) ResetNamed(name string) hclog.Logger { return newHCLog(a.base, name, a.args...) }
+func (a *hclogAdapter) ResetNamed(name string) hclog.Logger {
+	return a.sharing(newHCLog(a.base, name, a.args...))
+}
+
+// sharing gives c the peer log of a.
+func (a *hclogAdapter) sharing(c *hclogAdapter) *hclogAdapter {
+	c.peers = a.peers
+	return c
+}
 
 // SetLevel is a no-op: the slog handler decides what is shown.
 func (a *hclogAdapter) SetLevel(hclog.Level) {}

@@ -193,6 +193,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	hl := newHCLog(log, "raft")
+	hl.peers = newPeerLog(time.Now)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hl.Named("snapshot"))
 	if err != nil {
 		return nil, fmt.Errorf("raft: open snapshot store: %w", err)
@@ -231,6 +232,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	n.closers = append(n.closers, func() error { return n.raft.Shutdown().Error() })
+	n.raft.RegisterObserver(hl.peers.observer(hl.l))
 	go n.markLeadership(leaderCh)
 	wait := !hasState && alone
 	if wait {

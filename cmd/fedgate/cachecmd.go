@@ -310,10 +310,21 @@ func newBarProgress(w io.Writer) *barProgress {
 }
 
 func (b *barProgress) update(st gateway.AdminJob) {
-	if st.TotalBytes > 0 && st.TotalBytes != b.total {
-		if b.total < 0 {
-			b.bar.Reset() // a spinner's count wraps around: start over
+	if st.TotalBytes <= 0 && b.total < 0 {
+		// Totals unknown: a spinner, the bytes in its description. (A
+		// spinner's own count stays 0 and adds up every Set64 in its
+		// byte count, which showed 0 B, then rates like 5.7 TiB/s.)
+		desc := fmt.Sprintf("counting objects; %d done, %s cached", st.Objects, humanBytes(st.Bytes))
+		if st.Errors > 0 {
+			desc += fmt.Sprintf(", %d errors", st.Errors)
 		}
+		b.bar.Describe(desc)
+		_ = b.bar.Add64(0)
+		return
+	}
+	if st.TotalBytes > 0 && st.TotalBytes != b.total {
+		// The bar's count is still 0 and its clock runs from the start,
+		// so its rate is the job's.
 		b.total = st.TotalBytes
 		b.bar.ChangeMax64(st.TotalBytes)
 	}

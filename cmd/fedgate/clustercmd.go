@@ -1,10 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,8 +34,10 @@ Like 'fedgate user', these commands use the admin API with the root credentials.
 		Short: "Show members, voters, the leader, and each node's term, applied index and health",
 		Long: `Show members, voters, the leader, and each node's term, applied index, cache and staging use,
 clock offset and health. With --check the exit status says whether the region is healthy:
-0 when it has a leader and every member is healthy, 2 when not (1: the status could not be
-read at all), for scripts and health checks.`,
+0 when it has a leader, every member is healthy and no store fails a member's health check,
+2 when not (1: the status could not be read at all), for scripts and health checks. It also
+lists the objects members read degraded lately (served by erasure reconstruction or from
+another copy because a store lacked theirs); 'fedgate repair' rebuilds them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var st gateway.AdminCluster
@@ -49,6 +55,9 @@ read at all), for scripts and health checks.`,
 				for _, m := range st.Members {
 					if !m.Healthy {
 						bad = append(bad, m.ID+": "+m.Problem)
+					}
+					for _, p := range m.UnhealthyStores {
+						bad = append(bad, fmt.Sprintf("store %s fails %s's health check", p.Store, m.ID))
 					}
 				}
 				if len(bad) == 0 {
@@ -89,10 +98,11 @@ read at all), for scripts and health checks.`,
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+			printDegraded(cmd.OutOrStdout(), st)
 			return unhealthy()
 		},
 	}
-	status.Flags().BoolVar(&check, "check", false, "exit 2 when the region has no leader or a member is unhealthy (0 when healthy)")
+	status.Flags().BoolVar(&check, "check", false, "exit 2 when the region has no leader, a member is unhealthy or a store fails its health check (0 when healthy)")
 	status.Flags().BoolVar(&asJSON, "json", false, `print {"leader": ID, "members": [{"id", "address", "voter", "healthy", ...}]}`)
 
 	add := &cobra.Command{
@@ -138,6 +148,54 @@ read at all), for scripts and health checks.`,
 	}
 	cmd.AddCommand(status, add, remove, snapshot)
 	return cmd
+}
+
+// printDegraded prints the stores failing a member's health check and
+// the objects members read degraded lately, merged over the members.
+func printDegraded(w io.Writer, st gateway.AdminCluster) {
+	type obj struct {
+		stores, nodes []string
+		seen          time.Time
+	}
+	objs := map[[2]string]*obj{}
+	stores := map[string][]string{} // store -> "node: error"
+	var reads int64
+	for _, m := range st.Members {
+		reads += m.DegradedReads
+		for _, p := range m.UnhealthyStores {
+			stores[p.Store] = append(stores[p.Store], m.ID+": "+p.Error)
+		}
+		for _, o := range m.DegradedObjects {
+			k := [2]string{o.Bucket, o.Key}
+			x := objs[k]
+			if x == nil {
+				x = &obj{}
+				objs[k] = x
+			}
+			x.stores = append(x.stores, o.Stores...)
+			x.nodes = append(x.nodes, m.ID)
+			if o.Seen.After(x.seen) {
+				x.seen = o.Seen
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(stores)) {
+		fmt.Fprintf(w, "Store %s fails its health check on %s\n", name, strings.Join(stores[name], "; "))
+	}
+	if reads == 0 && len(objs) == 0 {
+		fmt.Fprintln(w, "Degraded data: none seen")
+		return
+	}
+	fmt.Fprintf(w, "Degraded data: %d reads served without some stores since the nodes started; objects read degraded lately (`fedgate repair BUCKET` rebuilds them):\n", reads)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  BUCKET\tKEY\tMISSING ON\tREAD BY\tLAST SEEN")
+	for _, k := range slices.SortedFunc(maps.Keys(objs), func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) }) {
+		x := objs[k]
+		slices.Sort(x.stores)
+		slices.Sort(x.nodes)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", k[0], k[1], strings.Join(slices.Compact(x.stores), ","), strings.Join(slices.Compact(x.nodes), ","), x.seen.UTC().Format(time.RFC3339))
+	}
+	_ = tw.Flush()
 }
 
 // humanBytes prints n in binary units (1.5GiB).

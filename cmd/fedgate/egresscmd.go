@@ -33,7 +33,7 @@ built-in per-GB table and the policy's egress.prices overrides. See docs/egress.
 	fl.StringVar(&base.accessKey, "root-access-key", "", "root access key (default $FEDGATE_ACCESS_KEY, else DATA-DIR/root-credentials.json)")
 	fl.StringVar(&base.secretKey, "root-secret-key", "", "root secret key (default $FEDGATE_SECRET_KEY, else DATA-DIR/root-credentials.json)")
 	fl.StringVar(&base.region, "s3-region", "us-east-1", "the servers' signing region")
-	fl.StringVar(&base.dataDir, "data-dir", "./var", "where a locally started server keeps root-credentials.json")
+	fl.StringVar(&base.dataDir, "data-dir", "", "the server's --data-dir, where it keeps root-credentials.json (default $FEDGATE_DATA_DIR, else ./var)")
 	var since, until, by, format string
 	var measure bool
 	window := func(c *cobra.Command) {
@@ -80,7 +80,9 @@ built-in per-GB table and the policy's egress.prices overrides. See docs/egress.
 	window(report)
 	report.Flags().StringVar(&by, "by", "", "group rows by bucket, store, region-pair or day (default: every location pair, bucket, store and direction)")
 	report.Flags().StringVar(&format, "format", "table", "table, csv, json or html (one self-contained file: fedgate egress report --format html > egress.html)")
+	jsonShorthand(report, &format)
 
+	var storagePrices []string
 	advise := &cobra.Command{
 		Use:   "advise",
 		Short: "Recommend copies of hot prefixes into the reading region's cloud where egress saved beats storage cost",
@@ -106,6 +108,15 @@ shows the numbers. Each advised prefix is listed through the first --endpoint to
 				}
 			}
 			opts := egress.AdviseOptions{Since: s, Until: u}
+			var prices []egress.StoragePrice
+			for _, v := range storagePrices {
+				p, err := egress.ParseStoragePrice(v)
+				if err != nil {
+					return fmt.Errorf("--storage-price: %w", err)
+				}
+				prices = append(prices, p)
+			}
+			opts.Storage = egress.NewStorageTable(prices...)
 			if measure {
 				first := base
 				if len(endpoints) > 0 {
@@ -132,9 +143,28 @@ shows the numbers. Each advised prefix is listed through the first --endpoint to
 	}
 	window(advise)
 	advise.Flags().StringVar(&format, "format", "table", "table or json")
+	jsonShorthand(advise, &format)
+	advise.Flags().StringArrayVar(&storagePrices, "storage-price", nil, "price a copy's storage: CLOUD[:REGION]=USD per GB-month, like onprem=0.004 (repeatable; on-prem is 0 unless set)")
 	advise.Flags().BoolVar(&measure, "measure", true, "list each advised prefix through the first --endpoint to size its copy (false: assume a copy holds a month of reads)")
 	cmd.AddCommand(report, advise)
 	return cmd
+}
+
+// jsonShorthand gives c --json, the same as --format json (as every list
+// and status command has --json).
+func jsonShorthand(c *cobra.Command, format *string) {
+	var asJSON bool
+	c.Flags().BoolVar(&asJSON, "json", false, "the same as --format json")
+	c.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		if !asJSON {
+			return nil
+		}
+		if cmd.Flags().Changed("format") && *format != "json" {
+			return fmt.Errorf("--json and --format %s disagree: give one", *format)
+		}
+		*format = "json"
+		return nil
+	}
 }
 
 // pricedLedger fetches the ledgers of every endpoint from the start of

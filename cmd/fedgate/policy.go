@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -38,7 +39,7 @@ func newPolicyCmd() *cobra.Command {
 		},
 	}
 	validate.Flags().BoolVar(&all, "all-features", false, "accept features this build does not serve yet (check a file meant for a newer fedgate)")
-	cmd.AddCommand(validate, newPolicyDiffCmd(), newPolicyApplyCmd())
+	cmd.AddCommand(validate, newPolicyShowCmd(), newPolicyDiffCmd(), newPolicyApplyCmd())
 	return cmd
 }
 
@@ -77,6 +78,41 @@ func printChanges(w io.Writer, changes []string) {
 	for _, c := range changes {
 		fmt.Fprintln(w, c)
 	}
+}
+
+func newPolicyShowCmd() *cobra.Command {
+	var c adminClient
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show",
+		Short: "Print the policy in force in the region at --endpoint (the file as applied)",
+		Long: `Print the region's active policy: the YAML last applied (or seeded with --config), with its
+version. A region that never had one runs on embedded defaults (one on-prem store under the
+node's --data-dir), and this says so. Save it to edit and re-apply:
+  fedgate policy show > policy.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var a gateway.AdminPolicy
+			if err := c.do(cmd.Context(), http.MethodGet, "/policy", nil, &a); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), a)
+			}
+			if a.Version == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "# No policy applied: the region runs on embedded defaults (one on-prem store under the node's --data-dir).")
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "# Active policy, version %d\n%s", a.Version, a.YAML)
+			if !strings.HasSuffix(a.YAML, "\n") {
+				fmt.Fprintln(cmd.OutOrStdout())
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"version": N, "yaml": TEXT}`)
+	c.bind(cmd)
+	return cmd
 }
 
 func newPolicyDiffCmd() *cobra.Command {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -19,19 +20,24 @@ import (
 
 func newRepairCmd() *cobra.Command {
 	var c adminClient
+	var dryRun, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "repair BUCKET[/PREFIX]",
 		Short: "Rebuild the missing or corrupt copies and erasure shards of a bucket's objects",
 		Long: `Check every object of BUCKET under PREFIX in its replicate or erasure placement and
 rebuild what a store lost (copies, shards, manifests), with a progress bar. It runs on the server
-at --endpoint, which reads the surviving copies or shards and writes the missing ones.`,
+at --endpoint, which reads the surviving copies or shards and writes the missing ones.
+
+With --dry-run it only checks (it still reads every copy or shard to verify it) and lists each
+object that needs repair with the stores that lack its copy, shards or manifest; nothing is
+written. 'fedgate cluster status' lists the objects the nodes read degraded lately.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bucket, prefix, _ := strings.Cut(args[0], "/")
 			if err := c.resolve(); err != nil {
 				return err
 			}
-			payload, _ := json.Marshal(gateway.AdminRepair{Bucket: bucket, Prefix: prefix})
+			payload, _ := json.Marshal(gateway.AdminRepair{Bucket: bucket, Prefix: prefix, DryRun: dryRun})
 			req, err := http.NewRequestWithContext(cmd.Context(), http.MethodPost, strings.TrimRight(c.endpoint, "/")+"/_fedgate/admin/repair", bytes.NewReader(payload))
 			if err != nil {
 				return err
@@ -47,45 +53,86 @@ at --endpoint, which reads the surviving copies or shards and writes the missing
 			defer resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
 				data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-				var ae gateway.AdminError
-				if json.Unmarshal(data, &ae) == nil && ae.Error != "" {
-					return fmt.Errorf("%s (%s)", ae.Error, ae.Code)
-				}
-				return fmt.Errorf("server answered %s: %s", resp.Status, data)
+				return c.answerError(resp.Status, data)
 			}
-			bar := progressbar.NewOptions64(-1, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
-				progressbar.OptionSetDescription("repairing "+args[0]), progressbar.OptionShowCount(),
-				progressbar.OptionSetItsString("objects"), progressbar.OptionShowIts(), progressbar.OptionClearOnFinish())
+			out := cmd.OutOrStdout()
+			var bar *progressbar.ProgressBar // made with the first progress line
+			verb := "repairing "
+			if dryRun {
+				verb = "checking "
+			}
+			var found []gateway.AdminDegradedObject
 			sc := bufio.NewScanner(resp.Body)
 			var last gateway.AdminRepairLine
 			for sc.Scan() {
+				last = gateway.AdminRepairLine{}
 				if err := json.Unmarshal(sc.Bytes(), &last); err != nil {
 					return fmt.Errorf("unreadable progress from the server: %w", err)
 				}
-				if last.Total > 0 && bar.GetMax64() != last.Total {
-					bar.ChangeMax64(last.Total)
+				if last.Found != nil {
+					found = append(found, *last.Found)
+					continue
 				}
-				_ = bar.Set64(last.Done)
+				if last.Stats != nil || last.Error != "" {
+					break
+				}
+				if bar == nil && !asJSON {
+					bar = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
+						progressbar.OptionSetDescription(verb+args[0]), progressbar.OptionShowCount(),
+						progressbar.OptionSetItsString("objects"), progressbar.OptionShowIts(), progressbar.OptionClearOnFinish())
+				}
+				if bar != nil {
+					if last.Total > 0 && bar.GetMax64() != last.Total {
+						bar.ChangeMax64(last.Total)
+					}
+					_ = bar.Set64(last.Done)
+				}
 			}
-			_ = bar.Finish()
+			if bar != nil {
+				_ = bar.Finish()
+			}
 			if err := sc.Err(); err != nil {
 				return fmt.Errorf("the repair's progress stream broke (the repair may go on or stop on the server): %w", err)
 			}
-			if last.Error != "" {
+			if last.Error != "" && last.Stats == nil {
 				return errors.New(last.Error)
 			}
 			if last.Stats == nil {
 				return errors.New("the server ended the repair without a result")
 			}
 			s := last.Stats
-			fmt.Fprintf(cmd.OutOrStdout(), "%d objects: %d healthy, %d repaired, %d failed (%d shards, %d manifests, %d copies rewritten; %d bytes read)\n",
-				s.Objects, s.Healthy, s.Repaired, s.Failed, s.Shards, s.Manifests, s.Copies, s.BytesRead)
+			if asJSON {
+				if err := printJSON(out, map[string]any{"dry_run": dryRun, "stats": s, "needs_repair": found, "error": last.Error}); err != nil {
+					return err
+				}
+			} else {
+				if dryRun {
+					if len(found) > 0 {
+						tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+						fmt.Fprintln(tw, "KEY\tLACKING ON")
+						for _, f := range found {
+							fmt.Fprintf(tw, "%s\t%s\n", f.Key, strings.Join(f.Stores, ","))
+						}
+						_ = tw.Flush()
+					}
+					fmt.Fprintf(out, "Dry run, nothing written: %d objects checked, %d healthy, %d need repair (%d shards, %d manifests, %d copies to rewrite), %d could not be checked; %d bytes read\n",
+						s.Objects, s.Healthy, s.Repaired, s.Shards, s.Manifests, s.Copies, s.Failed, s.BytesRead)
+				} else {
+					fmt.Fprintf(out, "%d objects: %d healthy, %d repaired, %d failed (%d shards, %d manifests, %d copies rewritten; %d bytes read)\n",
+						s.Objects, s.Healthy, s.Repaired, s.Failed, s.Shards, s.Manifests, s.Copies, s.BytesRead)
+				}
+			}
+			if last.Error != "" {
+				return errors.New(last.Error)
+			}
 			if s.Failed > 0 {
 				return fmt.Errorf("%d objects could not be repaired (see the server log)", s.Failed)
 			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only check: list the objects that need repair and the stores lacking their data; write nothing")
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"dry_run", "stats": {...}, "needs_repair": [{"bucket", "key", "stores"}]} instead of a table`)
 	c.bind(cmd)
 	return cmd
 }

@@ -2,17 +2,21 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/internal/flagfile"
 	"github.com/fedgate/fedgate/node"
 	"github.com/fedgate/fedgate/policies"
 )
@@ -20,6 +24,7 @@ import (
 type serverFlags struct {
 	listen, dataDir, cacheDir, config, s3Region, domain string
 	accessKey, secretKey, nodeID, logLevel, debugListen string
+	logFormat, serverConfig                             string
 	cacheSize, region                                   string
 	fillConcurrency                                     int
 	stagingSize                                         string
@@ -37,6 +42,10 @@ type serverFlags struct {
 	bootstrap                 bool
 	peerCert, peerKey, peerCA string
 	peerServerName            string
+
+	// What the server config file did, logged once the logger exists.
+	fileRes flagfile.Result
+	fileMsg []any // slog attributes of a warning about the file; nil: none
 }
 
 // nodeConfig is the node.Config the flags describe; the sizes and the
@@ -91,14 +100,16 @@ With no --config, the node is a one-node region named "local" with one on-prem s
 
 Root credentials come from --access-key/--secret-key (or FEDGATE_ACCESS_KEY and
 FEDGATE_SECRET_KEY). If neither is given, a key pair is generated on first start,
-kept in the region's state and in DATA-DIR/root-credentials.json, and printed once.`,
+kept in the region's state and in DATA-DIR/root-credentials.json, and printed once.
+
+Every flag can also be set in a YAML file given with --server-config (or
+FEDGATE_SERVER_CONFIG), its keys the long flag names (listen: 10.0.0.1:9000,
+join: [a, b]); a flag on the command line wins over the file, the file over the
+environment. See docs/server-config.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.accessKey == "" {
-				f.accessKey = os.Getenv("FEDGATE_ACCESS_KEY")
-			}
-			if f.secretKey == "" {
-				f.secretKey = os.Getenv("FEDGATE_SECRET_KEY")
+			if err := applyServerConfig(cmd, &f, os.Getenv); err != nil {
+				return err
 			}
 			return runServer(cmd.Context(), f, cmd.OutOrStdout())
 		},
@@ -115,6 +126,8 @@ kept in the region's state and in DATA-DIR/root-credentials.json, and printed on
 	fl.StringVar(&f.secretKey, "secret-key", "", "root secret key (default $FEDGATE_SECRET_KEY)")
 	fl.StringVar(&f.nodeID, "node-id", "node-1", "this node's Raft id")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "", "text or json (default: text when stderr is a terminal, json otherwise)")
+	fl.StringVar(&f.serverConfig, serverConfigFlag, "", "YAML file setting any of these flags, keys the long flag names (default $FEDGATE_SERVER_CONFIG); flags given here win")
 	fl.StringVar(&f.cacheSize, "cache-size", "", "bytes the chunk cache may use, e.g. 2TiB (default: 80% of the cache dir's filesystem)")
 	fl.IntVar(&f.fillConcurrency, "fill-concurrency", 8, "parallel ranged reads that fill one large object's chunks from its store")
 	fl.StringVar(&f.stagingSize, "staging-size", "", "bytes of --cache-dir that write-back staging may use, e.g. 1TiB (default: 10% of the cache dir's filesystem)")
@@ -138,20 +151,79 @@ kept in the region's state and in DATA-DIR/root-credentials.json, and printed on
 	return cmd
 }
 
-func newLogger(level string, w io.Writer) (*slog.Logger, error) {
+const serverConfigFlag = "server-config"
+
+// applyServerConfig sets the flags the server config file names (from
+// --server-config, else $FEDGATE_SERVER_CONFIG) that the command line did
+// not set; the root keys then fall back to the environment. It notes a
+// file that holds the secret key and is readable by others, for a warning
+// once the logger exists.
+func applyServerConfig(cmd *cobra.Command, f *serverFlags, getenv func(string) string) error {
+	path := f.serverConfig
+	if path == "" {
+		path = getenv("FEDGATE_SERVER_CONFIG")
+	}
+	if path != "" {
+		res, err := flagfile.Load(path, cmd.Flags(), flagfile.Options{Exclude: []string{serverConfigFlag, "help"}})
+		if err != nil {
+			var l flagfile.ErrorList
+			if errors.As(err, &l) {
+				return fmt.Errorf("server config file (--server-config) is invalid; its keys are the flags of 'fedgate server --help' without dashes:\n%w", err)
+			}
+			return fmt.Errorf("--server-config: %w", err)
+		}
+		f.serverConfig, f.fileRes = path, res
+		if slices.Contains(res.Set, "secret-key") {
+			if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+				f.fileMsg = []any{"file", path, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()),
+					"fix", "chmod 600 " + path + " (owned by the user fedgate runs as), or pass the key in FEDGATE_SECRET_KEY"}
+			}
+		}
+	}
+	if f.accessKey == "" {
+		f.accessKey = getenv("FEDGATE_ACCESS_KEY")
+	}
+	if f.secretKey == "" {
+		f.secretKey = getenv("FEDGATE_SECRET_KEY")
+	}
+	return nil
+}
+
+// newLogger builds the process's logger: --log-level and --log-format
+// ("": text when w is a terminal, JSON otherwise).
+func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+	if format == "" {
+		format = "json"
+		if fd, ok := w.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(fd.Fd())) {
+			format = "text"
+		}
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json (default: text on a terminal, json otherwise)", format)
 }
 
 // runServer runs `fedgate server`: a node built from the flags, serving
 // until ctx ends or SIGTERM/SIGINT asks it to drain and stop.
 func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
-	log, err := newLogger(f.logLevel, os.Stderr)
+	log, err := newLogger(f.logLevel, f.logFormat, os.Stderr)
 	if err != nil {
 		return err
+	}
+	if f.serverConfig != "" {
+		log.Info("server config file read", "file", f.serverConfig, "set", f.fileRes.Set, "overridden_by_flags", f.fileRes.Overridden)
+	}
+	if f.fileMsg != nil {
+		log.Warn("the server config file holds --secret-key and is readable by group or others", f.fileMsg...)
 	}
 	cfg, err := f.nodeConfig(log)
 	if err != nil {

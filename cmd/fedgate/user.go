@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/node"
 	"github.com/fedgate/fedgate/node/peerapi"
@@ -26,6 +28,8 @@ import (
 type adminClient struct {
 	endpoint, region, accessKey, secretKey, dataDir string
 	http                                            *http.Client
+	// credFile is where the credentials came from, when from a file.
+	credFile string
 	// timeout bounds each request (0: 30 s; negative: only the context
 	// bounds it, for requests that list a whole bucket).
 	timeout time.Duration
@@ -37,7 +41,7 @@ func (c *adminClient) bind(cmd *cobra.Command) {
 	fl.StringVar(&c.accessKey, "root-access-key", "", "root access key (default $FEDGATE_ACCESS_KEY, else DATA-DIR/root-credentials.json)")
 	fl.StringVar(&c.secretKey, "root-secret-key", "", "root secret key (default $FEDGATE_SECRET_KEY, else DATA-DIR/root-credentials.json)")
 	fl.StringVar(&c.region, "s3-region", "us-east-1", "the server's signing region")
-	fl.StringVar(&c.dataDir, "data-dir", "./var", "where a locally started server keeps root-credentials.json")
+	fl.StringVar(&c.dataDir, "data-dir", "", "the server's --data-dir, where it keeps root-credentials.json (default $FEDGATE_DATA_DIR, else ./var)")
 }
 
 func (c *adminClient) resolve() error {
@@ -53,19 +57,38 @@ func (c *adminClient) resolve() error {
 	if c.accessKey == "" && c.secretKey == "" {
 		c.accessKey, c.secretKey = os.Getenv("FEDGATE_ACCESS_KEY"), os.Getenv("FEDGATE_SECRET_KEY")
 	}
+	fileNote := ""
 	if c.accessKey == "" && c.secretKey == "" {
-		if data, err := os.ReadFile(node.CredentialsFile(c.dataDir)); err == nil {
-			var cr struct {
-				AccessKey string `json:"access_key"`
-				SecretKey string `json:"secret_key"`
-			}
-			if json.Unmarshal(data, &cr) == nil {
-				c.accessKey, c.secretKey = cr.AccessKey, cr.SecretKey
+		dir := c.dataDir
+		if dir == "" {
+			dir = os.Getenv("FEDGATE_DATA_DIR")
+		}
+		if dir == "" {
+			dir = "./var"
+		}
+		file := node.CredentialsFile(dir)
+		if abs, err := filepath.Abs(file); err == nil {
+			file = abs
+		}
+		data, err := os.ReadFile(file)
+		switch {
+		case err != nil:
+			fileNote = fmt.Sprintf("%s (%v)", file, errors.Unwrap(err))
+		default:
+			var cr backend.Credentials
+			if err := json.Unmarshal(data, &cr); err != nil || cr.AccessKey == "" || cr.SecretKey == "" {
+				fileNote = fmt.Sprintf("%s (not a credentials file: want {\"access_key\": ..., \"secret_key\": ...})", file)
+			} else {
+				c.accessKey, c.secretKey, c.credFile = cr.AccessKey, cr.SecretKey, file
 			}
 		}
 	}
 	if c.accessKey == "" || c.secretKey == "" {
-		return errors.New("no root credentials: set FEDGATE_ACCESS_KEY and FEDGATE_SECRET_KEY (or --root-access-key/--root-secret-key)")
+		if fileNote == "" {
+			return errors.New("no root credentials: give both --root-access-key and --root-secret-key (or both FEDGATE_ACCESS_KEY and FEDGATE_SECRET_KEY)")
+		}
+		return fmt.Errorf("no root credentials: looked at --root-access-key/--root-secret-key, $FEDGATE_ACCESS_KEY/$FEDGATE_SECRET_KEY and %s; "+
+			"pass --data-dir (or set $FEDGATE_DATA_DIR) to the server's --data-dir, where it wrote root-credentials.json on first start, or set FEDGATE_ACCESS_KEY and FEDGATE_SECRET_KEY", fileNote)
 	}
 	switch {
 	case c.timeout == 0:
@@ -76,6 +99,29 @@ func (c *adminClient) resolve() error {
 		c.http = &http.Client{Timeout: c.timeout}
 	}
 	return nil
+}
+
+// answerError is the error for an admin API answer of status with body
+// data, with a hint of what to do where there is one.
+func (c *adminClient) answerError(status string, data []byte) error {
+	var ae gateway.AdminError
+	if json.Unmarshal(data, &ae) != nil || ae.Error == "" {
+		return fmt.Errorf("server answered %s: %s", status, strings.TrimSpace(string(data)))
+	}
+	err := fmt.Errorf("%s (%s)", ae.Error, ae.Code)
+	switch ae.Code {
+	case "AccessDenied":
+		from := "the access key given"
+		if c.credFile != "" {
+			from = "the key pair in " + c.credFile
+		}
+		return fmt.Errorf("%w: %s is not the region's root user; the admin commands need root's (the server prints them on first start and keeps them in its DATA-DIR/root-credentials.json); other users get access to buckets with 'fedgate user grant'", err, from)
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch":
+		if c.credFile != "" {
+			return fmt.Errorf("%w: the key pair came from %s; is it this server's --data-dir?", err, c.credFile)
+		}
+	}
+	return err
 }
 
 // do sends one signed admin request and decodes a JSON answer into out.
@@ -104,11 +150,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 256<<20)) // an egress ledger of a busy month is large
 	if resp.StatusCode >= 300 {
-		var ae gateway.AdminError
-		if json.Unmarshal(data, &ae) == nil && ae.Error != "" {
-			return fmt.Errorf("%s (%s)", ae.Error, ae.Code)
-		}
-		return fmt.Errorf("server answered %s: %s", resp.Status, strings.TrimSpace(string(data)))
+		return c.answerError(resp.Status, data)
 	}
 	if out != nil {
 		return json.Unmarshal(data, out)
@@ -125,6 +167,7 @@ func newUserCmd() *cobra.Command {
 	c.bind(cmd)
 
 	var ak, sk string
+	var listJSON, addJSON bool
 	add := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Create a user and print its access key and secret key",
@@ -137,6 +180,9 @@ func newUserCmd() *cobra.Command {
 			err := c.do(cmd.Context(), http.MethodPost, "/users", gateway.AdminAddUser{Name: args[0], AccessKey: ak, SecretKey: sk}, &cr)
 			if err != nil {
 				return err
+			}
+			if addJSON {
+				return printJSON(cmd.OutOrStdout(), map[string]string{"name": args[0], "access_key": cr.AccessKey, "secret_key": cr.SecretKey})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "User %s created.\nAccessKey: %s\nSecretKey: %s\n", args[0], cr.AccessKey, cr.SecretKey)
 			return nil
@@ -153,6 +199,9 @@ func newUserCmd() *cobra.Command {
 			var users []gateway.AdminUser
 			if err := c.do(cmd.Context(), http.MethodGet, "/users", nil, &users); err != nil {
 				return err
+			}
+			if listJSON {
+				return printJSON(cmd.OutOrStdout(), users)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tACCESS KEY\tCREATED\tGRANTS")
@@ -171,6 +220,9 @@ func newUserCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
+
+	list.Flags().BoolVar(&listJSON, "json", false, `print [{"name", "access_key", "root", "created", "grants": {BUCKET: read|write}}]`)
+	add.Flags().BoolVar(&addJSON, "json", false, `print {"name", "access_key", "secret_key"}`)
 
 	remove := &cobra.Command{
 		Use:   "remove NAME",

@@ -49,9 +49,37 @@ func BuiltinStoragePrices() []StoragePrice {
 			Source: "GCP Cloud Storage pricing (Cloud Billing Catalog)", AsOf: "2025 (approximate)", Approx: true},
 		{Location: policies.Location{Cloud: Azure}, Name: "Azure Blob Hot LRS (eastus list price, first 50 TB)", Unit: GB, MicrosPerUnitMonth: 18_000,
 			Source: "Azure Retail Prices API (serviceName 'Storage')", AsOf: "2025 (approximate)", Approx: true},
-		{Location: policies.Location{Cloud: OnPrem}, Name: "on-prem storage (set it in AdviseOptions.Storage)", Unit: GB, MicrosPerUnitMonth: 0,
+		{Location: policies.Location{Cloud: OnPrem}, Name: "on-prem storage (0 unless priced: fedgate egress advise --storage-price onprem=USD_PER_GB_MONTH)", Unit: GB, MicrosPerUnitMonth: 0,
 			Source: "priced by the user; default 0"},
 	}
+}
+
+// ParseStoragePrice parses "CLOUD[:REGION]=USD" (USD per GB per month,
+// like onprem=0.004 or aws:eu-west-1=0.024), a price a user sets.
+func ParseStoragePrice(v string) (StoragePrice, error) {
+	where, usd, ok := strings.Cut(v, "=")
+	if !ok {
+		return StoragePrice{}, fmt.Errorf("storage price %q: want CLOUD[:REGION]=USD_PER_GB_MONTH, like onprem=0.004", v)
+	}
+	loc := policies.Location{Cloud: where}
+	if strings.Contains(where, ":") {
+		l, err := policies.ParseLocation(where)
+		if err != nil {
+			return StoragePrice{}, fmt.Errorf("storage price %q: %v", v, err)
+		}
+		loc = l
+	} else if !slices.Contains([]string{AWS, GCP, Azure, OnPrem}, where) {
+		return StoragePrice{}, fmt.Errorf("storage price %q: cloud %q: want aws, gcp, azure or onprem", v, where)
+	}
+	r, ok := new(big.Rat).SetString(usd)
+	if !ok || r.Sign() < 0 {
+		return StoragePrice{}, fmt.Errorf("storage price %q: %q is not a price in USD per GB-month, like 0.004", v, usd)
+	}
+	micros := new(big.Rat).Mul(r, big.NewRat(1e6, 1))
+	if !micros.IsInt() {
+		return StoragePrice{}, fmt.Errorf("storage price %q: at most 6 decimal places", v)
+	}
+	return StoragePrice{Location: loc, Name: "priced by the user (" + v + ")", Unit: GB, MicrosPerUnitMonth: micros.Num().Int64(), Source: "--storage-price"}, nil
 }
 
 // StorageTable looks up storage prices: the given prices in front of the

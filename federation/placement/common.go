@@ -38,6 +38,7 @@ type options struct {
 	blockSize   int64
 	inlineLimit int64
 	now         func() time.Time
+	degraded    func(ctx context.Context, key string, stores []string)
 }
 
 func defaultOptions() options {
@@ -104,6 +105,26 @@ func WithInlineLimit(n int64) Option { return func(o *options) { o.inlineLimit =
 
 // WithClock sets the clock (version ids, modification times, health).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithDegraded sets a function told of every read that was served
+// without some member stores: a replicated read that failed over past
+// stores lacking or failing to give their copy, an erasure-coded read that
+// rebuilt or worked around shards (or a manifest) that were missing,
+// unreadable or corrupt. stores names those members (their Name); key is
+// the placement's key. It is called once per read, after its data came,
+// on the reading goroutine; it must be quick.
+func WithDegraded(f func(ctx context.Context, key string, stores []string)) Option {
+	return func(o *options) { o.degraded = f }
+}
+
+// reportDegraded tells WithDegraded's function that a read of key did
+// without the stores at indexes idx (nothing when idx is empty).
+func (b *base) reportDegraded(ctx context.Context, key string, idx []int) {
+	if b.opts.degraded == nil || len(idx) == 0 {
+		return
+	}
+	b.opts.degraded(ctx, key, b.names(idx))
+}
 
 // base is what both placements share: their stores, read order and health.
 type base struct {
@@ -454,6 +475,40 @@ type RepairStats struct {
 	// OldVersions: superseded versions whose shards were removed (erasure).
 	OldVersions int64
 	BytesRead   int64 // bytes read from stores to check and rebuild
+}
+
+type dryRunKey struct{}
+
+// DryRun returns a context under which Repair only checks: it writes and
+// removes nothing, its RepairStats count what it would rebuild (an object
+// that needs something counts as Repaired), and found, when set, is
+// called with each such object and the member stores that lack its copy,
+// shards or manifest, or hold them damaged or outdated.
+func DryRun(ctx context.Context, found func(key string, stores []string)) context.Context {
+	if found == nil {
+		found = func(string, []string) {}
+	}
+	return context.WithValue(ctx, dryRunKey{}, found)
+}
+
+// DryRunFunc returns the function DryRun put in ctx, or nil for a real
+// repair.
+func DryRunFunc(ctx context.Context) func(key string, stores []string) { return dryRun(ctx) }
+
+// dryRun returns DryRun's function, or nil for a real repair.
+func dryRun(ctx context.Context) func(key string, stores []string) {
+	f, _ := ctx.Value(dryRunKey{}).(func(string, []string))
+	return f
+}
+
+// names returns the names of the stores at indexes idx, sorted and once.
+func (b *base) names(idx []int) []string {
+	var out []string
+	for _, i := range idx {
+		out = append(out, b.stores[i].Name())
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // repairErrors collects per-object repair errors, keeping the first few.

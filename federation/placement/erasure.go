@@ -135,7 +135,7 @@ func (e *Erasure) ReadRange(ctx context.Context, key string, offset, length int6
 	if err := e.checkKey("read", key); err != nil {
 		return nil, err
 	}
-	m, err := e.loadManifest(ctx, "read", key, false)
+	m, without, err := e.loadManifestFrom(ctx, "read", key, false)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +147,7 @@ func (e *Erasure) ReadRange(ctx context.Context, key string, offset, length int6
 	if length >= 0 && length < m.Size-offset {
 		end = offset + length
 	}
-	return e.newReader(ctx, key, m, offset, end)
+	return e.newReader(ctx, key, m, offset, end, without)
 }
 
 // Delete removes the key's manifest from every store, then, when every

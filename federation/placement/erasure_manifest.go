@@ -293,7 +293,15 @@ func (e *Erasure) readManifest(ctx context.Context, i int, key string, ifMatch s
 // skipped like a damaged copy, and ErrCorrupt names its format when no
 // store has a readable one.
 func (e *Erasure) loadManifest(ctx context.Context, op, key string, headerOnly bool) (*manifest, error) {
+	m, _, err := e.loadManifestFrom(ctx, op, key, headerOnly)
+	return m, err
+}
+
+// loadManifestFrom is loadManifest that also returns the stores tried
+// before the one that gave the manifest (they lack it or failed).
+func (e *Erasure) loadManifestFrom(ctx context.Context, op, key string, headerOnly bool) (*manifest, []int, error) {
 	var errs []error
+	var without []int
 	notFound := false
 	for _, i := range e.order() {
 		m, err := e.readManifest(ctx, i, key, "", headerOnly)
@@ -304,29 +312,31 @@ func (e *Erasure) loadManifest(ctx context.Context, op, key string, headerOnly b
 		}
 		switch {
 		case err == nil:
-			return m, nil
+			return m, without, nil
 		case errors.Is(err, store.ErrNotFound):
 			notFound = true
+			without = append(without, i)
 		case errors.Is(err, store.ErrInvalidKey), ctx.Err() != nil:
-			return nil, fmt.Errorf("placement %s: %s %s: %w", e.name, op, quote(key), err)
+			return nil, nil, fmt.Errorf("placement %s: %s %s: %w", e.name, op, quote(key), err)
 		default:
 			errs = append(errs, e.storeErr(i, err))
+			without = append(without, i)
 		}
 	}
 	if notFound && len(errs) == 0 {
-		return nil, fmt.Errorf("placement %s: %s %s: %w", e.name, op, quote(key), store.ErrNotFound)
+		return nil, nil, fmt.Errorf("placement %s: %s %s: %w", e.name, op, quote(key), store.ErrNotFound)
 	}
 	if notFound {
 		// Some stores have no manifest and the others' are unreadable: a
 		// damaged or foreign object is an error, an outage is not news.
 		for _, err := range errs {
 			if errors.Is(err, ErrCorrupt) {
-				return nil, fmt.Errorf("placement %s: %s %s: %w", e.name, op, quote(key), errors.Join(errs...))
+				return nil, nil, fmt.Errorf("placement %s: %s %s: %w", e.name, op, quote(key), errors.Join(errs...))
 			}
 		}
-		return nil, fmt.Errorf("placement %s: %s %s: %w", e.name, op, quote(key), store.ErrNotFound)
+		return nil, nil, fmt.Errorf("placement %s: %s %s: %w", e.name, op, quote(key), store.ErrNotFound)
 	}
-	return nil, fmt.Errorf("placement %s: %s %s: %w", e.name, op, quote(key), errors.Join(errs...))
+	return nil, nil, fmt.Errorf("placement %s: %s %s: %w", e.name, op, quote(key), errors.Join(errs...))
 }
 
 // installResult is what install did.

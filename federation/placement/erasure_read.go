@@ -53,6 +53,10 @@ type ecReader struct {
 	// one is skipped (the rest of the shard may be sound), a second makes
 	// the shard bad.
 	sumFails map[shardRef]int
+	// key and without (the stores that lacked the manifest) are for
+	// reportDegraded when the read ends.
+	key     string
+	without []int
 }
 
 type shardRef struct{ seg, shard int }
@@ -64,13 +68,13 @@ type shardStream struct {
 	next, end int64
 }
 
-func (e *Erasure) newReader(ctx context.Context, key string, m *manifest, pos, end int64) (io.ReadCloser, error) {
+func (e *Erasure) newReader(ctx context.Context, key string, m *manifest, pos, end int64, without []int) (io.ReadCloser, error) {
 	coder, err := e.enc(m.Data, m.Parity)
 	if err != nil {
 		return nil, fmt.Errorf("placement %s: read %s: %w", e.name, quote(key), err)
 	}
 	r := &ecReader{ctx: ctx, e: e, m: m, kh: keyHash(key), coder: coder, pos: pos, end: end,
-		bad: map[shardRef]bool{}, seg: -1, row: -1}
+		bad: map[shardRef]bool{}, seg: -1, row: -1, key: key, without: without}
 	if len(m.Segments) > 0 && pos < end {
 		r.cost = e.readCosts()
 		r.rank = make([]int, len(e.stores))
@@ -138,6 +142,22 @@ func (r *ecReader) Read(p []byte) (int, error) {
 
 func (r *ecReader) Close() error {
 	r.closeStreams()
+	if r.key != "" {
+		// Once: every shard (or manifest) the read had to do without.
+		without := r.without
+		for ref := range r.bad {
+			if i := r.e.storeOf(r.m, r.m.Segments[ref.seg].Stores[ref.shard]); i >= 0 {
+				without = append(without, i)
+			}
+		}
+		for ref := range r.sumFails {
+			if i := r.e.storeOf(r.m, r.m.Segments[ref.seg].Stores[ref.shard]); i >= 0 {
+				without = append(without, i)
+			}
+		}
+		r.e.reportDegraded(r.ctx, r.key, without)
+		r.key = ""
+	}
 	if r.err == nil {
 		r.err = errors.New("placement: read after close")
 	}

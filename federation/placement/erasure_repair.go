@@ -33,7 +33,8 @@ import (
 // stripe, so a segment is repairable while no stripe has lost more than
 // M of its K+M blocks. The returned error names the objects it could not repair
 // (a store still down, fewer than K intact shards); the others are
-// repaired all the same.
+// repaired all the same. Under DryRun it checks and reports only (it still
+// reads every shard, to verify them).
 func (e *Erasure) Repair(ctx context.Context, prefix string, progress func(done, total int64)) (RepairStats, error) {
 	var st RepairStats
 	var errs repairErrors
@@ -130,10 +131,12 @@ func (e *Erasure) repairObject(ctx context.Context, key string, st *RepairStats)
 		return false, nil // deleted since it was listed
 	}
 	m := copies[newest].m
+	found := dryRun(ctx)
+	var lacking []int // dry run: the stores that need something
 	// The shards.
 	kh := keyHash(key)
 	for s := range m.Segments {
-		fixed, err := e.repairSegment(ctx, kh, m, s, st)
+		fixed, err := e.repairSegment(ctx, kh, m, s, st, &lacking)
 		if fixed > 0 {
 			changed = true
 			st.Shards += int64(fixed)
@@ -152,6 +155,13 @@ func (e *Erasure) repairObject(ctx context.Context, key string, st *RepairStats)
 		if c.m != nil {
 			replaced = append(replaced, c.m)
 		}
+		if found != nil {
+			if c.m == nil || c.m.Version < m.Version {
+				lacking = append(lacking, i)
+				st.Manifests++
+			}
+			continue
+		}
 		ok, err := e.putManifestCopy(ctx, i, key, m, enc)
 		if err != nil {
 			failures = append(failures, e.storeErr(i, err))
@@ -161,6 +171,13 @@ func (e *Erasure) repairObject(ctx context.Context, key string, st *RepairStats)
 			changed = true
 			st.Manifests++
 		}
+	}
+	if found != nil {
+		if len(lacking) > 0 {
+			found(key, e.names(lacking))
+			changed = true
+		}
+		return changed, errors.Join(failures...)
 	}
 	if len(failures) > 0 {
 		return changed, errors.Join(failures...)
@@ -219,7 +236,7 @@ func (e *Erasure) putManifestCopy(ctx context.Context, i int, key string, m *man
 // lost more than M blocks), and rewrites the shards that had one.
 // Reed-Solomon works byte position by byte position, so this holds for
 // both manifest formats.
-func (e *Erasure) repairSegment(ctx context.Context, kh string, m *manifest, s int, st *RepairStats) (int, error) {
+func (e *Erasure) repairSegment(ctx context.Context, kh string, m *manifest, s int, st *RepairStats, lacking *[]int) (int, error) {
 	sg := &m.Segments[s]
 	k, n := m.Data, m.Data+m.Parity
 	coder, err := e.enc(m.Data, m.Parity)
@@ -328,6 +345,11 @@ func (e *Erasure) repairSegment(ctx context.Context, kh string, m *manifest, s i
 		i := e.storeOf(m, sg.Stores[j])
 		if i < 0 {
 			errs = append(errs, fmt.Errorf("segment %d shard %d: store %s is no longer in the layout", s, j, m.Stores[sg.Stores[j]]))
+			continue
+		}
+		if dryRun(ctx) != nil {
+			*lacking = append(*lacking, i)
+			fixed++
 			continue
 		}
 		_, err := e.stores[i].Put(ctx, shardKey(kh, sg.Set, sg.Index, j), bytes.NewReader(shards[j]), sg.Shard,

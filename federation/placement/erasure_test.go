@@ -147,6 +147,21 @@ func TestErasureLostStore(t *testing.T) {
 			sw[lost].swap(fresh)
 			checkObjects(t, e, objs)
 
+			// A dry run names every object and the lost store, and writes
+			// nothing: a second one finds the same.
+			for range 2 {
+				found := map[string][]string{}
+				st, err := e.Repair(DryRun(t.Context(), func(key string, stores []string) { found[key] = stores }), "", nil)
+				if err != nil || st.Repaired != int64(len(objs)) || st.Manifests != int64(len(objs)) {
+					t.Fatalf("dry-run Repair = %+v, %v; want %d objects to repair", st, err, len(objs))
+				}
+				for _, k := range keys {
+					if !slices.Equal(found[k], []string{stores[lost].Name()}) {
+						t.Errorf("dry run: %s lacks on %v, want [%s]", k, found[k], stores[lost].Name())
+					}
+				}
+			}
+
 			var calls, last int64
 			st, err := e.Repair(t.Context(), "", func(done, total int64) { calls++; last = done; _ = total })
 			if err != nil {

@@ -158,19 +158,23 @@ func (r *Replicated) Stat(ctx context.Context, key string) (store.ObjectInfo, er
 // part-way is not resumed on another copy: the caller retries.
 func (r *Replicated) ReadRange(ctx context.Context, key string, offset, length int64, ifMatch store.Validator) (io.ReadCloser, error) {
 	var errs []error
+	var without []int // stores that lacked or failed to give their copy
 	notFound := false
 	for _, i := range r.order() {
 		rc, err := r.readCopy(ctx, i, key, offset, length, ifMatch)
 		r.observe(i, err)
 		switch {
 		case err == nil:
+			r.reportDegraded(ctx, key, without)
 			return rc, nil
 		case errors.Is(err, store.ErrNotFound):
 			notFound = true
+			without = append(without, i)
 		case errors.Is(err, store.ErrInvalidKey), errors.Is(err, store.ErrPreconditionFailed), ctx.Err() != nil:
 			return nil, fmt.Errorf("placement %s: read %s: %w", r.name, quote(key), err)
 		default:
 			errs = append(errs, r.storeErr(i, err))
+			without = append(without, i)
 		}
 	}
 	if notFound {
@@ -469,6 +473,12 @@ func (r *Replicated) converge(ctx context.Context, key string, missing bool) (in
 			failed = append(failed, r.storeErr(i, errs[i]))
 		}
 	}
+	if found := dryRun(ctx); found != nil {
+		if len(targets) > 0 {
+			found(key, r.names(targets))
+		}
+		return len(targets), errors.Join(failed...)
+	}
 	if len(targets) > 0 {
 		src := infos[newest]
 		meta, version, etag := decodeRepMeta(src.Metadata)
@@ -534,7 +544,8 @@ func (r *Replicated) List(ctx context.Context, opts store.ListOptions) iter.Seq2
 // in every store: it lists the keys of all stores (their union), and for
 // each key copies the newest copy to the stores that miss it or hold an
 // older version. progress, when set, is called after each object with the
-// objects done and the total (counted by a first listing pass).
+// objects done and the total (counted by a first listing pass). Under
+// DryRun it only reports.
 func (r *Replicated) Repair(ctx context.Context, prefix string, progress func(done, total int64)) (RepairStats, error) {
 	var st RepairStats
 	var errs repairErrors

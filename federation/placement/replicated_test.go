@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -111,6 +112,14 @@ func TestReplicatedRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkBytes(t, r, "a", objs["a"])
+	for range 2 { // a dry run reports and writes nothing
+		found := map[string][]string{}
+		st, err := r.Repair(DryRun(t.Context(), func(key string, stores []string) { found[key] = stores }), "", nil)
+		if err != nil || st.Repaired != 2 || st.Copies != 2 || len(found) != 2 ||
+			!slices.Equal(found["a"], []string{inner[0].Name()}) || !slices.Equal(found["b/c"], []string{inner[1].Name()}) {
+			t.Errorf("dry-run Repair = %+v, %v, found %v; want a on %s and b/c on %s", st, err, found, inner[0].Name(), inner[1].Name())
+		}
+	}
 	var calls int
 	st, err := r.Repair(t.Context(), "", func(done, total int64) {
 		calls++

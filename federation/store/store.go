@@ -156,6 +156,14 @@ type Store interface {
 	List(ctx context.Context, opts ListOptions) iter.Seq2[Entry, error]
 }
 
+// Checker is the optional health check of a store whose ordinary calls
+// cannot tell a missing or replaced store from an empty one (a posix
+// directory removed or unmounted under a running node). Check returns nil
+// when the store is usable.
+type Checker interface {
+	Check(ctx context.Context) error
+}
+
 // Multiparter is the optional native multipart ability: S3 multipart, GCS
 // compose, Azure block lists, a posix staging folder. Part bytes live in the
 // store's own staging area, never on a gateway node's disk.

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goccy/go-yaml"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/fedgate/fedgate/internal/deploycheck"
@@ -259,11 +260,12 @@ func replaceUnknown(t *testing.T, v cty.Value, placeholder string) cty.Value {
 // rendered is node-config's evaluation for one host.
 type rendered struct {
 	host      host
-	args      []string        // server_args[host]
-	unit      string          // units[host]
-	files     map[string]file // files[host] by path
-	bootFiles map[string]file // cloud-init's write_files by path
-	cloudInit string          // cloud_init[host]
+	args      []string          // server_args[host]
+	settings  map[string]string // the rendered server config file, lists joined with ","
+	unit      string            // units[host]
+	files     map[string]file   // files[host] by path
+	bootFiles map[string]file   // cloud-init's write_files by path
+	cloudInit string            // cloud_init[host]
 	outputs   map[string]cty.Value
 }
 
@@ -299,6 +301,7 @@ func render(t *testing.T, inputs map[string]cty.Value, h host) *rendered {
 			Mode: f.GetAttr("mode").AsString(), Owner: f.GetAttr("owner").AsString()}
 		r.files[ff.Path] = ff
 	}
+	r.settings = parseServerConfig(t, r.file(t, "/etc/fedgate/server.yaml").Content)
 	if ci := res.Outputs["cloud_init"]; ci.LengthInt() > 0 {
 		r.cloudInit = member(t, ci, h.id).AsString()
 	}
@@ -477,6 +480,39 @@ func parseEnvFile(t *testing.T, content string) map[string]string {
 		env[k] = v[1 : len(v)-1]
 	}
 	return env
+}
+
+// parseServerConfig reads a rendered server config file: flag name (no
+// dashes) to value, lists joined with "," as on a command line.
+func parseServerConfig(t *testing.T, content string) map[string]string {
+	t.Helper()
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(content), &m); err != nil {
+		t.Fatalf("the rendered server config file is not YAML: %v\n%s", err, content)
+	}
+	out := map[string]string{}
+	for k, v := range m {
+		if l, ok := v.([]any); ok {
+			parts := make([]string, len(l))
+			for i, e := range l {
+				parts[i] = fmt.Sprint(e)
+			}
+			out[k] = strings.Join(parts, ",")
+			continue
+		}
+		out[k] = fmt.Sprint(v)
+	}
+	return out
+}
+
+// value is what the node runs with for --name: the command line's value,
+// else the server config file's.
+func (n *rendered) value(name string) (string, bool) {
+	if v, ok := flagValue(n.args, name); ok {
+		return v, true
+	}
+	v, ok := n.settings[strings.TrimPrefix(name, "--")]
+	return v, ok
 }
 
 // flagValue returns the value of --name in args ("" and false if absent).

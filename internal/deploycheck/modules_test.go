@@ -264,6 +264,7 @@ func regionCases() []regionCase {
 			"environment":      cty.MapVal(map[string]cty.Value{"EXTRA_VAR": cty.StringVal("x")}),
 			"credential_files": cty.MapVal(map[string]cty.Value{"gcp.json": cty.StringVal("{}")}),
 			"extra_args":       cty.ListVal([]cty.Value{cty.StringVal("--write-back-copies"), cty.StringVal("3")}),
+			"writable_paths":   cty.ListVal([]cty.Value{cty.StringVal("/mnt/nas/fedgate")}),
 		}
 	}
 	bin := func(url string, extra ...string) cty.Value {
@@ -327,7 +328,7 @@ func TestRegionModulesWireNodeConfig(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := res.Calls["config"]
-			for _, same := range []string{"region", "policy", "root_credentials", "cache_size", "staging_size", "credential_files", "extra_args"} {
+			for _, same := range []string{"region", "policy", "root_credentials", "cache_size", "staging_size", "credential_files", "extra_args", "writable_paths"} {
 				if !cfg[same].RawEquals(rc.inputs[same]) {
 					t.Errorf("node-config gets %s = %#v, want the module's input %#v", same, cfg[same], rc.inputs[same])
 				}
@@ -374,9 +375,13 @@ func TestRegionModulesWireNodeConfig(t *testing.T) {
 				region := rc.inputs["region"].AsString()
 				checkCommandLine(t, r, n, region)
 				for flag, want := range map[string]string{"--cache-size": "1500GiB", "--staging-size": "300GiB", "--write-back-copies": "3"} {
-					if got, _ := flagValue(n.args, flag); got != want {
+					if got, _ := n.value(flag); got != want {
 						t.Errorf("%s = %q, want %q", flag, got, want)
 					}
+				}
+				rw := strings.Fields(strings.Join(unitValues(n.unit, "ReadWritePaths"), " "))
+				if !slices.Contains(rw, "/mnt/nas/fedgate") {
+					t.Errorf("ReadWritePaths= %q lacks writable_paths /mnt/nas/fedgate", rw)
 				}
 				if !rc.diskGlob {
 					if got := unitValues(n.unit, "Requires"); len(got) != 0 {
@@ -398,6 +403,7 @@ func TestRegionModulesRejectBadInputs(t *testing.T) {
 		"root_credentials": cty.ObjectVal(map[string]cty.Value{"access_key": cty.StringVal("short"), "secret_key": cty.StringVal("short")}),
 		"cache_size":       cty.StringVal("lots"),
 		"extra_args":       cty.ListVal([]cty.Value{cty.StringVal("--write-back-copies 3")}),
+		"writable_paths":   cty.ListVal([]cty.Value{cty.StringVal("mnt/nas")}),
 		"environment":      cty.MapVal(map[string]cty.Value{"FEDGATE_SECRET_KEY": cty.StringVal("x")}),
 		"region":           cty.StringVal("US East"),
 		"policy":           cty.StringVal("not: [a policy"),

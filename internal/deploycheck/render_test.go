@@ -180,10 +180,14 @@ func checkCommandLine(t *testing.T, r *testRegion, n *rendered, region string) {
 		t.Errorf("ExecStart arguments\n%q\ndiffer from server_args\n%q", words[1:], n.args)
 	}
 	args := n.args
-	if len(args) == 0 || args[0] != "server" {
-		t.Fatalf("server_args = %q, want `server ...`", args)
+	conf := n.file(t, "/etc/fedgate/server.yaml")
+	if len(args) < 3 || args[0] != "server" || args[1] != "--server-config" || args[2] != conf.Path {
+		t.Fatalf("server_args = %q, want `server --server-config %s ...`", args, conf.Path)
 	}
-	if slices.Contains(args, "--bootstrap") {
+	if conf.Mode != "0644" || conf.Owner != "root" {
+		t.Errorf("server config file: mode %s owner %s, want 0644 root", conf.Mode, conf.Owner)
+	}
+	if b, _ := n.value("--bootstrap"); b == "true" || slices.Contains(args, "--bootstrap") {
 		t.Error("a node starts with --bootstrap: a node whose disk was wiped would found a second region")
 	}
 	var others []string
@@ -204,11 +208,11 @@ func checkCommandLine(t *testing.T, r *testRegion, n *rendered, region string) {
 		"--cache-dir":        filepath.Join(n.host.root, "var/cache/fedgate"),
 	}
 	for flag, v := range want {
-		if got, ok := flagValue(args, flag); !ok || got != v {
+		if got, ok := n.value(flag); !ok || got != v {
 			t.Errorf("%s = %q, want %q", flag, got, v)
 		}
 	}
-	join, _ := flagValue(args, "--join")
+	join, _ := n.value("--join")
 	got := strings.Split(join, ",")
 	sort.Strings(got)
 	sort.Strings(others)
@@ -220,7 +224,7 @@ func checkCommandLine(t *testing.T, r *testRegion, n *rendered, region string) {
 	}
 	if r.tls != nil {
 		for flag, suffix := range map[string]string{"--peer-cert-file": "tls/node.pem", "--peer-key-file": "tls/node.key", "--peer-ca-file": "tls/ca.pem"} {
-			p, ok := flagValue(args, flag)
+			p, ok := n.value(flag)
 			f := n.file(t, suffix)
 			if !ok || p != f.Path {
 				t.Errorf("%s = %q, want the rendered %s", flag, p, f.Path)
@@ -229,13 +233,16 @@ func checkCommandLine(t *testing.T, r *testRegion, n *rendered, region string) {
 		if got, want := n.file(t, "tls/node.key"), r.tls.certs[n.host.id][1]; got.Content != want || got.Mode != "0600" {
 			t.Errorf("tls/node.key: mode %s, content is the node's key: %v", got.Mode, got.Content == want)
 		}
-	} else if _, ok := flagValue(args, "--peer-ca-file"); ok {
+	} else if _, ok := n.value("--peer-ca-file"); ok {
 		t.Error("--peer-ca-file without a CA")
 	}
 	for _, a := range args {
 		if strings.Contains(a, testserver.RootSecretKey) || strings.Contains(a, testserver.RootAccessKey) {
 			t.Error("the root keys are on the command line; they belong in the environment file")
 		}
+	}
+	if strings.Contains(conf.Content, testserver.RootSecretKey) || strings.Contains(conf.Content, testserver.RootAccessKey) {
+		t.Error("the root keys are in the server config file; they belong in the environment file")
 	}
 }
 
@@ -255,6 +262,10 @@ func checkUnit(t *testing.T, n *rendered) {
 		if got := unitValues(n.unit, k); !slices.Equal(got, []string{v}) {
 			t.Errorf("%s= %q, want %q", k, got, v)
 		}
+	}
+	rw := strings.Fields(strings.Join(unitValues(n.unit, "ReadWritePaths"), " "))
+	if len(rw) < 2 || rw[0] != filepath.Join(n.host.root, "var/lib/fedgate") || rw[1] != filepath.Join(n.host.root, "var/cache/fedgate") {
+		t.Errorf("ReadWritePaths= %q, want the data and cache dirs first", rw)
 	}
 	if strings.Contains(n.unit, testserver.RootSecretKey) {
 		t.Error("the unit holds the root secret key")

@@ -80,6 +80,7 @@ func TestNodeConfigMatchesOpenTofu(t *testing.T) {
 	inputs := r.localInputs(t, c.NodeConfig, h, "")
 	inputs["cache_size"] = cty.StringVal("1500GiB") // render the optional flags too
 	inputs["extra_args"] = cty.ListVal([]cty.Value{cty.StringVal("--write-back-copies"), cty.StringVal("3")})
+	inputs["writable_paths"] = cty.ListVal([]cty.Value{cty.StringVal("/mnt/nas/fedgate")})
 
 	m, err := deploycheck.LoadModule(nodeCfgDir)
 	if err != nil {
@@ -133,13 +134,17 @@ func TestNodeConfigMatchesOpenTofu(t *testing.T) {
 		}
 	}
 
-	// Both refuse a region of 2 nodes (a validation) and a region the
-	// policy does not declare (a precondition).
+	// Both refuse a region of 2 nodes and a writable path with a ".."
+	// (validations) and a region the policy does not declare (a
+	// precondition).
 	bad := map[string]func(map[string]cty.Value){
 		"two nodes": func(in map[string]cty.Value) {
 			in["nodes"] = cty.ListVal(in["nodes"].AsValueSlice()[:2])
 		},
 		"undeclared region": func(in map[string]cty.Value) { in["region"] = cty.StringVal("elsewhere") },
+		"relative writable path": func(in map[string]cty.Value) {
+			in["writable_paths"] = cty.ListVal([]cty.Value{cty.StringVal("/mnt/nas/../etc")})
+		},
 	}
 	for what, change := range bad {
 		in := map[string]cty.Value{}

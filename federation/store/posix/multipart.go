@@ -11,8 +11,10 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -47,7 +49,13 @@ func (s *Store) CreateMultipart(ctx context.Context, key string, opts store.PutO
 	}
 	id := store.RandomID()
 	dir := uploadDir(id)
-	if err := s.root.Mkdir(dir, 0o755); err != nil {
+	err = s.root.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrNotExist) { // emptied under the node: see newStaged
+		if err = s.root.Mkdir(multipartDir, 0o755); err == nil || errors.Is(err, fs.ErrExist) {
+			err = s.root.Mkdir(dir, 0o755)
+		}
+	}
+	if err != nil {
 		return "", mapErr("create multipart", key, err)
 	}
 	err = func() error {

@@ -79,6 +79,32 @@ func New(name string, loc policies.Location, root string) (*Store, error) {
 // Close releases the root directory. The Store must not be used after.
 func (s *Store) Close() error { return s.root.Close() }
 
+// Check reports whether the store's directory is still the one the store
+// opened, and makes its staging folders again if it was emptied: a
+// directory removed, replaced or unmounted under a running node fails it
+// (store.Checker).
+func (s *Store) Check(context.Context) error {
+	fi, err := os.Stat(s.dir)
+	if err != nil {
+		return fmt.Errorf("posix store %q: %w", s.name, err)
+	}
+	ri, err := s.root.Stat(".")
+	if err != nil {
+		return fmt.Errorf("posix store %q: %w", s.name, err)
+	}
+	if !os.SameFile(fi, ri) {
+		return fmt.Errorf("posix store %q: %s is no longer the directory this node opened (removed and recreated, or a filesystem mounted over it): restart the node to use the new one", s.name, s.dir)
+	}
+	for _, d := range []string{stagingDir, multipartDir} {
+		// Emptied under the node: the folders come back (as a write
+		// would make them), and the data lost shows as degraded reads.
+		if err := s.root.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("posix store %q: cannot make its folder %s: %w", s.name, d, err)
+		}
+	}
+	return nil
+}
+
 // Name is the store's name in the policy file.
 func (s *Store) Name() string { return s.name }
 
@@ -322,6 +348,14 @@ type staged struct {
 func (s *Store) newStaged() (*staged, error) {
 	rel := stagingDir + "/" + randHex(12)
 	f, err := s.root.OpenFile(rel, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The store's directory was emptied under the running node (a
+		// wiped or replaced disk): make the folder again, so writes and
+		// repair work without a restart.
+		if err = s.root.Mkdir(stagingDir, 0o755); err == nil || errors.Is(err, fs.ErrExist) {
+			f, err = s.root.OpenFile(rel, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -428,3 +428,47 @@ func TestMultipartFolders(t *testing.T) {
 	}
 	checkNoLeftovers(t, s.dir)
 }
+
+// A store whose directory is emptied under the running node (a wiped or
+// replaced disk) takes writes and multipart uploads again, and its health
+// check passes; a directory removed and made anew is not the one the store
+// opened, and the check says so.
+func TestEmptiedUnderTheNode(t *testing.T) {
+	dir := t.TempDir()
+	s, err := New("nas", testLoc, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Put(ctx, "a/b", strings.NewReader("x"), 1, store.PutOptions{}); err != nil {
+		t.Fatalf("Put after the wipe: %v", err)
+	}
+	if _, err := s.CreateMultipart(ctx, "m", store.PutOptions{}); err != nil {
+		t.Fatalf("CreateMultipart after the wipe: %v", err)
+	}
+	if err := s.Check(ctx); err != nil {
+		t.Fatalf("Check of an emptied store: %v", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(ctx); err == nil {
+		t.Fatal("Check passes with the store's directory gone")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(ctx); err == nil || !strings.Contains(err.Error(), "no longer the directory") {
+		t.Fatalf("Check of a directory made anew = %v, want it to say it is not the one opened", err)
+	}
+}

@@ -28,37 +28,53 @@ locals {
     env_file        = local.env_file
   }
 
-  # Every node runs the same command: --bootstrap-expect N and --join with
-  # the other nodes. Never a lone --bootstrap: a node whose disk was wiped
-  # would found a second region of the same name.
+  server_config_file = "${var.paths.config_dir}/server.yaml"
+
+  # Every node runs the same settings, in its server config file: its own id
+  # and addresses, --bootstrap-expect N and --join with the other nodes.
+  # Never a lone --bootstrap: a node whose disk was wiped would found a
+  # second region of the same name. Keys are `fedgate server` flag names
+  # (docs/server-config.md); null values are left out.
+  server_settings = { for n in var.nodes : n.id => merge(
+    {
+      "node-id"          = n.id
+      "region"           = var.region
+      "listen"           = "${n.address}:${var.ports.s3}"
+      "raft-addr"        = "${n.address}:${var.ports.raft}"
+      "internal-addr"    = "${n.address}:${var.ports.internal}"
+      "bootstrap-expect" = length(var.nodes)
+      "join"             = [for o in var.nodes : "${o.address}:${var.ports.s3}" if o.id != n.id]
+      "config"           = local.policy_file
+      "data-dir"         = var.paths.data_dir
+      "cache-dir"        = var.paths.cache_dir
+      "cache-size"       = var.cache_size
+      "staging-size"     = var.staging_size
+    },
+    var.peer_ca_pem == null ? {} : {
+      "peer-cert-file" = "${local.tls_dir}/node.pem"
+      "peer-key-file"  = "${local.tls_dir}/node.key"
+      "peer-ca-file"   = "${local.tls_dir}/ca.pem"
+    },
+  ) }
+
+  server_configs = { for n in var.nodes : n.id => templatefile("${path.module}/templates/server.yaml.tftpl", {
+    cfg      = local.cfg
+    node     = n
+    settings = local.server_settings[n.id]
+  }) }
+
+  # The unit's command: the settings come from the server config file;
+  # extra_args follow it on the command line (and so win over the file).
   server_args = { for n in var.nodes : n.id => concat(
-    [
-      "server",
-      "--node-id", n.id,
-      "--region", var.region,
-      "--listen", "${n.address}:${var.ports.s3}",
-      "--raft-addr", "${n.address}:${var.ports.raft}",
-      "--internal-addr", "${n.address}:${var.ports.internal}",
-      "--bootstrap-expect", format("%d", length(var.nodes)),
-      "--join", join(",", [for o in var.nodes : "${o.address}:${var.ports.s3}" if o.id != n.id]),
-      "--config", local.policy_file,
-      "--data-dir", var.paths.data_dir,
-      "--cache-dir", var.paths.cache_dir,
-    ],
-    var.cache_size == null ? [] : ["--cache-size", var.cache_size],
-    var.staging_size == null ? [] : ["--staging-size", var.staging_size],
-    var.peer_ca_pem == null ? [] : [
-      "--peer-cert-file", "${local.tls_dir}/node.pem",
-      "--peer-key-file", "${local.tls_dir}/node.key",
-      "--peer-ca-file", "${local.tls_dir}/ca.pem",
-    ],
+    ["server", "--server-config", local.server_config_file],
     var.extra_args,
   ) }
 
   units = { for n in var.nodes : n.id => templatefile("${path.module}/templates/fedgate.service.tftpl", {
-    cfg  = local.cfg
-    node = n
-    args = local.server_args[n.id]
+    cfg      = local.cfg
+    node     = n
+    args     = local.server_args[n.id]
+    writable = concat([var.paths.data_dir, var.paths.cache_dir], var.writable_paths)
   }) }
 
   env_file_content = templatefile("${path.module}/templates/fedgate.env.tftpl", {
@@ -72,6 +88,7 @@ locals {
       { path = "${var.paths.systemd_dir}/fedgate.service", content = local.units[n.id], mode = "0644", owner = "root" },
       { path = local.env_file, content = local.env_file_content, mode = "0600", owner = "root" },
       { path = local.policy_file, content = var.policy, mode = "0644", owner = "root" },
+      { path = local.server_config_file, content = local.server_configs[n.id], mode = "0644", owner = "root" },
     ],
     var.peer_ca_pem == null ? [] : [
       { path = "${local.tls_dir}/ca.pem", content = var.peer_ca_pem, mode = "0644", owner = var.service_user },

@@ -160,6 +160,17 @@ variable "extra_args" {
   }
 }
 
+variable "writable_paths" {
+  description = "More directories the service may write besides --data-dir and --cache-dir (systemd ReadWritePaths=; the unit runs with ProtectSystem=strict), e.g. [\"/mnt/nas/fedgate\"] for a posix store on a NAS mount."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for p in var.writable_paths : can(regex("^/[A-Za-z0-9/._-]*$", p)) && !can(regex("(^|/)\\.\\.?(/|$)", p))])
+    error_message = "writable_paths: each entry is an absolute path (starting with /) of letters, digits, '/', '.', '_' and '-', without . or .. components."
+  }
+}
+
 variable "paths" {
   description = "Where things live on a node: the binary, the config dir (policy, environment file, TLS and credential files), --data-dir (persistent disk: Raft state), --cache-dir (NVMe: chunk cache and write-back staging), the boot scripts' dir and the systemd unit dir."
   type = object({

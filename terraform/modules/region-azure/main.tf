@@ -222,6 +222,7 @@ module "config" {
   environment      = merge({ AZURE_CLIENT_ID = azurerm_user_assigned_identity.node.client_id }, var.environment)
   credential_files = var.credential_files
   extra_args       = var.extra_args
+  writable_paths   = var.writable_paths
 }
 
 resource "azurerm_linux_virtual_machine" "node" {

@@ -181,6 +181,7 @@ module "config" {
   environment      = var.environment
   credential_files = var.credential_files
   extra_args       = var.extra_args
+  writable_paths   = var.writable_paths
 }
 
 resource "google_compute_instance" "node" {

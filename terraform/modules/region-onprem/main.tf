@@ -37,6 +37,7 @@ module "config" {
   environment      = var.environment
   credential_files = var.credential_files
   extra_args       = var.extra_args
+  writable_paths   = var.writable_paths
 }
 
 locals {

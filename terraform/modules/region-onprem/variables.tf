@@ -135,6 +135,17 @@ variable "credential_files" {
   }
 }
 
+variable "writable_paths" {
+  description = "More directories fedgate may write besides its data and cache dirs (systemd ReadWritePaths=), e.g. [\"/mnt/nas/fedgate\"] for a posix store on a NAS mount. Absolute paths."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for p in var.writable_paths : can(regex("^/[A-Za-z0-9/._-]*$", p)) && !can(regex("(^|/)\\.\\.?(/|$)", p))])
+    error_message = "writable_paths: each entry is an absolute path (starting with /) of letters, digits, '/', '.', '_' and '-', without . or .. components."
+  }
+}
+
 variable "extra_args" {
   description = "More `fedgate server` flags, e.g. [\"--write-back-copies\", \"3\"]."
   type        = list(string)

@@ -1,0 +1,209 @@
+package federation_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/federation/store/posix"
+	"github.com/fedgate/fedgate/policies"
+)
+
+// lockedBuffer is a log sink the namespace's goroutines may share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A store wiped under a replicated and an erasure-coded bucket: reads
+// still succeed, and the namespace says they were degraded — per bucket
+// and store in fedgate_degraded_reads_total (exported at 0 before any),
+// one WARN per bucket and store a minute, the objects in Degraded — and
+// the store's health check fails once its directory is removed.
+func TestDegradedReadsAreVisible(t *testing.T) {
+	ctx := context.Background()
+	node := openState(t)
+	dirs := map[string]string{}
+	stores := map[string]store.Store{}
+	for name, loc := range map[string]string{"s3": "aws:us-east-1", "gcs": "gcp:us-central1", "blob": "azure:eastus", "local": "gcp:us-central1"} {
+		l, err := policies.ParseLocation(loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs[name] = t.TempDir()
+		if stores[name], err = posix.New(name, l, dirs[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol := &policies.Policy{Buckets: []policies.Bucket{
+		{Name: "rep", Placement: policies.Placement{Kind: policies.PlacementReplicate, Stores: []string{"s3", "gcs"}}},
+		{Name: "ec", Placement: policies.Placement{Kind: policies.PlacementErasure, Stores: []string{"s3", "gcs", "blob"}, Data: 2, Parity: 1}},
+	}}
+	var logs lockedBuffer
+	ns, err := federation.New(federation.Config{State: node, Stores: stores, DefaultStore: "local", Policy: pol,
+		Region: region{self: "solo", members: []string{"solo"}}, RegionLocation: "gcp:us-central1",
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	if err := ns.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	reads := func(bucket, st string) float64 {
+		t.Helper()
+		return metricValue(t, reg, "fedgate_degraded_reads_total", map[string]string{"bucket": bucket, "store": st})
+	}
+	if n := testutil.CollectAndCount(reg, "fedgate_degraded_reads_total"); n != 5 {
+		t.Fatalf("fedgate_degraded_reads_total has %d series before any read, want 5 (one per bucket and member, at 0)", n)
+	}
+
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	for _, k := range []string{"a", "b"} {
+		putGet(t, ns, "rep", k, data)
+		putGet(t, ns, "ec", k, data)
+	}
+	if reads("rep", "gcs")+reads("ec", "gcs") != 0 {
+		t.Fatal("healthy reads were counted as degraded")
+	}
+	ns.CheckStores(ctx)
+	d, err := ns.Degraded(ctx)
+	if err != nil || len(d.Objects) != 0 || len(d.Stores) != 4 {
+		t.Fatalf("Degraded before the wipe = %+v, %v; want 4 healthy stores, no objects", d, err)
+	}
+	for _, s := range d.Stores {
+		if !s.Healthy {
+			t.Fatalf("store %s unhealthy before the wipe: %s", s.Store, s.Error)
+		}
+	}
+
+	// Wipe the GCS store: the one this region reads first (it is free).
+	ents, err := os.ReadDir(dirs["gcs"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dirs["gcs"], e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		for _, b := range []string{"rep", "ec"} {
+			for _, k := range []string{"a", "b"} {
+				got, err := readObject(ctx, ns, b, k)
+				if err != nil || !bytes.Equal(got, data) {
+					t.Fatalf("read %s/%s after the wipe: %v (%d bytes)", b, k, err, len(got))
+				}
+			}
+		}
+	}
+	if got := reads("rep", "gcs"); got != 4 {
+		t.Errorf("fedgate_degraded_reads_total{rep,gcs} = %v, want 4", got)
+	}
+	if got := reads("ec", "gcs"); got != 4 {
+		t.Errorf("fedgate_degraded_reads_total{ec,gcs} = %v, want 4", got)
+	}
+	if got := reads("rep", "s3") + reads("ec", "s3") + reads("ec", "blob"); got != 0 {
+		t.Errorf("reads counted against the intact stores: %v", got)
+	}
+	d, err = ns.Degraded(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []string
+	for _, o := range d.Objects {
+		objs = append(objs, o.Bucket+"/"+o.Key+":"+strings.Join(o.Stores, ","))
+	}
+	slices.Sort(objs)
+	if want := []string{"ec/a:gcs", "ec/b:gcs", "rep/a:gcs", "rep/b:gcs"}; !slices.Equal(objs, want) {
+		t.Errorf("Degraded objects = %v, want %v", objs, want)
+	}
+	if len(d.Buckets) != 2 || d.Buckets[0].Reads != 4 || d.Buckets[0].Store != "gcs" {
+		t.Errorf("Degraded buckets = %+v", d.Buckets)
+	}
+	if n := strings.Count(logs.String(), "degraded read"); n != 2 {
+		t.Errorf("%d WARN lines for degraded reads, want 2 (one per bucket and store a minute):\n%s", n, logs.String())
+	}
+
+	// Emptied, the store is usable again (its folders come back); its
+	// directory removed, it fails its check.
+	ns.CheckStores(ctx)
+	d, _ = ns.Degraded(ctx)
+	for _, s := range d.Stores {
+		if !s.Healthy {
+			t.Errorf("store %s unhealthy after gcs was emptied: %s", s.Store, s.Error)
+		}
+	}
+	if err := os.RemoveAll(dirs["gcs"]); err != nil {
+		t.Fatal(err)
+	}
+	ns.CheckStores(ctx)
+	d, _ = ns.Degraded(ctx)
+	for _, s := range d.Stores {
+		if s.Healthy != (s.Store != "gcs") {
+			t.Errorf("store %s healthy=%v (%s) after gcs's directory was removed", s.Store, s.Healthy, s.Error)
+		}
+	}
+	if v := metricValue(t, reg, "fedgate_store_up", map[string]string{"store": "gcs"}); v != 0 {
+		t.Errorf("fedgate_store_up{store=gcs} = %v after the wipe, want 0", v)
+	}
+	if !strings.Contains(logs.String(), "store health check failed") {
+		t.Errorf("no WARN for the failed store check:\n%s", logs.String())
+	}
+}
+
+// metricValue is the value of the series of name whose labels include
+// want (a counter's or a gauge's); the test fails when there is none.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				got[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range want {
+				if got[k] != v {
+					continue series
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no series %s%v", name, want)
+	return 0
+}
