@@ -30,15 +30,10 @@ import (
 )
 
 // pending are metrics the rules and the dashboard use that a running node
-// does not export yet, with why. TestMetricsExported does not fail on them
-// but fails once one is exported, so that its entry goes in the same
-// commit; and each must be a metric the code defines.
-var pending = map[string]string{
-	"fedgate_degraded_reads_total": "the placements do not call Namespace.degradedRead yet (federation/degraded.go); " +
-		"the test reads an erasure-coded object with one store wiped, so it shows up once they do",
-	"fedgate_store_up":            "node does not run Namespace.CheckStoresEvery yet (federation/degraded.go)",
-	"fedgate_store_check_seconds": "node does not run Namespace.CheckStoresEvery yet (federation/degraded.go)",
-}
+// does not export yet, each with why (none now). TestMetricsExported does
+// not fail on them but fails once one is exported, so that its entry goes
+// in the same commit; and each must be a metric the code defines.
+var pending = map[string]string{}
 
 // series is what a scrape exported: for each series name (a histogram's
 // name_bucket, name_sum and name_count), the label names its samples have.
