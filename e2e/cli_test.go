@@ -9,12 +9,12 @@ import (
 	"time"
 )
 
-// Scripts can trust the CLI's exit status: a mistyped subcommand fails
-// with "did you mean" (it used to print help and exit 0), and
+// Scripts can trust the CLI's exit status: a mistyped subcommand or flag
+// fails with "did you mean" (a subcommand used to print help and exit 0), and
 // `cluster status --check` exits 0 on a healthy region and 2 when a member
 // is down.
 func TestCLIExitCodes(t *testing.T) {
-	for _, args := range [][]string{{"policy", "aply"}, {"cluster", "stauts"}, {"polcy"}} {
+	for _, args := range [][]string{{"policy", "aply"}, {"cluster", "stauts"}, {"polcy"}, {"cluster", "status", "--jsn"}, {"server", "--data-dri", "x"}} {
 		out, err := exec.Command(binary, args...).CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "did you mean") {

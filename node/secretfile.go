@@ -26,12 +26,11 @@ type secretFile struct {
 	path string
 	now  func() time.Time
 
-	mu        sync.Mutex
-	val       string
-	mod       time.Time
-	size      int64
-	checked   time.Time
-	lastError string
+	mu      sync.Mutex
+	val     string
+	mod     time.Time
+	size    int64
+	checked time.Time
 }
 
 func newSecretFile(path string) *secretFile { return &secretFile{path: path, now: time.Now} }

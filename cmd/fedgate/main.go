@@ -8,8 +8,10 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -49,7 +51,51 @@ Start a single-node region on embedded defaults with:  fedgate server`,
 	}
 	root.AddCommand(newServerCmd(), newUserCmd(), newPolicyCmd(), newClusterCmd(), newCacheCmd(), newEgressCmd(), newRepairCmd(), newVersionCmd())
 	strictGroups(root)
+	root.SetFlagErrorFunc(suggestFlag)
 	return root
+}
+
+// suggestFlag adds "did you mean" to an unknown flag's error (cobra
+// suggests subcommands, not flags).
+func suggestFlag(cmd *cobra.Command, err error) error {
+	msg := err.Error()
+	name, ok := strings.CutPrefix(msg, "unknown flag: --")
+	if !ok {
+		return fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())
+	}
+	best, bestD := "", 3 // at most 2 edits away
+	visit := func(f *pflag.Flag) {
+		if d := editDistance(name, f.Name); d < bestD {
+			best, bestD = f.Name, d
+		}
+	}
+	cmd.Flags().VisitAll(visit)
+	cmd.InheritedFlags().VisitAll(visit)
+	if best != "" {
+		return fmt.Errorf("%s; did you mean --%s? (see '%s --help')", msg, best, cmd.CommandPath())
+	}
+	return fmt.Errorf("%s (see '%s --help')", msg, cmd.CommandPath())
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // strictGroups makes every command that only groups others (fedgate
