@@ -131,7 +131,7 @@ type Admin interface {
 	HasPolicy() bool
 	// Repair restores the copies or shards of bucket/prefix:
 	// ErrNothingToRepair for a single-store bucket.
-	Repair(ctx context.Context, bucket, prefix string, progress func(done, total int64)) (placement.RepairStats, error)
+	Repair(ctx context.Context, bucket, prefix string, progress func(placement.RepairProgress)) (placement.RepairStats, error)
 	// Degraded reports this node's store health checks and the data it
 	// read degraded.
 	Degraded(ctx context.Context) (Degraded, error)

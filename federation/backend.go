@@ -122,7 +122,7 @@ func (nb *NamespaceBackend) Degraded(ctx context.Context) (backend.Degraded, err
 	return nb.n.Degraded(ctx)
 }
 
-func (nb *NamespaceBackend) Repair(ctx context.Context, bucket, prefix string, progress func(done, total int64)) (placement.RepairStats, error) {
+func (nb *NamespaceBackend) Repair(ctx context.Context, bucket, prefix string, progress func(placement.RepairProgress)) (placement.RepairStats, error) {
 	return nb.n.Repair(ctx, bucket, prefix, progress)
 }
 

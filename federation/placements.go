@@ -200,7 +200,7 @@ func priceScore(p *policies.Policy) func(src, dst policies.Location) float64 {
 
 // Repairer is a store that can rebuild what its members lost.
 type Repairer interface {
-	Repair(ctx context.Context, prefix string, progress func(done, total int64)) (placement.RepairStats, error)
+	Repair(ctx context.Context, prefix string, progress func(placement.RepairProgress)) (placement.RepairStats, error)
 }
 
 // ErrNothingToRepair: the bucket's placement is a single store.
@@ -208,7 +208,7 @@ var ErrNothingToRepair = backend.ErrNothingToRepair
 
 // Repair rebuilds missing or corrupt copies, shards and manifests of the
 // objects of bucket under prefix (a replicate or erasure placement).
-func (n *Namespace) Repair(ctx context.Context, bucket, prefix string, progress func(done, total int64)) (placement.RepairStats, error) {
+func (n *Namespace) Repair(ctx context.Context, bucket, prefix string, progress func(placement.RepairProgress)) (placement.RepairStats, error) {
 	b, err := n.Bucket(bucket)
 	if err != nil {
 		return placement.RepairStats{}, err

@@ -25,10 +25,12 @@ type AdminRepair struct {
 // AdminRepairLine is one line of the answer, a stream of JSON lines:
 // progress lines, then one with Stats (or Error).
 type AdminRepairLine struct {
-	Done  int64                  `json:"done"`
-	Total int64                  `json:"total"`
-	Stats *placement.RepairStats `json:"stats,omitempty"`
-	Error string                 `json:"error,omitempty"`
+	Done  int64 `json:"done"`
+	Total int64 `json:"total"`
+	// BytesRead is the bytes read so far to check and rebuild.
+	BytesRead int64                  `json:"bytes_read,omitempty"`
+	Stats     *placement.RepairStats `json:"stats,omitempty"`
+	Error     string                 `json:"error,omitempty"`
 	// Found is an object a dry run found in need of repair (the stores
 	// lacking its copy, shards or manifest); Seen is not set.
 	Found *AdminDegradedObject `json:"found,omitempty"`
@@ -61,14 +63,14 @@ func (s *Server) repairRoutes(r chi.Router) {
 			_ = rc.Flush()
 		}
 		last := time.Time{}
-		progress := func(done, total int64) {
+		progress := func(p placement.RepairProgress) {
 			mu.Lock()
 			defer mu.Unlock()
-			if time.Since(last) < 200*time.Millisecond && done != total {
+			if time.Since(last) < 200*time.Millisecond && p.Objects != p.Total {
 				return
 			}
 			last = time.Now()
-			send(AdminRepairLine{Done: done, Total: total})
+			send(AdminRepairLine{Done: p.Objects, Total: p.Total, BytesRead: p.BytesRead})
 		}
 		ctx := req.Context()
 		if body.DryRun {

@@ -85,6 +85,7 @@ written. 'fedgate cluster status' lists the objects the nodes read degraded late
 					if last.Total > 0 && bar.GetMax64() != last.Total {
 						bar.ChangeMax64(last.Total)
 					}
+					bar.Describe(fmt.Sprintf("%s%s (%s read)", verb, args[0], humanBytes(last.BytesRead)))
 					_ = bar.Set64(last.Done)
 				}
 			}

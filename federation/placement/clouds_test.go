@@ -127,7 +127,7 @@ func TestErasureAcrossClouds(t *testing.T) {
 		}
 		checkObjects(t, e, objs)
 		var last int64
-		st, err := e.Repair(t.Context(), "", func(done, total int64) { last = total })
+		st, err := e.Repair(t.Context(), "", func(p RepairProgress) { last = p.Total })
 		if err != nil || st.Manifests != int64(len(objs)) || st.Shards+st.Manifests != int64(lost) || last != int64(len(objs)) {
 			t.Errorf("Repair = %+v, %v (progress total %d); want %d shards and manifests re-created", st, err, last, lost)
 		}

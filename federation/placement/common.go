@@ -511,6 +511,12 @@ func (b *base) names(idx []int) []string {
 	return slices.Compact(out)
 }
 
+// RepairProgress is how far a Repair is: objects done of Total (counted by
+// a first listing pass) and the bytes read so far to check and rebuild.
+type RepairProgress struct {
+	Objects, Total, BytesRead int64
+}
+
 // repairErrors collects per-object repair errors, keeping the first few.
 type repairErrors struct {
 	mu    sync.Mutex

@@ -27,15 +27,16 @@ import (
 //     version or a damaged copy (compare-and-swap, as a Put does), and then
 //     removes the shards of the older versions it replaced.
 //
-// progress, when set, is called after each object with the objects done
-// and the total (counted by a first listing pass). Memory: one segment's
+// progress, when set, is called after each object and each segment read
+// with the objects done, the total (counted by a first listing pass) and
+// the bytes read. Memory: one segment's
 // K+M shards. Shards are checked block by block and rebuilt stripe by
 // stripe, so a segment is repairable while no stripe has lost more than
 // M of its K+M blocks. The returned error names the objects it could not repair
 // (a store still down, fewer than K intact shards); the others are
 // repaired all the same. Under DryRun it checks and reports only (it still
 // reads every shard, to verify them).
-func (e *Erasure) Repair(ctx context.Context, prefix string, progress func(done, total int64)) (RepairStats, error) {
+func (e *Erasure) Repair(ctx context.Context, prefix string, progress func(RepairProgress)) (RepairStats, error) {
 	var st RepairStats
 	var errs repairErrors
 	if len(prefix) >= len(reservedPrefix) && prefix[:len(reservedPrefix)] == reservedPrefix {
@@ -63,7 +64,11 @@ func (e *Erasure) Repair(ctx context.Context, prefix string, progress func(done,
 			return st, err
 		}
 		st.Objects++
-		changed, err := e.repairObject(ctx, key, &st)
+		changed, err := e.repairObject(ctx, key, &st, func() {
+			if progress != nil {
+				progress(RepairProgress{Objects: st.Objects - 1, Total: max(total, st.Objects), BytesRead: st.BytesRead})
+			}
+		})
 		switch {
 		case err != nil:
 			st.Failed++
@@ -74,7 +79,7 @@ func (e *Erasure) Repair(ctx context.Context, prefix string, progress func(done,
 			st.Healthy++
 		}
 		if progress != nil {
-			progress(st.Objects, max(total, st.Objects))
+			progress(RepairProgress{Objects: st.Objects, Total: max(total, st.Objects), BytesRead: st.BytesRead})
 		}
 	}
 	if err := errs.err(); err != nil {
@@ -91,7 +96,7 @@ type manifestCopy struct {
 	err    error // reading it (nil when absent or intact)
 }
 
-func (e *Erasure) repairObject(ctx context.Context, key string, st *RepairStats) (changed bool, _ error) {
+func (e *Erasure) repairObject(ctx context.Context, key string, st *RepairStats, segmentDone func()) (changed bool, _ error) {
 	n := len(e.stores)
 	copies := make([]manifestCopy, n)
 	parallel(n, n, func(i int) error {
@@ -137,6 +142,7 @@ func (e *Erasure) repairObject(ctx context.Context, key string, st *RepairStats)
 	kh := keyHash(key)
 	for s := range m.Segments {
 		fixed, err := e.repairSegment(ctx, kh, m, s, st, &lacking)
+		segmentDone()
 		if fixed > 0 {
 			changed = true
 			st.Shards += int64(fixed)

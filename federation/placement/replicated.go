@@ -546,7 +546,7 @@ func (r *Replicated) List(ctx context.Context, opts store.ListOptions) iter.Seq2
 // older version. progress, when set, is called after each object with the
 // objects done and the total (counted by a first listing pass). Under
 // DryRun it only reports.
-func (r *Replicated) Repair(ctx context.Context, prefix string, progress func(done, total int64)) (RepairStats, error) {
+func (r *Replicated) Repair(ctx context.Context, prefix string, progress func(RepairProgress)) (RepairStats, error) {
 	var st RepairStats
 	var errs repairErrors
 	lists := func() iter.Seq2[string, error] {
@@ -583,7 +583,7 @@ func (r *Replicated) Repair(ctx context.Context, prefix string, progress func(do
 			st.Healthy++
 		}
 		if progress != nil {
-			progress(st.Objects, max(total, st.Objects))
+			progress(RepairProgress{Objects: st.Objects, Total: max(total, st.Objects), BytesRead: st.BytesRead})
 		}
 	}
 	if err := errs.err(); err != nil {

@@ -121,10 +121,10 @@ func TestReplicatedRepair(t *testing.T) {
 		}
 	}
 	var calls int
-	st, err := r.Repair(t.Context(), "", func(done, total int64) {
+	st, err := r.Repair(t.Context(), "", func(p RepairProgress) {
 		calls++
-		if total != 3 {
-			t.Errorf("progress total %d, want 3", total)
+		if p.Total != 3 {
+			t.Errorf("progress total %d, want 3", p.Total)
 		}
 	})
 	if err != nil || st.Objects != 3 || st.Copies != 2 || st.Repaired != 2 || st.Healthy != 1 || calls != 3 {

@@ -937,7 +937,7 @@ func (f *Fake) Degraded(context.Context) (backend.Degraded, error) {
 }
 
 // Repair: every fake bucket is a single-store bucket.
-func (f *Fake) Repair(_ context.Context, bucketName, _ string, _ func(done, total int64)) (placement.RepairStats, error) {
+func (f *Fake) Repair(_ context.Context, bucketName, _ string, _ func(placement.RepairProgress)) (placement.RepairStats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.failure(OpRepair); err != nil {
