@@ -46,7 +46,7 @@ func TestOperatorSeesDegradedData(t *testing.T) {
 	ents, err := os.ReadDir(dirs["a"])
 	mustOK(t, err)
 	for _, e := range ents {
-		if e.Name() != "d.fedgate" { // the region's marker (a is the default store)
+		if e.Name() != "d_fedgate" { // the region's marker (a is the default store)
 			mustOK(t, os.RemoveAll(filepath.Join(dirs["a"], e.Name())))
 		}
 	}

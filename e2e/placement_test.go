@@ -148,7 +148,7 @@ func TestErasureAcrossFourClouds(t *testing.T) {
 	// The fresh node is a second one-node region of the same name on the
 	// same default store, which a node refuses unless the first region's
 	// marker is gone (docs/operations.md, a region's identity).
-	mustOK(t, os.RemoveAll(filepath.Join(nas, "d.fedgate")))
+	mustOK(t, os.RemoveAll(filepath.Join(nas, "d_fedgate")))
 	fresh := startServer(t, "--config", pf)
 	for k, v := range objects {
 		if got, _ := getBytes(t, fresh.root(), "ckpt", k); !bytes.Equal(got, v) {

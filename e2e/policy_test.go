@@ -227,7 +227,7 @@ func TestBucketGlobRules(t *testing.T) {
 		n := 0
 		entries, _ := os.ReadDir(d)
 		for _, e := range entries {
-			if e.IsDir() && !strings.HasPrefix(e.Name(), ".") && e.Name() != "d.fedgate" { // the region marker
+			if e.IsDir() && !strings.HasPrefix(e.Name(), ".") && e.Name() != "d_fedgate" { // the region marker
 				n++
 			}
 		}

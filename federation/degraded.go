@@ -37,13 +37,16 @@ const (
 	// storeCheckTimeout bounds one check.
 	storeCheckTimeout = 10 * time.Second
 	// healthProbeKey is the key a health check asks for; it need not exist
-	// (an answer of "not found" is a healthy store).
-	healthProbeKey = ".fedgate/health-probe"
+	// (an answer of "not found" is a healthy store). '_' cannot start a
+	// bucket name, so it is outside every bucket's keys; it is not under
+	// ".fedgate/", which the GCS and Azure stores keep for themselves.
+	healthProbeKey = "_fedgate/health-probe"
 	// storeMarkerKey is a small object the health check keeps in each
 	// member store of a replicate or erasure placement (outside every
-	// bucket's keys): when it vanishes, the store was wiped or replaced,
-	// even if no read has touched its missing copies or shards yet.
-	storeMarkerKey = ".fedgate/store-marker"
+	// bucket's keys, as healthProbeKey): when it vanishes, the store was
+	// wiped or replaced, even if no read has touched its missing copies
+	// or shards yet.
+	storeMarkerKey = "_fedgate/store-marker"
 )
 
 type degradedTracker struct {
@@ -262,6 +265,8 @@ func (n *Namespace) checkMarker(ctx context.Context, name string, st store.Store
 	d := n.degraded
 	_, err := st.Stat(ctx, storeMarkerKey)
 	switch {
+	case errors.Is(err, store.ErrInvalidKey) || errors.Is(err, store.ErrAccessDenied):
+		return nil // the store cannot keep the marker: checked without it
 	case err == nil:
 		d.mu.Lock()
 		d.marked[name] = true

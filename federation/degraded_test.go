@@ -16,7 +16,11 @@ import (
 
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/federation/store/azure"
+	"github.com/fedgate/fedgate/federation/store/gcs"
 	"github.com/fedgate/fedgate/federation/store/posix"
+	s3store "github.com/fedgate/fedgate/federation/store/s3"
+	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/policies"
 )
 
@@ -220,4 +224,68 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, want map[s
 	}
 	t.Fatalf("no series %s%v", name, want)
 	return 0
+}
+
+// The health check of real cloud stores (MinIO, fake-gcs-server, Azurite)
+// under an erasure placement: every one is healthy and keeps its marker
+// (the probe and marker keys are ones every store kind accepts), and one
+// whose marker is deleted is reported wiped.
+func TestStoreHealthOfCloudStores(t *testing.T) {
+	ctx := t.Context()
+	mio, fg, az := testenv.MinIO(t), testenv.FakeGCS(t), testenv.Azurite(t)
+	s3s, err := s3store.New(ctx, s3store.Config{Name: "s3", Location: policies.Location{Cloud: "aws", Region: "us-east-1"}, Bucket: mio.NewBucket(t),
+		Region: "us-east-1", Endpoint: mio.Endpoint, PathStyle: true, AccessKey: mio.AccessKey, SecretKey: mio.SecretKey, MinIOKeyRules: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := gcs.New(ctx, gcs.Config{Name: "gcs", Location: policies.Location{Cloud: "gcp", Region: "us-central1"},
+		Bucket: fg.NewBucket(t), Endpoint: fg.Endpoint, WithoutAuthentication: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := azure.New(ctx, azure.Config{Name: "az", Location: policies.Location{Cloud: "azure", Region: "eastus"},
+		Account: az.Account, AccountKey: az.AccountKey, Endpoint: az.Endpoint, Container: az.NewContainer(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := map[string]store.Store{"s3": s3s, "gcs": gs, "az": as}
+	pol := &policies.Policy{Buckets: []policies.Bucket{
+		{Name: "ec", Placement: policies.Placement{Kind: policies.PlacementErasure, Stores: []string{"s3", "gcs", "az"}, Data: 2, Parity: 1}},
+	}}
+	ns, err := federation.New(federation.Config{State: openState(t), Stores: stores, DefaultStore: "s3", Policy: pol,
+		Region: region{self: "solo", members: []string{"solo"}}, RegionLocation: "gcp:us-central1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	health := func() map[string]string {
+		ns.CheckStores(ctx)
+		d, err := ns.Degraded(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, h := range d.Stores {
+			out[h.Store] = h.Error
+			if h.Healthy {
+				out[h.Store] = "ok"
+			}
+		}
+		return out
+	}
+	for range 2 {
+		if got := health(); got["s3"] != "ok" || got["gcs"] != "ok" || got["az"] != "ok" {
+			t.Fatalf("health of the cloud stores = %v, want all ok", got)
+		}
+	}
+	for name, st := range stores {
+		if _, err := st.Stat(ctx, "_fedgate/store-marker"); err != nil {
+			t.Errorf("%s has no marker: %v", name, err)
+		}
+	}
+	if err := s3s.Delete(ctx, "_fedgate/store-marker"); err != nil {
+		t.Fatal(err)
+	}
+	if got := health(); !strings.Contains(got["s3"], "wiped") || got["gcs"] != "ok" || got["az"] != "ok" {
+		t.Fatalf("health after s3 lost its marker = %v, want s3 reported wiped", got)
+	}
 }

@@ -28,7 +28,13 @@ import (
 
 // regionMarkerKey is where a store records the region it is the default
 // store of. Bucket names never start with '.', so no bucket's keys meet it.
-func regionMarkerKey(region string) string { return ".fedgate/region-" + region + ".json" }
+func regionMarkerKey(region string) string { return "_fedgate/region-" + region + ".json" }
+
+// legacyRegionMarkerKey is where builds before the store health checks
+// wrote the marker. ".fedgate/" is reserved by the GCS and Azure stores,
+// so a region whose default store was one of them could not start; it is
+// still read (where the store allows the key) so an older marker counts.
+func legacyRegionMarkerKey(region string) string { return ".fedgate/region-" + region + ".json" }
 
 // regionMarker is the marker's content.
 type regionMarker struct {
@@ -66,7 +72,20 @@ func ensureRegionID(ctx context.Context, rn *regionstate.Node) (string, error) {
 func claimStore(ctx context.Context, st store.Store, dataDir string, m regionMarker) error {
 	key := regionMarkerKey(m.Region)
 	for try := 0; try < 3; try++ {
+		where := key
 		cur, err := readMarker(ctx, st, key)
+		if errors.Is(err, store.ErrNotFound) {
+			old, lerr := readMarker(ctx, st, legacyRegionMarkerKey(m.Region))
+			switch {
+			case lerr == nil:
+				cur, err, where = old, nil, legacyRegionMarkerKey(m.Region)
+				if old.RegionID == m.RegionID {
+					err = store.ErrNotFound // ours: write it where it belongs now
+				}
+			case !errors.Is(lerr, store.ErrNotFound) && !errors.Is(lerr, store.ErrInvalidKey):
+				err = lerr
+			}
+		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			body, _ := json.Marshal(m)
@@ -89,7 +108,7 @@ func claimStore(ctx context.Context, st store.Store, dataDir string, m regionMar
 				"To make this node part of the existing region: stop it, empty its --data-dir, and start it with --join ADDR "+
 				"(the S3 address of a node of that region); --join alone is ignored while the data dir holds Raft state. "+
 				"If the store really changed hands, delete %s from it first",
-				st.Name(), cur.Region, cur.RegionID, cur.Node, cur.Created.Format(time.RFC3339), dataDir, m.RegionID, key)
+				st.Name(), cur.Region, cur.RegionID, cur.Node, cur.Created.Format(time.RFC3339), dataDir, m.RegionID, where)
 		}
 	}
 	return fmt.Errorf("claim store %q for region %q: the marker %s kept changing", st.Name(), m.Region, key)
