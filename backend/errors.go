@@ -27,6 +27,9 @@ var (
 	ErrInvalidPrefix      = errors.New("federation: invalid key prefix")
 	ErrPolicyChange       = errors.New("federation: policy change refused")
 	ErrNothingToRepair    = errors.New("federation: the bucket's placement keeps one copy in one store: nothing to repair")
+	// ErrLengthRequired: the write must say its length in advance (a
+	// write-back bucket reserves staging room for it).
+	ErrLengthRequired = errors.New("federation: the write needs its length in advance")
 )
 
 // Errors of the region's replicated state, as the namespace reports them

@@ -477,8 +477,15 @@ func (n *Namespace) DeleteBucket(ctx context.Context, b *Bucket) error {
 		}
 		return ErrBucketNotEmpty
 	}
-	if len(n.rs.State().Uploads(b.Name, "")) > 0 || len(n.rs.State().Journal(b.Name, "")) > 0 {
+	if len(n.rs.State().Journal(b.Name, "")) > 0 {
 		return ErrBucketNotEmpty
+	}
+	// Unfinished multipart uploads go with the bucket, as in S3 and MinIO
+	// (a script that left one behind could never delete the bucket).
+	for _, up := range n.rs.State().Uploads(b.Name, "") {
+		if err := n.AbortUpload(ctx, b, up); err != nil && !errors.Is(err, ErrNoSuchUpload) {
+			return fmt.Errorf("delete bucket %q: abort its upload of %q: %w", b.Name, up.Key, err)
+		}
 	}
 	err := n.rs.Apply(ctx, regionstate.DeleteBucket{Name: b.Name})
 	if errors.Is(err, regionstate.ErrNoSuchBucket) {

@@ -34,6 +34,9 @@ import (
 // acknowledged; the client should retry (S3: 503 SlowDown).
 var ErrStagingUnavailable = backend.ErrStagingUnavailable
 
+// ErrLengthRequired: a write-back write must say its length in advance.
+var ErrLengthRequired = backend.ErrLengthRequired
+
 // Region is the rest of the region as the namespace sees it; cmd/fedgate
 // implements it over the internal node-to-node API.
 type Region interface {
@@ -146,7 +149,7 @@ func (n *Namespace) stage(ctx context.Context, body io.Reader, size int64) (regi
 		return regionstate.Segment{}, "", fmt.Errorf("%w: this node has no staging area", ErrStagingUnavailable)
 	}
 	if size < 0 {
-		return regionstate.Segment{}, "", fmt.Errorf("federation: a write-back write needs its size in advance (Content-Length or x-amz-decoded-content-length): %w", store.ErrNotSupported)
+		return regionstate.Segment{}, "", fmt.Errorf("%w: a write-back bucket reserves staging room for each write; send Content-Length (or x-amz-decoded-content-length with aws-chunked)", ErrLengthRequired)
 	}
 	id := newStageID()
 	wctx, cancel := context.WithTimeout(ctx, n.wb.Wait)

@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"crypto/md5"
-	"encoding/base64"
 	"errors"
 	"io"
 	"net/http"
@@ -10,7 +8,9 @@ import (
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/gateway/checksum"
 	"github.com/fedgate/fedgate/gateway/s3err"
+	"github.com/fedgate/fedgate/gateway/sigv4"
 )
 
 func (s *Server) listBuckets(q *request) error {
@@ -34,12 +34,21 @@ func (s *Server) createBucket(q *request) error {
 			if err := decodeXML(data, &cfg); err != nil {
 				return err
 			}
-			if lc := cfg.LocationConstraint; lc != "" && lc != s.cfg.Region {
+			if lc := cfg.LocationConstraint; lc != "" && lc != s.cfg.Region && !(lc == sigv4.LegacyUSRegion && s.cfg.Region == "us-east-1") {
 				return s3err.Newf(s3err.CodeInvalidLocationConstraint, "The specified location-constraint %q is not valid: this endpoint serves %q.", lc, s.cfg.Region)
 			}
 		}
 	}
 	if err := s.be.CreateBucket(q.r.Context(), q.user, q.bucket); err != nil {
+		var exists *backend.BucketExistsError
+		if errors.As(err, &exists) && exists.OwnedByCaller && s.cfg.Region == "us-east-1" {
+			// S3's legacy us-east-1 behaviour: creating a bucket you own
+			// already succeeds there (409 BucketAlreadyOwnedByYou in every
+			// other region). Scripts that "mb" before each run rely on it.
+			q.w.Header().Set("Location", "/"+q.bucket)
+			q.w.WriteHeader(http.StatusOK)
+			return nil
+		}
 		if errors.Is(err, backend.ErrInvalidBucketName) {
 			return s3err.Newf(s3err.CodeInvalidBucketName, "The specified bucket is not valid: %s", strings.TrimPrefix(err.Error(), backend.ErrInvalidBucketName.Error()+": "))
 		}
@@ -102,18 +111,22 @@ func (s *Server) deleteObjects(q *request) error {
 	if err != nil {
 		return err
 	}
-	data, err := io.ReadAll(io.LimitReader(q.body, maxXMLBody+1))
+	// S3 requires an integrity check of this body: Content-MD5 or an
+	// x-amz-checksum-* (header or trailer); the checksum reader verifies
+	// whichever came.
+	if !hasBodyDigest(q.r.Header) {
+		return s3err.New(s3err.CodeInvalidRequest, "Missing required header for this request: Content-MD5 (or an x-amz-checksum-* header).")
+	}
+	body, err := checksum.NewReader(q.r.Header, q.body, q.trailer)
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(io.LimitReader(body, maxXMLBody+1))
 	if err != nil {
 		return err
 	}
 	if len(data) > maxXMLBody {
 		return s3err.Newf(s3err.CodeMalformedXML, "The XML body is larger than %d bytes.", maxXMLBody)
-	}
-	if cm := q.r.Header.Get("Content-MD5"); cm != "" {
-		sum := md5.Sum(data)
-		if cm != base64.StdEncoding.EncodeToString(sum[:]) {
-			return s3err.New(s3err.CodeBadDigest, "")
-		}
 	}
 	var req deleteRequest
 	if err := decodeXML(data, &req); err != nil {
@@ -141,11 +154,26 @@ func (s *Server) deleteObjects(q *request) error {
 			continue
 		}
 		if !req.Quiet {
-			res.Deleted = append(res.Deleted, deletedElem{Key: o.Key})
+			res.Deleted = append(res.Deleted, deletedElem{Key: o.Key, VersionID: o.VersionID})
 		}
 	}
 	writeXML(q.w, http.StatusOK, res)
 	return nil
+}
+
+// hasBodyDigest reports whether a request carries a digest of its body:
+// Content-MD5, an x-amz-checksum-<algorithm> header, or a checksum
+// trailer it announces.
+func hasBodyDigest(h http.Header) bool {
+	if h.Get("Content-MD5") != "" || strings.Contains(strings.ToLower(h.Get("x-amz-trailer")), "x-amz-checksum-") {
+		return true
+	}
+	for _, a := range checksum.Algorithms {
+		if h.Get(a.Header()) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // listPage is one page of a listing: objects and common prefixes in key

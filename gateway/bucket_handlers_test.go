@@ -1,14 +1,18 @@
 package gateway_test
 
 import (
+	"net/http/httptest"
 	"slices"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/fedgate/fedgate/backend"
+	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/gateway/gatewaytest"
 )
 
 func bucketNames(out *s3.ListBucketsOutput) []string {
@@ -61,8 +65,10 @@ func TestCreateBucket(t *testing.T) {
 		{name: "other region", bucket: "fresh", loc: "eu-west-1", code: "InvalidLocationConstraint", status: 400},
 		{name: "invalid name", bucket: "no_underscores", code: "InvalidBucketName", status: 400},
 		{name: "too short", bucket: "ab", code: "InvalidBucketName", status: 400},
-		{name: "owned by caller", bucket: "taken", setup: func(e *env) { e.bucket("taken") },
-			code: "BucketAlreadyOwnedByYou", status: 409},
+		// S3 answers 200 to the owner in us-east-1 (409 BucketAlreadyOwnedByYou
+		// in other regions: TestCreateOwnedBucketElsewhere).
+		{name: "owned by caller", bucket: "taken", setup: func(e *env) { e.bucket("taken") }},
+		{name: "legacy US location", bucket: "fresh", loc: "US"},
 		{name: "owned by another", bucket: "taken", setup: func(e *env) { e.bucket("taken") },
 			as: func(e *env) *s3.Client { return e.user }, code: "BucketAlreadyExists", status: 409},
 	} {
@@ -103,6 +109,26 @@ func TestCreateBucket(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Outside us-east-1, creating a bucket the caller owns answers 409
+// BucketAlreadyOwnedByYou, and "US" is no location of this endpoint.
+func TestCreateOwnedBucketElsewhere(t *testing.T) {
+	f := gatewaytest.New()
+	srv, err := gateway.New(gateway.Config{Backend: f, Region: "eu-west-1"})
+	noErr(t, err)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	c := s3.NewFromConfig(aws.Config{Region: "eu-west-1", Retryer: func() aws.Retryer { return aws.NopRetryer{} },
+		Credentials: credentials.NewStaticCredentialsProvider(gatewaytest.RootAccessKey, gatewaytest.RootSecretKey, "")},
+		func(o *s3.Options) { o.BaseEndpoint = aws.String(hs.URL); o.UsePathStyle = true })
+	_, err = c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("taken")})
+	noErr(t, err)
+	_, err = c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("taken")})
+	wantErr(t, err, "BucketAlreadyOwnedByYou", 409)
+	_, err = c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("fresh"),
+		CreateBucketConfiguration: &types.CreateBucketConfiguration{LocationConstraint: "US"}})
+	wantErr(t, err, "InvalidLocationConstraint", 400)
 }
 
 func TestHeadBucket(t *testing.T) {

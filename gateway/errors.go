@@ -77,6 +77,8 @@ func toS3(err error) *s3err.Error {
 		return s3err.New(s3err.CodeAccessDenied, "The backing store denied access.")
 	case errors.Is(err, store.ErrThrottled):
 		return errSlowDown
+	case errors.Is(err, backend.ErrLengthRequired):
+		return s3err.Newf(s3err.CodeMissingContentLength, "You must provide the Content-Length HTTP header: %v", err)
 	case errors.Is(err, store.ErrNotSupported):
 		return errNotImplemented("This operation on this store")
 	case errors.Is(err, backend.ErrEgressBudget):

@@ -70,10 +70,6 @@ func TestUnsupportedSubresources(t *testing.T) {
 		{"GetBucketAcl", func() error { _, err := e.root.GetBucketAcl(ctx, &s3.GetBucketAclInput{Bucket: b}); return err }},
 		{"GetBucketTagging", func() error { _, err := e.root.GetBucketTagging(ctx, &s3.GetBucketTaggingInput{Bucket: b}); return err }},
 		{"GetBucketPolicy", func() error { _, err := e.root.GetBucketPolicy(ctx, &s3.GetBucketPolicyInput{Bucket: b}); return err }},
-		{"ListObjectVersions", func() error {
-			_, err := e.root.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: b})
-			return err
-		}},
 		{"PutBucketVersioning", func() error {
 			_, err := e.root.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: b,
 				VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}})

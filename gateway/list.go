@@ -38,11 +38,26 @@ func encoder(q url.Values) (func(string) string, string, error) {
 	}
 }
 
-// s3URLEncode encodes like S3's encoding-type=url: every byte except
-// unreserved characters and '/' is percent-encoded, space as %20... S3
-// encodes space as '+'; SDKs decode with url.QueryUnescape, so '+' works.
+// s3URLEncode encodes like S3's encoding-type=url: every byte except the
+// unreserved characters (A-Z a-z 0-9 - _ . ~) and '/' is percent-encoded
+// with upper-case hex, a space as %20 (not '+', which a client decoding
+// with a path unescaper would keep as a plus).
 func s3URLEncode(s string) string {
-	return strings.ReplaceAll(url.QueryEscape(s), "%2F", "/")
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_', c == '.', c == '~', c == '/':
+			b.WriteByte(c)
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		}
+	}
+	return b.String()
 }
 
 // listing holds what both ListObjects versions parse from the request.
@@ -88,9 +103,9 @@ func (s *Server) listObjectsV2(q *request) error {
 	prefix, delim, startAfter := q.query.Get("prefix"), q.query.Get("delimiter"), q.query.Get("start-after")
 	token := q.query.Get("continuation-token")
 	marker := startAfter
-	if _, ok := q.query["continuation-token"]; ok {
+	if token != "" { // an empty continuation-token= is as if absent, as in S3
 		raw, err := base64.RawURLEncoding.DecodeString(token)
-		if err != nil || token == "" {
+		if err != nil {
 			return s3err.New(s3err.CodeInvalidArgument, "The continuation token provided is incorrect")
 		}
 		marker = string(raw)
@@ -111,6 +126,59 @@ func (s *Server) listObjectsV2(q *request) error {
 		res.IsTruncated = page.truncated
 		if page.truncated {
 			res.NextContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(page.last))
+		}
+	}
+	writeXML(q.w, http.StatusOK, res)
+	return nil
+}
+
+// nullVersion is the version id of an object written while versioning
+// was never enabled (every object today).
+const nullVersion = "null"
+
+// listObjectVersions serves ListObjectVersions. A bucket without
+// versioning holds one version per key, its "null" version, the latest:
+// the listing is the bucket's keys in S3's order (key, then version,
+// newest first), with delimiter, key-marker/version-id-marker paging,
+// max-keys and encoding-type as S3 has them. Cleanup tools (boto3's
+// bucket.object_versions.delete(), the aws CLI's version-aware removes)
+// list versions first.
+func (s *Server) listObjectVersions(q *request) error {
+	l, err := s.listingFor(q)
+	if err != nil {
+		return err
+	}
+	prefix, delim := q.query.Get("prefix"), q.query.Get("delimiter")
+	keyMarker, vidMarker := q.query.Get("key-marker"), q.query.Get("version-id-marker")
+	if vidMarker != "" && keyMarker == "" {
+		return s3err.New(s3err.CodeInvalidArgument, "A version-id marker cannot be specified without a key marker.")
+	}
+	if vidMarker != "" && vidMarker != nullVersion {
+		return s3err.New(s3err.CodeInvalidArgument, "Invalid version id specified")
+	}
+	res := listVersionsResult{Xmlns: s3NS, Name: l.b.Name(), Prefix: l.enc(prefix), Delimiter: l.enc(delim), MaxKeys: l.max,
+		EncodingType: l.encType, KeyMarker: l.enc(keyMarker), VersionIDMarker: vidMarker}
+	if l.max > 0 {
+		// Every key has one version, so the versions of key-marker
+		// (whatever version-id-marker says) are done: start after it.
+		page, err := listBucket(q, l.b, prefix, delim, keyMarker, l.max)
+		if err != nil {
+			return err
+		}
+		who := &owner{ID: l.b.Owner(), DisplayName: l.b.Owner()}
+		for _, e := range page.objects {
+			res.Versions = append(res.Versions, versionElem{Key: l.enc(e.Key), VersionID: nullVersion, IsLatest: true,
+				LastModified: s3Time(e.Info.ModTime), ETag: `"` + e.Info.ETag + `"`, Size: e.Info.Size, Owner: who, StorageClass: "STANDARD"})
+		}
+		for _, p := range page.prefixes {
+			res.CommonPrefixes = append(res.CommonPrefixes, prefixElem{Prefix: l.enc(p)})
+		}
+		res.IsTruncated = page.truncated
+		if page.truncated {
+			res.NextKeyMarker = l.enc(page.last)
+			if !strings.HasSuffix(page.last, delim) || delim == "" {
+				res.NextVersionIDMarker = nullVersion
+			}
 		}
 	}
 	writeXML(q.w, http.StatusOK, res)

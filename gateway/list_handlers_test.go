@@ -68,9 +68,11 @@ func TestListObjectsV2(t *testing.T) {
 		{name: "max keys", in: s3.ListObjectsV2Input{MaxKeys: aws.Int32(2)}, want: []string{"B", "a"}, truncated: true, wantCount: 2},
 		{name: "no match", in: s3.ListObjectsV2Input{Prefix: aws.String("zzz")}, want: nil, wantPrefix: "zzz"},
 		{name: "encoding url", in: s3.ListObjectsV2Input{Prefix: aws.String("c"), EncodingType: types.EncodingTypeUrl},
-			want: []string{"c+d"}, wantCount: 1, wantPrefix: "c"},
+			want: []string{"c%20d"}, wantCount: 1, wantPrefix: "c"},
 		{name: "encoding url multibyte", in: s3.ListObjectsV2Input{StartAfter: aws.String("dir/y"), EncodingType: types.EncodingTypeUrl},
 			want: []string{"%C3%A9"}, wantCount: 1},
+		// S3 takes an empty continuation-token= as absent.
+		{name: "empty continuation token", in: s3.ListObjectsV2Input{ContinuationToken: aws.String("")}, want: listKeys, wantCount: 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.in
@@ -186,7 +188,7 @@ func TestListObjectsV1(t *testing.T) {
 		{name: "marker on a prefix", in: s3.ListObjectsInput{Delimiter: aws.String("/"), Marker: aws.String("a/")},
 			want: []string{"c d", "é", "dir/(p)"}},
 		{name: "encoding url", in: s3.ListObjectsInput{Prefix: aws.String("c "), EncodingType: types.EncodingTypeUrl},
-			want: []string{"c+d"}},
+			want: []string{"c%20d"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.in
@@ -223,4 +225,62 @@ func TestListObjectsV1(t *testing.T) {
 			t.Errorf("alice lists %q, want [B]", got)
 		}
 	})
+}
+
+// ListObjectVersions on a bucket without versioning: every object is its
+// "null" version, the latest, listed in key order with prefixes, paging
+// by key-marker and version-id-marker, and URL encoding.
+func TestListObjectVersionsUnversioned(t *testing.T) {
+	e := newEnv(t)
+	e.bucket("bkt")
+	for _, k := range []string{"a/1", "a/2", "b", "c d"} {
+		e.object("bkt", k, "v-"+k)
+	}
+	list := func(in s3.ListObjectVersionsInput) *s3.ListObjectVersionsOutput {
+		t.Helper()
+		in.Bucket = aws.String("bkt")
+		out, err := e.root.ListObjectVersions(ctx, &in)
+		noErr(t, err)
+		return out
+	}
+	out := list(s3.ListObjectVersionsInput{})
+	var keys []string
+	for _, v := range out.Versions {
+		keys = append(keys, aws.ToString(v.Key))
+		if aws.ToString(v.VersionId) != "null" || !aws.ToBool(v.IsLatest) || aws.ToInt64(v.Size) == 0 || aws.ToString(v.ETag) == "" {
+			t.Errorf("version %+v: want VersionId null, IsLatest, a size and an ETag", v)
+		}
+	}
+	if !slices.Equal(keys, []string{"a/1", "a/2", "b", "c d"}) || len(out.DeleteMarkers) != 0 || aws.ToBool(out.IsTruncated) {
+		t.Fatalf("versions %v (truncated %v), want every key once", keys, aws.ToBool(out.IsTruncated))
+	}
+	out = list(s3.ListObjectVersionsInput{Delimiter: aws.String("/")})
+	if len(out.CommonPrefixes) != 1 || aws.ToString(out.CommonPrefixes[0].Prefix) != "a/" || len(out.Versions) != 2 {
+		t.Fatalf("with a delimiter: %d versions, prefixes %+v", len(out.Versions), out.CommonPrefixes)
+	}
+	// Paging two at a time.
+	var paged []string
+	var km, vm *string
+	for range 5 {
+		out = list(s3.ListObjectVersionsInput{MaxKeys: aws.Int32(2), KeyMarker: km, VersionIdMarker: vm})
+		for _, v := range out.Versions {
+			paged = append(paged, aws.ToString(v.Key))
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			break
+		}
+		km, vm = out.NextKeyMarker, out.NextVersionIdMarker
+		if aws.ToString(vm) != "null" {
+			t.Fatalf("NextVersionIdMarker %q, want null", aws.ToString(vm))
+		}
+	}
+	if !slices.Equal(paged, []string{"a/1", "a/2", "b", "c d"}) {
+		t.Fatalf("paged %v", paged)
+	}
+	out = list(s3.ListObjectVersionsInput{Prefix: aws.String("c"), EncodingType: types.EncodingTypeUrl})
+	if len(out.Versions) != 1 || aws.ToString(out.Versions[0].Key) != "c%20d" {
+		t.Fatalf("url-encoded: %+v", out.Versions)
+	}
+	_, err := e.root.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String("bkt"), VersionIdMarker: aws.String("null")})
+	wantErr(t, err, "InvalidArgument", 400)
 }

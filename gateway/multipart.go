@@ -71,7 +71,7 @@ func (s *Server) uploadPart(q *request) error {
 	if err != nil {
 		return err
 	}
-	body, size, err := q.writeBody(maxPartSize)
+	body, size, err := q.writeBody(maxPartSize, false)
 	if err != nil {
 		return err
 	}

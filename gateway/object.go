@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -101,15 +102,42 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 }
 
 // payloadSize is the decoded body length of a write, or MissingContentLength.
-func (q *request) payloadSize() (int64, error) {
+// With unknownOK, a plain body sent with Transfer-Encoding: chunked and no
+// Content-Length has size -1 (S3-compatible servers take such a PUT; the
+// store writes it streaming, as one of unknown length).
+func (q *request) payloadSize(unknownOK bool) (int64, error) {
 	if q.size >= 0 {
 		return q.size, nil
 	}
-	if q.r.ContentLength >= 0 && !strings.Contains(strings.ToLower(q.r.Header.Get("Content-Encoding")), "aws-chunked") &&
-		!strings.HasPrefix(q.r.Header.Get("x-amz-content-sha256"), "STREAMING-") {
+	awsChunked := strings.Contains(strings.ToLower(q.r.Header.Get("Content-Encoding")), "aws-chunked") ||
+		strings.HasPrefix(q.r.Header.Get("x-amz-content-sha256"), "STREAMING-")
+	switch {
+	case awsChunked:
+	case q.r.ContentLength >= 0:
 		return q.r.ContentLength, nil
+	case unknownOK && slices.Contains(q.r.TransferEncoding, "chunked"):
+		return -1, nil
 	}
 	return 0, errMissingLength
+}
+
+// cappedReader fails a body of unknown length once it runs past left
+// bytes (EntityTooLarge).
+type cappedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	if c.left < 0 {
+		return 0, errEntityTooLarge
+	}
+	return n, err
 }
 
 // exactReader fails a body that ends before, or runs past, its declared size.
@@ -146,15 +174,19 @@ func (e *exactReader) Read(p []byte) (int, error) {
 
 // writeBody wraps a write's payload so that reading it verifies its length,
 // Content-MD5 and x-amz-checksum-* (header or trailer).
-func (q *request) writeBody(maxSize int64) (*checksum.Reader, int64, error) {
-	size, err := q.payloadSize()
+func (q *request) writeBody(maxSize int64, unknownOK bool) (*checksum.Reader, int64, error) {
+	size, err := q.payloadSize(unknownOK)
 	if err != nil {
 		return nil, 0, err
 	}
 	if size > maxSize {
 		return nil, 0, errEntityTooLarge
 	}
-	cr, err := checksum.NewReader(q.r.Header, &exactReader{r: q.body, left: size}, q.trailer)
+	var body io.Reader = &exactReader{r: q.body, left: size}
+	if size < 0 {
+		body = &cappedReader{r: q.body, left: maxSize}
+	}
+	cr, err := checksum.NewReader(q.r.Header, body, q.trailer)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -180,7 +212,7 @@ func (s *Server) putObject(q *request) error {
 	if err := s.writeConditions(q, b, &opts); err != nil {
 		return err
 	}
-	body, size, err := q.writeBody(maxPutSize)
+	body, size, err := q.writeBody(maxPutSize, true)
 	if err != nil {
 		return err
 	}

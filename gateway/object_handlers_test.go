@@ -18,6 +18,7 @@ import (
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/gateway/checksum"
 	"github.com/fedgate/fedgate/gateway/gatewaytest"
 )
 
@@ -436,6 +437,27 @@ func TestDeleteObjects(t *testing.T) {
 		resp, data = e.rootSigned(http.MethodPost, "/bkt?delete", body, http.Header{"Content-Md5": {md5b64("other")}})
 		if resp.StatusCode != 400 || !strings.Contains(string(data), "<Code>BadDigest</Code>") {
 			t.Errorf("wrong Content-MD5: %d %s, want 400 BadDigest", resp.StatusCode, data)
+		}
+		// S3 requires a digest of the body: none is InvalidRequest, and
+		// nothing is deleted; a wrong x-amz-checksum-crc32 is refused too.
+		e.object("bkt", "a", "v")
+		resp, data = e.rootSigned(http.MethodPost, "/bkt?delete", body, nil)
+		if resp.StatusCode != 400 || !strings.Contains(string(data), "<Code>InvalidRequest</Code>") || !strings.Contains(string(data), "Content-MD5") {
+			t.Errorf("no digest: %d %s, want 400 InvalidRequest naming Content-MD5", resp.StatusCode, data)
+		}
+		resp, data = e.rootSigned(http.MethodPost, "/bkt?delete", body, http.Header{"X-Amz-Checksum-Crc32": {"AAAAAA=="}})
+		if resp.StatusCode != 400 {
+			t.Errorf("wrong x-amz-checksum-crc32: %d %s, want 400", resp.StatusCode, data)
+		}
+		if _, err := e.fake.Bucket("bkt"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.root.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bkt"), Key: aws.String("a")}); err != nil {
+			t.Errorf("a refused DeleteObjects deleted the object: %v", err)
+		}
+		resp, data = e.rootSigned(http.MethodPost, "/bkt?delete", body, http.Header{"X-Amz-Checksum-Crc32": {checksum.CRC32.Sum(body)}})
+		if resp.StatusCode != 200 || !strings.Contains(string(data), "<Deleted><Key>a</Key></Deleted>") {
+			t.Errorf("with x-amz-checksum-crc32: %d %s", resp.StatusCode, data)
 		}
 	})
 }

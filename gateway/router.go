@@ -37,7 +37,7 @@ var unsupportedSubresources = []string{
 	"inventory", "legal-hold", "lifecycle", "logging", "metadataTable", "metrics", "notification",
 	"object-lock", "ownershipControls", "policy", "policyStatus", "publicAccessBlock",
 	"replication", "requestPayment", "restore", "retention", "select", "tagging", "torrent",
-	"versions", "website", "renameObject", "session",
+	"website", "renameObject", "session",
 }
 
 func (s *Server) isVirtualHost(r *http.Request) bool {
@@ -112,6 +112,8 @@ func (s *Server) route(r *http.Request, q url.Values, bucket, key string) (strin
 			return "GetBucketLocation", s.getBucketLocation
 		case m == http.MethodGet && has("versioning"):
 			return "GetBucketVersioning", s.getBucketVersioning
+		case m == http.MethodGet && has("versions"):
+			return "ListObjectVersions", s.listObjectVersions
 		case m == http.MethodGet && has("uploads"):
 			return "ListMultipartUploads", s.listMultipartUploads
 		case m == http.MethodGet && q.Get("list-type") == "2":

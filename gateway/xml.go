@@ -157,6 +157,36 @@ type listBucketResultV1 struct {
 	CommonPrefixes []prefixElem `xml:"CommonPrefixes"`
 }
 
+// listVersionsResult is ListObjectVersions' answer.
+type listVersionsResult struct {
+	XMLName             xml.Name      `xml:"ListVersionsResult"`
+	Xmlns               string        `xml:"xmlns,attr"`
+	Name                string        `xml:"Name"`
+	Prefix              string        `xml:"Prefix"`
+	KeyMarker           string        `xml:"KeyMarker"`
+	VersionIDMarker     string        `xml:"VersionIdMarker"`
+	NextKeyMarker       string        `xml:"NextKeyMarker,omitempty"`
+	NextVersionIDMarker string        `xml:"NextVersionIdMarker,omitempty"`
+	MaxKeys             int           `xml:"MaxKeys"`
+	Delimiter           string        `xml:"Delimiter,omitempty"`
+	EncodingType        string        `xml:"EncodingType,omitempty"`
+	IsTruncated         bool          `xml:"IsTruncated"`
+	Versions            []versionElem `xml:"Version"`
+	CommonPrefixes      []prefixElem  `xml:"CommonPrefixes"`
+}
+
+// versionElem is one version of an object in a version listing.
+type versionElem struct {
+	Key          string `xml:"Key"`
+	VersionID    string `xml:"VersionId"`
+	IsLatest     bool   `xml:"IsLatest"`
+	LastModified string `xml:"LastModified"`
+	ETag         string `xml:"ETag"`
+	Size         int64  `xml:"Size"`
+	Owner        *owner `xml:"Owner,omitempty"`
+	StorageClass string `xml:"StorageClass"`
+}
+
 type copyObjectResult struct {
 	XMLName      xml.Name `xml:"CopyObjectResult"`
 	Xmlns        string   `xml:"xmlns,attr"`
@@ -182,7 +212,8 @@ type deleteRequest struct {
 }
 
 type deletedElem struct {
-	Key string `xml:"Key"`
+	Key       string `xml:"Key"`
+	VersionID string `xml:"VersionId,omitempty"`
 }
 
 type deleteErrorElem struct {

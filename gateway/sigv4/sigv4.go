@@ -172,11 +172,18 @@ func body(r *http.Request) io.ReadCloser {
 	return r.Body
 }
 
+// LegacyUSRegion is the name the oldest S3 API gave us-east-1 (its
+// LocationConstraint "US"). s3cmd signs with it at its default settings
+// (bucket_location = US); MinIO accepts it for us-east-1, and so does a
+// verifier whose region is us-east-1. The signature is computed with the
+// scope's region as sent, so it must match "US".
+const LegacyUSRegion = "US"
+
 // checkScope validates a credential scope against the verifier's region
 // and service. newErr builds the error of the caller's auth mechanism.
 func (v *Verifier) checkScope(c *Credential, newErr func(string) *s3err.Error) error {
 	switch {
-	case c.Region != v.Region:
+	case c.Region != v.Region && !(v.Region == "us-east-1" && c.Region == LegacyUSRegion):
 		return newErr("the region '" + c.Region + "' is wrong; expecting '" + v.Region + "'")
 	case c.Service != v.service():
 		return newErr("incorrect service '" + c.Service + "'. This endpoint belongs to '" + v.service() + "'.")

@@ -168,6 +168,27 @@ func TestVerifyHeaderTamper(t *testing.T) {
 	}
 }
 
+// s3cmd at its defaults signs with region "US" (its bucket_location):
+// accepted for us-east-1, as MinIO does, and only there.
+func TestVerifyLegacyUSRegion(t *testing.T) {
+	for _, region := range []string{"us-east-1", "eu-west-1"} {
+		r := newRequest(t, http.MethodGet, "k", "", nil)
+		r.Header.Set("X-Amz-Content-Sha256", UnsignedPayload)
+		if err := s3Signer.SignHTTP(t.Context(), testCreds, r, UnsignedPayload, "s3", "US", testTime); err != nil {
+			t.Fatal(err)
+		}
+		v := newVerifier(testTime)
+		v.Region = region
+		_, err := v.Verify(toServer(t, r))
+		if region == "us-east-1" && err != nil {
+			t.Errorf("region US against us-east-1: %v", err)
+		}
+		if region != "us-east-1" {
+			wantCode(t, err, s3err.CodeAuthorizationHeaderMalformed)
+		}
+	}
+}
+
 func TestVerifyWrongRegionMessage(t *testing.T) {
 	r := newRequest(t, http.MethodGet, "k", "", nil)
 	r.Header.Set("X-Amz-Content-Sha256", UnsignedPayload)

@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+)
+
+// What common tools do at their defaults, and S3 answers (issue 11): each
+// of these failed against fedgate before.
+func TestToolDefaultsCompat(t *testing.T) {
+	s := startServer(t)
+	c := s.root()
+	mustOK(t, must(c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("tools")})))
+
+	// Creating a bucket you own again: 200 in us-east-1 (scripts "mb" on
+	// every run).
+	mustOK(t, must(c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("tools")})))
+
+	// s3cmd signs with region "US" (its default bucket_location).
+	req, _ := http.NewRequestWithContext(ctx(t), http.MethodGet, s.Endpoint+"/", nil)
+	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+	mustOK(t, v4.NewSigner().SignHTTP(ctx(t), aws.Credentials{AccessKeyID: rootAK, SecretAccessKey: rootSK}, req, "UNSIGNED-PAYLOAD", "s3", "US", time.Now()))
+	resp, err := http.DefaultClient.Do(req)
+	mustOK(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(b, []byte("<Name>tools</Name>")) {
+		t.Errorf("ListBuckets signed for region US: %d %s", resp.StatusCode, b)
+	}
+
+	// A PUT with Transfer-Encoding: chunked and no Content-Length.
+	data := randBytes(t, 3<<20+7)
+	req, _ = http.NewRequestWithContext(ctx(t), http.MethodPut, s.Endpoint+"/tools/chunked.bin", io.MultiReader(bytes.NewReader(data)))
+	req.ContentLength = -1 // unknown: net/http sends it chunked
+	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+	mustOK(t, v4.NewSigner().SignHTTP(ctx(t), aws.Credentials{AccessKeyID: rootAK, SecretAccessKey: rootSK}, req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", time.Now()))
+	resp, err = http.DefaultClient.Do(req)
+	mustOK(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("chunked PUT without Content-Length: %d %s", resp.StatusCode, b)
+	}
+	if got, _ := getBytes(t, c, "tools", "chunked.bin"); !bytes.Equal(got, data) {
+		t.Fatalf("chunked PUT read back %d bytes, want %d", len(got), len(data))
+	}
+
+	// A multipart upload whose part 1 is sent again after the others.
+	cu, err := c.CreateMultipartUpload(ctx(t), &s3.CreateMultipartUploadInput{Bucket: aws.String("tools"), Key: aws.String("resent")})
+	mustOK(t, err)
+	parts := [][]byte{randBytes(t, 5<<20), randBytes(t, 5<<20), randBytes(t, 1000)}
+	etags := make([]*string, len(parts))
+	upload := func(i int, body []byte) {
+		up, err := c.UploadPart(ctx(t), &s3.UploadPartInput{Bucket: aws.String("tools"), Key: aws.String("resent"), UploadId: cu.UploadId,
+			PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(body)})
+		mustOK(t, err)
+		etags[i] = up.ETag
+	}
+	for i, p := range parts {
+		upload(i, p)
+	}
+	parts[0] = randBytes(t, 5<<20)
+	upload(0, parts[0])
+	var done []types.CompletedPart
+	for i := range parts {
+		done = append(done, types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: etags[i]})
+	}
+	_, err = c.CompleteMultipartUpload(ctx(t), &s3.CompleteMultipartUploadInput{Bucket: aws.String("tools"), Key: aws.String("resent"),
+		UploadId: cu.UploadId, MultipartUpload: &types.CompletedMultipartUpload{Parts: done}})
+	mustOK(t, err)
+	if got, _ := getBytes(t, c, "tools", "resent"); !bytes.Equal(got, bytes.Join(parts, nil)) {
+		t.Fatal("the completed object is not the parts as last sent")
+	}
+
+	// DeleteBucket with an unfinished upload: the bucket and its uploads go.
+	mustOK(t, must(c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("leftover")})))
+	_, err = c.CreateMultipartUpload(ctx(t), &s3.CreateMultipartUploadInput{Bucket: aws.String("leftover"), Key: aws.String("never-finished")})
+	mustOK(t, err)
+	mustOK(t, must(c.DeleteBucket(ctx(t), &s3.DeleteBucketInput{Bucket: aws.String("leftover")})))
+	mustOK(t, must(c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("leftover")})))
+	lu, err := c.ListMultipartUploads(ctx(t), &s3.ListMultipartUploadsInput{Bucket: aws.String("leftover")})
+	mustOK(t, err)
+	if len(lu.Uploads) != 0 {
+		t.Errorf("the new bucket lists the deleted bucket's upload: %+v", lu.Uploads)
+	}
+}
+
+// must drops an SDK output, keeping the error.
+func must[T any](_ T, err error) error { return err }
