@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,3 +97,49 @@ func TestToolDefaultsCompat(t *testing.T) {
 
 // must drops an SDK output, keeping the error.
 func must[T any](_ T, err error) error { return err }
+
+// A completion and an abort of one upload racing: exactly one wins, and
+// the loser answers 404 NoSuchUpload (before, both could succeed with the
+// object created, or the completion answered 400 InvalidPart). 100 tries.
+func TestCompleteAbortRace(t *testing.T) {
+	s := startServer(t)
+	c := s.root()
+	mustOK(t, must(c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("race")})))
+	wins := map[string]int{}
+	for i := range 100 {
+		key := fmt.Sprintf("k%03d", i)
+		cu, err := c.CreateMultipartUpload(ctx(t), &s3.CreateMultipartUploadInput{Bucket: aws.String("race"), Key: aws.String(key)})
+		mustOK(t, err)
+		up, err := c.UploadPart(ctx(t), &s3.UploadPartInput{Bucket: aws.String("race"), Key: aws.String(key), UploadId: cu.UploadId,
+			PartNumber: aws.Int32(1), Body: bytes.NewReader([]byte("part one"))})
+		mustOK(t, err)
+		var completeErr, abortErr error
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			_, completeErr = c.CompleteMultipartUpload(ctx(t), &s3.CompleteMultipartUploadInput{Bucket: aws.String("race"), Key: aws.String(key),
+				UploadId: cu.UploadId, MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: up.ETag}}}})
+		})
+		wg.Go(func() {
+			_, abortErr = c.AbortMultipartUpload(ctx(t), &s3.AbortMultipartUploadInput{Bucket: aws.String("race"), Key: aws.String(key), UploadId: cu.UploadId})
+		})
+		wg.Wait()
+		_, headErr := c.HeadObject(ctx(t), &s3.HeadObjectInput{Bucket: aws.String("race"), Key: aws.String(key)})
+		switch {
+		case completeErr == nil && abortErr == nil:
+			t.Fatalf("try %d: both the completion and the abort succeeded", i)
+		case completeErr == nil:
+			wins["complete"]++
+			if apiCode(abortErr) != "NoSuchUpload" || headErr != nil {
+				t.Fatalf("try %d: completion won; abort answered %v (want NoSuchUpload), the object: %v", i, abortErr, headErr)
+			}
+		case abortErr == nil:
+			wins["abort"]++
+			if apiCode(completeErr) != "NoSuchUpload" || headErr == nil {
+				t.Fatalf("try %d: abort won; completion answered %v (want NoSuchUpload), object exists: %v", i, completeErr, headErr == nil)
+			}
+		default:
+			t.Fatalf("try %d: neither won: complete %v, abort %v", i, completeErr, abortErr)
+		}
+	}
+	t.Logf("winners over 100 races: %v", wins)
+}

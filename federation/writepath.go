@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"strings"
+	"time"
 
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/regionstate"
@@ -158,8 +160,8 @@ func (p directPath) uploadPart(ctx context.Context, up Upload, number int, body 
 	}
 	err = n.rs.Apply(ctx, regionstate.PutPart{UploadID: up.ID, Part: regionstate.Part{
 		Number: pi.Number, Size: pi.Size, ETag: pi.ETag, Checksums: pi.Checksums, Modified: pi.ModTime}})
-	if errors.Is(err, regionstate.ErrNoSuchUpload) {
-		return store.PartInfo{}, ErrNoSuchUpload
+	if errors.Is(err, regionstate.ErrNoSuchUpload) || errors.Is(err, regionstate.ErrUploadClaimed) {
+		return store.PartInfo{}, fmt.Errorf("%w (%v)", ErrNoSuchUpload, err)
 	}
 	return pi, err
 }
@@ -173,10 +175,15 @@ func (p directPath) complete(ctx context.Context, up Upload, parts []store.PartI
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
+	release, err := n.claimUpload(ctx, up)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
 	opts := store.PutOptions{IfNoneMatch: ifNoneMatch, Metadata: fromRaftMeta(up.Meta)}
 	info, err := mp.CompleteMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.prefix+up.Key, up.StoreUploadID, parts, opts)
 	b.invalidate(up.Key)
 	if err != nil {
+		release()
 		return store.ObjectInfo{}, err
 	}
 	info.Key = up.Key
@@ -197,10 +204,40 @@ func (p directPath) abort(ctx context.Context, up Upload) error {
 	if err != nil {
 		return err
 	}
+	release, err := b.ns.claimUpload(ctx, up)
+	if err != nil {
+		return err
+	}
 	if err := mp.AbortMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.prefix+up.Key, up.StoreUploadID); err != nil {
+		release()
 		return err
 	}
 	return b.ns.dropUpload(ctx, up)
+}
+
+// claimUpload makes this completion or abort of up the only one under way
+// (regionstate.ClaimUpload): of a completion and an abort racing, the
+// loser gets ErrNoSuchUpload before it touches the store. release gives
+// the claim back when the operation fails.
+func (n *Namespace) claimUpload(ctx context.Context, up Upload) (release func(), err error) {
+	claim := newUploadID()
+	err = n.rs.Apply(ctx, regionstate.ClaimUpload{UploadID: up.ID, Claim: claim, At: n.now()})
+	switch {
+	case errors.Is(err, regionstate.ErrNoSuchUpload):
+		return nil, ErrNoSuchUpload
+	case errors.Is(err, regionstate.ErrUploadClaimed):
+		return nil, fmt.Errorf("%w: another completion or abort of this upload is under way", ErrNoSuchUpload)
+	case err != nil:
+		return nil, err
+	}
+	return func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := n.rs.Apply(rctx, regionstate.ClaimUpload{UploadID: up.ID, Claim: claim, At: n.now(), Release: true}); err != nil &&
+			!errors.Is(err, regionstate.ErrNoSuchUpload) {
+			n.log.Warn("multipart upload claim not released (it expires on its own)", "upload_id", up.ID, "error", err, "ttl", regionstate.ClaimTTL.String())
+		}
+	}, nil
 }
 
 // dropUpload forgets an upload's session.

@@ -282,6 +282,9 @@ func (c *PutPart) apply(b *batch) error {
 	if !ok {
 		return ErrNoSuchUpload
 	}
+	if rec.up.Claim != "" {
+		return ErrUploadClaimed
+	}
 	p := c.Part
 	if err := validPart(p.Number); err != nil {
 		return err
@@ -325,6 +328,36 @@ func (c *CompleteUpload) apply(b *batch) error {
 }
 
 func (c *AbortUpload) apply(b *batch) error { return b.endUpload(c.UploadID) }
+
+func (c *ClaimUpload) apply(b *batch) error {
+	t := b.cat.uploads
+	rec, ok := t.m[c.UploadID]
+	if !ok {
+		return ErrNoSuchUpload
+	}
+	if c.Claim == "" {
+		return invalid("an upload claim needs an id")
+	}
+	up := rec.up
+	switch {
+	case c.Release:
+		if up.Claim != c.Claim {
+			return nil // not ours (any more): nothing to release
+		}
+		up.Claim, up.ClaimedAt = "", time.Time{}
+	case up.Claim == c.Claim:
+		return nil
+	case up.Claim != "" && c.At.Sub(up.ClaimedAt) < ClaimTTL:
+		return ErrUploadClaimed
+	default:
+		up.Claim, up.ClaimedAt = c.Claim, b.stamp(c.At)
+	}
+	t.mu.Lock()
+	rec.up = up
+	t.mu.Unlock()
+	b.put(tUpload, up.ID, mustJSON(up))
+	return nil
+}
 
 func (c *SetPolicy) apply(b *batch) error {
 	if cur := b.cat.policy; cur != nil && c.Version <= cur.Version {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // CommandType is the first byte of every Raft log entry fedgate writes; the
@@ -48,6 +49,9 @@ const (
 	// TypeSetRegionID is ignorable: a node that does not know it does not
 	// know the region's id either, and checks nothing with it.
 	TypeSetRegionID CommandType = 24 | IgnoreUnknown
+	// TypeClaimUpload is ignorable: a node that does not know it lets a
+	// completion and an abort of one upload race, as before it existed.
+	TypeClaimUpload CommandType = 25 | IgnoreUnknown
 )
 
 // Command is a typed FSM command. Type must return a constant.
@@ -107,6 +111,7 @@ var commands = [IgnoreUnknown]commandDef{
 	TypeLeaderMark &^ IgnoreUnknown:  def[LeaderMark]("LeaderMark"),
 	TypePruneEgress &^ IgnoreUnknown: def[PruneEgress]("PruneEgress"),
 	TypeSetRegionID &^ IgnoreUnknown: def[SetRegionID]("SetRegionID"),
+	TypeClaimUpload &^ IgnoreUnknown: def[ClaimUpload]("ClaimUpload"),
 }
 
 // Encode returns the log entry for cmd: its type byte and JSON body.
@@ -209,6 +214,27 @@ type CompleteUpload struct {
 // ErrNoSuchUpload.
 type AbortUpload struct{ UploadID string }
 
+// ClaimUpload marks a session as being ended by one completion or abort,
+// so that of a completion and an abort racing exactly one goes ahead: the
+// first claim wins, another fails with ErrUploadClaimed until the winner
+// ends the session (CompleteUpload, AbortUpload) or releases its claim
+// (Release: its operation failed, and the session may be completed,
+// aborted or given parts again). Claim is an id the caller chooses; At is
+// the caller's clock, and a claim older than ClaimTTL at At is taken over
+// (its holder died). While claimed, PutPart fails with ErrUploadClaimed.
+// It fails with ErrNoSuchUpload when the session is gone.
+type ClaimUpload struct {
+	UploadID string
+	Claim    string
+	At       time.Time
+	Release  bool `json:",omitempty"`
+}
+
+// ClaimTTL is how long a claim on a session holds before another may take
+// it over (a completion that takes longer is not cut short: it only loses
+// the guarantee that no abort runs meanwhile).
+const ClaimTTL = 15 * time.Minute
+
 // SetPolicy makes YAML the active policy file. Version must be greater than
 // the active policy's version, else it fails with ErrStalePolicy.
 type SetPolicy struct {
@@ -269,6 +295,7 @@ type SetRegionID struct{ ID string }
 
 // Type implements Command.
 func (SetRegionID) Type() CommandType { return TypeSetRegionID }
+func (ClaimUpload) Type() CommandType { return TypeClaimUpload }
 
 // RegionIDSetting is the region setting that holds the region's id.
 const RegionIDSetting = "region_id"

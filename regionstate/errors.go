@@ -15,6 +15,8 @@ var (
 	ErrRootUser       = errors.New("raft: root user cannot be deleted without Force")
 	ErrUploadExists   = errors.New("raft: upload id already exists")
 	ErrNoSuchUpload   = errors.New("raft: no such upload")
+	// ErrUploadClaimed: a completion or abort of the upload is under way.
+	ErrUploadClaimed = errors.New("raft: the upload is being completed or aborted")
 	ErrStalePolicy    = errors.New("raft: policy version is not newer than the active one")
 	// ErrInvalid is wrapped by errors that reject a malformed command.
 	ErrInvalid = errors.New("raft: invalid command")

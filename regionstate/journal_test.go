@@ -1,6 +1,7 @@
 package regionstate
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -196,5 +197,45 @@ func TestRegionID(t *testing.T) {
 	wantErr(t, n, SetSetting{Key: RegionIDSetting, Value: "r3"}, ErrInvalid)
 	if id := n.State().RegionID(); id != "r1" {
 		t.Fatalf("region id %q; want r1", id)
+	}
+}
+
+// TestClaimUpload: of two claims on a session the first wins until it is
+// released or the session ends; a claimed session takes no parts; a claim
+// older than ClaimTTL is taken over.
+func TestClaimUpload(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, testConfig(t, dir))
+	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	apply(t, n, CreateUpload{Upload: MultipartUpload{ID: "u1", Bucket: "b", Key: "k", Store: "s"}})
+	ctx := t.Context()
+	claim := func(c string, at time.Time) error { return n.Apply(ctx, ClaimUpload{UploadID: "u1", Claim: c, At: at}) }
+	if err := claim("complete-1", at); err != nil {
+		t.Fatal(err)
+	}
+	if err := claim("complete-1", at); err != nil {
+		t.Fatalf("the same claim again: %v", err)
+	}
+	if err := claim("abort-1", at.Add(time.Second)); !errors.Is(err, ErrUploadClaimed) {
+		t.Fatalf("a second claim: %v, want ErrUploadClaimed", err)
+	}
+	if err := n.Apply(ctx, PutPart{UploadID: "u1", Part: Part{Number: 1, Size: 1, ETag: "e"}}); !errors.Is(err, ErrUploadClaimed) {
+		t.Fatalf("PutPart on a claimed session: %v, want ErrUploadClaimed", err)
+	}
+	if err := n.Apply(ctx, ClaimUpload{UploadID: "u1", Claim: "complete-1", At: at, Release: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := claim("abort-1", at.Add(2*time.Second)); err != nil {
+		t.Fatalf("a claim after the release: %v", err)
+	}
+	if err := claim("complete-2", at.Add(ClaimTTL+2*time.Second)); err != nil {
+		t.Fatalf("taking over a claim older than ClaimTTL: %v", err)
+	}
+	if ups := n.State().Uploads("b", ""); len(ups) != 1 || ups[0].Claim != "complete-2" {
+		t.Fatalf("uploads %+v, want u1 claimed by complete-2", ups)
+	}
+	apply(t, n, AbortUpload{UploadID: "u1"})
+	if err := claim("x", at); !errors.Is(err, ErrNoSuchUpload) {
+		t.Fatalf("a claim on an ended session: %v, want ErrNoSuchUpload", err)
 	}
 }

@@ -118,6 +118,9 @@ type MultipartUpload struct {
 	// journals the object instead of assembling it in the store.
 	WriteBack bool         `json:",omitempty"`
 	Parts     map[int]Part `json:",omitempty"` // by part number
+	// Claim and ClaimedAt: the completion or abort under way (ClaimUpload).
+	Claim     string    `json:",omitempty"`
+	ClaimedAt time.Time `json:",omitzero"`
 }
 
 func (u MultipartUpload) clone() MultipartUpload {
