@@ -17,7 +17,7 @@ var (
 	ErrNoSuchUpload   = errors.New("raft: no such upload")
 	// ErrUploadClaimed: a completion or abort of the upload is under way.
 	ErrUploadClaimed = errors.New("raft: the upload is being completed or aborted")
-	ErrStalePolicy    = errors.New("raft: policy version is not newer than the active one")
+	ErrStalePolicy   = errors.New("raft: policy version is not newer than the active one")
 	// ErrInvalid is wrapped by errors that reject a malformed command.
 	ErrInvalid = errors.New("raft: invalid command")
 	// ErrUnknownCommand is returned for a command type this node does not
