@@ -2,15 +2,21 @@ package e2e
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
@@ -142,4 +148,43 @@ func TestCompleteAbortRace(t *testing.T) {
 		}
 	}
 	t.Logf("winners over 100 races: %v", wins)
+}
+
+// A full store device: a write answers 507 InsufficientStorage naming the
+// full device (was 500 "Please try again", which clients retry into a
+// full disk), leaves nothing behind, reads go on, and once space is freed
+// writes work again.
+func TestFullDeviceAnswers507(t *testing.T) {
+	needRoot(t)
+	dev := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", dev).CombinedOutput(); err != nil {
+		t.Fatalf("mount a 12 MiB tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dev).Run() })
+	policy := "regions:\n  - {name: lab, location: onprem:lga1}\nstores:\n" +
+		"  - {name: nas, kind: posix, location: onprem:lga1, path: " + t.TempDir() + "}\n" +
+		"  - {name: small, kind: posix, location: onprem:lga1, path: " + dev + "}\n" +
+		"buckets:\n  - {name: full, placement: {single: small}}\ndefaults: {store: nas}\n"
+	pf := filepath.Join(t.TempDir(), "policy.yaml")
+	mustOK(t, os.WriteFile(pf, []byte(policy), 0o644))
+	s := startServer(t, "--config", pf)
+	c := s.root()
+	first := randBytes(t, 8<<20)
+	put(t, c, "full", "first", first)
+	_, err := c.PutObject(ctx(t), &s3.PutObjectInput{Bucket: aws.String("full"), Key: aws.String("second"), Body: bytes.NewReader(randBytes(t, 8<<20))},
+		func(o *s3.Options) { o.Retryer = aws.NopRetryer{} })
+	var re *awshttp.ResponseError
+	if !errors.As(err, &re) || re.HTTPStatusCode() != 507 || apiCode(err) != "InsufficientStorage" || !strings.Contains(err.Error(), "no space left") {
+		t.Fatalf("PUT into a full device: %v; want 507 InsufficientStorage naming the full device", err)
+	}
+	if got, _ := getBytes(t, c, "full", "first"); !bytes.Equal(got, first) {
+		t.Fatal("the object written before the device filled does not read back")
+	}
+	lo, err := c.ListObjectsV2(ctx(t), &s3.ListObjectsV2Input{Bucket: aws.String("full")})
+	mustOK(t, err)
+	if len(lo.Contents) != 1 {
+		t.Fatalf("after the refused PUT the bucket lists %d objects, want 1", len(lo.Contents))
+	}
+	mustOK(t, must(c.DeleteObject(ctx(t), &s3.DeleteObjectInput{Bucket: aws.String("full"), Key: aws.String("first")})))
+	put(t, c, "full", "second", randBytes(t, 8<<20))
 }

@@ -53,6 +53,7 @@ type degradedTracker struct {
 	reads   *prometheus.CounterVec
 	up      *prometheus.GaugeVec
 	latency *prometheus.GaugeVec
+	swept   *prometheus.GaugeVec
 
 	mu       sync.Mutex
 	buckets  map[[2]string]*backend.DegradedBucket
@@ -74,6 +75,8 @@ func newDegradedTracker() *degradedTracker {
 			Help: "1 when the store answered its last periodic health check, 0 when not."}, []string{"store", "location"}),
 		latency: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fedgate_store_check_seconds",
 			Help: "Round trip of the store's last health check."}, []string{"store"}),
+		swept: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fedgate_store_staging_swept_files",
+			Help: "Abandoned staging files (of writes whose process died) a posix store removed since this node opened it."}, []string{"store"}),
 		buckets:  map[[2]string]*backend.DegradedBucket{},
 		lastWarn: map[[2]string]time.Time{},
 		health:   map[string]backend.StoreHealth{},
@@ -209,11 +212,16 @@ func (n *Namespace) CheckStores(ctx context.Context) {
 		}
 		d.up.WithLabelValues(h.Store, loc).Set(up)
 		d.latency.WithLabelValues(h.Store).Set(h.Latency.Seconds())
+		if sw, ok := stores[names[i]].(interface{ Swept() (int64, int64) }); ok {
+			files, _ := sw.Swept()
+			d.swept.WithLabelValues(h.Store).Set(float64(files))
+		}
 	}
 	for name := range prev {
 		if _, ok := d.health[name]; !ok { // gone with a policy change
 			d.up.DeletePartialMatch(prometheus.Labels{"store": name})
 			d.latency.DeleteLabelValues(name)
+			d.swept.DeleteLabelValues(name)
 		}
 	}
 	d.mu.Unlock()
@@ -320,5 +328,5 @@ func (n *Namespace) clearWiped(stores []store.Store) {
 }
 
 func (d *degradedTracker) collectors() []prometheus.Collector {
-	return []prometheus.Collector{d.reads, d.up, d.latency}
+	return []prometheus.Collector{d.reads, d.up, d.latency, d.swept}
 }

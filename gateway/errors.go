@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"syscall"
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/store"
@@ -77,6 +78,10 @@ func toS3(err error) *s3err.Error {
 		return s3err.New(s3err.CodeAccessDenied, "The backing store denied access.")
 	case errors.Is(err, store.ErrThrottled):
 		return errSlowDown
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		// A lasting condition, not a retry: 507, naming the device. (500
+		// "Please try again" made clients retry into a full disk.)
+		return s3err.Newf(s3err.CodeInsufficientStorage, "A device the write needs is full; nothing was written (%v). Free space or add capacity; reads go on.", err)
 	case errors.Is(err, backend.ErrLengthRequired):
 		return s3err.Newf(s3err.CodeMissingContentLength, "You must provide the Content-Length HTTP header: %v", err)
 	case errors.Is(err, store.ErrNotSupported):

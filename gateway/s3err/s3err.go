@@ -22,6 +22,7 @@ const (
 	CodeBucketAlreadyOwnedByYou           = "BucketAlreadyOwnedByYou"
 	CodeBucketNotEmpty                    = "BucketNotEmpty"
 	CodeEgressBudgetExceeded              = "EgressBudgetExceeded" // fedgate's own: a policy budget refused the read
+	CodeInsufficientStorage               = "InsufficientStorage"  // fedgate's own (MinIO: XMinioStorageFull): a device is full
 	CodeEntityTooLarge                    = "EntityTooLarge"
 	CodeEntityTooSmall                    = "EntityTooSmall"
 	CodeIncompleteBody                    = "IncompleteBody"
@@ -77,6 +78,7 @@ var table = map[string]row{
 	CodeBucketAlreadyOwnedByYou:           {http.StatusConflict, "Your previous request to create the named bucket succeeded and you already own it."},
 	CodeBucketNotEmpty:                    {http.StatusConflict, "The bucket you tried to delete is not empty"},
 	CodeEgressBudgetExceeded:              {http.StatusForbidden, "The bucket's egress budget does not allow this read."},
+	CodeInsufficientStorage:               {http.StatusInsufficientStorage, "A device the write needs is full; nothing was written. Free space or add capacity."},
 	CodeEntityTooLarge:                    {http.StatusBadRequest, "Your proposed upload exceeds the maximum allowed object size."},
 	CodeEntityTooSmall:                    {http.StatusBadRequest, "Your proposed upload is smaller than the minimum allowed object size."},
 	CodeIncompleteBody:                    {http.StatusBadRequest, "You did not provide the number of bytes specified by the Content-Length HTTP header."},

@@ -53,7 +53,47 @@ type Store struct {
 	locks     [64]sync.Mutex
 	lastStamp atomic.Int64
 	metas     metaCache
+
+	// sweptFiles and sweptBytes count the abandoned staging files removed
+	// (see sweepStaging).
+	sweptFiles, sweptBytes atomic.Int64
 }
+
+// StaleStaging is how long a file in the store's staging folder may go
+// unwritten before the store takes it for the debris of a write whose
+// process died (kill -9, a crash) and removes it. A write in progress
+// keeps its file's modification time fresh; the folder may be shared by
+// several nodes, so age is the only safe sign.
+const StaleStaging = time.Hour
+
+// sweepStaging removes the staging files not written for StaleStaging.
+func (s *Store) sweepStaging(now time.Time) {
+	d, err := s.root.Open(stagingDir)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	for {
+		ents, err := d.ReadDir(256)
+		for _, e := range ents {
+			fi, err := e.Info()
+			if err != nil || !fi.Mode().IsRegular() || now.Sub(fi.ModTime()) < StaleStaging {
+				continue
+			}
+			if s.root.Remove(stagingDir+"/"+e.Name()) == nil {
+				s.sweptFiles.Add(1)
+				s.sweptBytes.Add(fi.Size())
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Swept returns how many abandoned staging files (and their bytes) the
+// store removed since it was opened: at opening and at each Check.
+func (s *Store) Swept() (files, bytes int64) { return s.sweptFiles.Load(), s.sweptBytes.Load() }
 
 // New opens (creating it if needed) the store rooted at directory root.
 func New(name string, loc policies.Location, root string) (*Store, error) {
@@ -73,7 +113,9 @@ func New(name string, loc policies.Location, root string) (*Store, error) {
 			return nil, fmt.Errorf("posix: %w", err)
 		}
 	}
-	return &Store{name: name, loc: loc, dir: root, root: r}, nil
+	s := &Store{name: name, loc: loc, dir: root, root: r}
+	s.sweepStaging(time.Now())
+	return s, nil
 }
 
 // Close releases the root directory. The Store must not be used after.
@@ -102,6 +144,7 @@ func (s *Store) Check(context.Context) error {
 			return fmt.Errorf("posix store %q: cannot make its folder %s: %w", s.name, d, err)
 		}
 	}
+	s.sweepStaging(time.Now())
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/storetest"
@@ -470,5 +471,51 @@ func TestEmptiedUnderTheNode(t *testing.T) {
 	}
 	if err := s.Check(ctx); err == nil || !strings.Contains(err.Error(), "no longer the directory") {
 		t.Fatalf("Check of a directory made anew = %v, want it to say it is not the one opened", err)
+	}
+}
+
+// Staging files of writes whose process died (kill -9) are removed when
+// the store is opened, or at a Check, once not written for StaleStaging;
+// a fresh one (a write in progress, maybe another node's) stays.
+func TestStaleStagingIsSwept(t *testing.T) {
+	dir := t.TempDir()
+	s, err := New("nas", testLoc, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(dir, stagingDir, "dead-write")
+	fresh := filepath.Join(dir, stagingDir, "live-write")
+	for _, p := range []string{old, fresh} {
+		if err := os.WriteFile(p, make([]byte, 1000), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	past := time.Now().Add(-StaleStaging - time.Minute)
+	if err := os.Chtimes(old, past, past); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("the stale staging file is still there: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("the fresh staging file was removed: %v", err)
+	}
+	if files, bytes := s.Swept(); files != 1 || bytes != 1000 {
+		t.Errorf("Swept = %d files, %d bytes; want 1, 1000", files, bytes)
+	}
+	s.Close()
+	if err := os.Chtimes(fresh, past, past); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := New("nas", testLoc, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if files, _ := s2.Swept(); files != 1 {
+		t.Errorf("opening the store swept %d files, want 1", files)
 	}
 }
