@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/md5"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -207,8 +208,12 @@ func TestBadInput(t *testing.T) {
 		expect("complete body "+x, st, body, 400, "MalformedXML")
 	}
 	absent("mp")
-	st, body = s.signed(t, http.MethodPost, "/bad?delete", []byte("<Delete><Object><Key>x</Key></Object>"), nil)
+	truncated := []byte("<Delete><Object><Key>x</Key></Object>")
+	sum := md5.Sum(truncated)
+	st, body = s.signed(t, http.MethodPost, "/bad?delete", truncated, map[string]string{"Content-MD5": base64.StdEncoding.EncodeToString(sum[:])})
 	expect("truncated DeleteObjects body", st, body, 400, "MalformedXML")
+	st, body = s.signed(t, http.MethodPost, "/bad?delete", truncated, nil)
+	expect("DeleteObjects body without a digest", st, body, 400, "InvalidRequest")
 
 	st, body = s.signed(t, http.MethodPut, "/bad/a/../b", []byte("x"), nil)
 	if st != 400 {

@@ -69,8 +69,8 @@ func TestMultipart(t *testing.T) {
 	if len(lu.Uploads) != 1 || *lu.Uploads[0].UploadId != id {
 		t.Fatalf("ListMultipartUploads: %+v", lu.Uploads)
 	}
-	_, err = c.DeleteBucket(ctx(t), &s3.DeleteBucketInput{Bucket: aws.String(bucket)})
-	wantCode(t, err, "BucketNotEmpty")
+	// (DeleteBucket would abort this upload with the bucket, as S3 does:
+	// TestToolDefaultsCompat.)
 
 	complete := func(key, id string, parts ...types.CompletedPart) (*s3.CompleteMultipartUploadOutput, error) {
 		return c.CompleteMultipartUpload(ctx(t), &s3.CompleteMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key),

@@ -5,7 +5,8 @@
 # offline checks of terraform/ (scripts/deploytools.sh, docs/deploy.md),
 # staticcheck for `make lint` (scripts/deploytools.sh, docs/testing.md), and
 # Debian's Chromium for the console's headless-browser test
-# (e2e/console_test.go, docs/console.md).
+# (e2e/console_test.go, docs/console.md), and Debian's s3cmd, rclone and
+# python3-boto3 for the tools-at-their-defaults test (scripts/test-tools.sh).
 # Idempotent: reruns skip what is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,9 @@ command -v npm >/dev/null || missing+=(npm)
 command -v curl >/dev/null || missing+=(curl)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
 command -v chromium >/dev/null || missing+=(chromium)
+[ -x /usr/bin/s3cmd ] || missing+=(s3cmd)
+[ -x /usr/bin/rclone ] || missing+=(rclone)
+/usr/bin/python3 -c 'import boto3' 2>/dev/null || missing+=(python3-boto3)
 if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
