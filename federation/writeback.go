@@ -661,6 +661,14 @@ func (b *Bucket) openDrained(ctx context.Context, staged store.ObjectInfo, off, 
 // source after a failure (each resume tries every holder, then the store).
 const maxResumes = 4
 
+// midStreamWait is how long a staged read that has sent bytes already
+// keeps trying the holders (and the store) when none answers, before it
+// gives up: a node cut off from every holder for a moment (a partition, a
+// leader change) finishes its response late instead of cutting it short,
+// which a client can only take as an error. The segments stay held for
+// the read meanwhile (holdTTL is longer).
+const midStreamWait = 20 * time.Second
+
 // segmentReader reads a range across staged segments, opening each one
 // lazily from this node's staging area or from another holder.
 type segmentReader struct {
@@ -675,6 +683,7 @@ type segmentReader struct {
 	fallback func(off, n int64) (io.ReadCloser, error)
 	resumes  int
 	unhold   func() // ends the holds on the segments (nil: none)
+	sent     bool   // bytes were returned: the response is under way
 }
 
 func (r *segmentReader) Read(p []byte) (int, error) {
@@ -683,13 +692,16 @@ func (r *segmentReader) Read(p []byte) (int, error) {
 			return 0, io.EOF
 		}
 		if r.cur == nil {
-			if err := r.open(); err != nil {
+			if err := r.openWaiting(); err != nil {
 				return 0, err
 			}
 		}
 		k, err := r.cur.Read(p[:min(int64(len(p)), r.left, r.end-r.off)])
 		r.off += int64(k)
 		r.left -= int64(k)
+		if k > 0 {
+			r.sent = true
+		}
 		switch {
 		case r.off == r.end:
 			r.cur.Close()
@@ -717,6 +729,26 @@ func (r *segmentReader) Read(p []byte) (int, error) {
 			return k, nil
 		}
 	}
+}
+
+// openWaiting is open, which, once the response is under way, keeps
+// trying for midStreamWait (with backoff) before it gives up.
+func (r *segmentReader) openWaiting() error {
+	err := r.open()
+	if err == nil || !r.sent {
+		return err
+	}
+	deadline := time.Now().Add(midStreamWait)
+	r.ns.log.Warn("write-back: no source of a staged read answers; waiting for one", "offset", r.off, "for", midStreamWait.String(), "error", err)
+	for attempt := 1; time.Now().Before(deadline); attempt++ {
+		if readBackoff.Sleep(r.ctx, attempt+3) != nil {
+			return err
+		}
+		if err = r.open(); err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // open opens the segment holding r.off at that offset, from this node or

@@ -3,6 +3,7 @@ package node_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"slices"
 	"testing"
 	"time"
@@ -149,4 +150,51 @@ func TestFrozenHolderDoesNotStallReads(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// A GET under way through a node that is then cut off from every holder
+// of the object's staged copy (a partition mid-stream) finishes once the
+// partition heals, instead of being cut short (the chaos test saw a GET
+// through a partitioned leader end at 430 of 633 KB): the read keeps
+// trying its holders for up to midStreamWait.
+func TestStagedReadOutlivesAPartitionMidStream(t *testing.T) {
+	r := nodetest.MakeRegion(t, 3, nodetest.Options{})
+	ctx := testCtx(t, 2*time.Minute)
+	leader := r.WaitForLeader()
+	fs := r.Followers()
+	taker, reader := fs[0], fs[1]
+	data := randomBytes(8<<20, 11)
+	key := ""
+	for i := 0; key == ""; i++ {
+		if i == 20 {
+			t.Fatal("no write staged on the taker and the leader in 20 tries")
+		}
+		k := fmt.Sprintf("midstream/%d", i)
+		blockDrain(t, r, "ckpt/"+k)
+		if _, err := r.Client(taker).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ckpt"), Key: aws.String(k), Body: bytes.NewReader(data)}); err != nil {
+			t.Fatal(err)
+		}
+		r.WaitForReplication()
+		if e, ok := journaled(r, leader, "ckpt", k); ok && slices.Equal(e.Segments[0].Nodes, []string{r.Node(taker).ID(), r.Node(leader).ID()}) {
+			key = k
+		}
+	}
+	out, err := r.Client(reader).GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("ckpt"), Key: aws.String(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Body.Close()
+	head := make([]byte, 64<<10)
+	if _, err := io.ReadFull(out.Body, head); err != nil {
+		t.Fatal(err)
+	}
+	r.Partition(reader)
+	time.AfterFunc(3*time.Second, r.Heal)
+	rest, err := io.ReadAll(out.Body)
+	if err != nil {
+		t.Fatalf("the GET was cut off after %d of %d bytes: %v", len(head)+len(rest), len(data), err)
+	}
+	if !bytes.Equal(append(head, rest...), data) {
+		t.Fatal("the GET that outlived the partition read other bytes")
+	}
 }
