@@ -25,7 +25,7 @@ fi
 
 WORK=$(mktemp -d)
 PID=
-cleanup() { [ -n "$PID" ] && { kill -9 "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; }; rm -rf "$WORK"; }
+cleanup() { [ -n "$PID" ] && { kill -9 "$PID" 2>/dev/null; wait "$PID" 2>/dev/null || true; }; rm -rf "$WORK"; }
 trap cleanup EXIT
 
 AK=TOOLSTESTACCESSKEY01 SK=tools-test-secret-key-0123456789abcdef
