@@ -77,8 +77,13 @@ func Parse(filename string, data []byte, f Features) (p *Policy, err error) {
 }
 
 // syntaxError turns a YAML parser error into an *Error at its token.
-func (d *decoder) syntaxError(err error) *Error {
-	e := &Error{File: d.file, Msg: "invalid YAML: " + err.Error()}
+func (d *decoder) syntaxError(err error) *Error { return SyntaxError(d.file, err) }
+
+// SyntaxError turns an error of the goccy/go-yaml parser about file into
+// an *Error at its token (whole-file when it has none). Other YAML files
+// of fedgate (the server config file) report their errors with it too.
+func SyntaxError(file string, err error) *Error {
+	e := &Error{File: file, Msg: "invalid YAML: " + err.Error()}
 	var ye yaml.Error
 	if errors.As(err, &ye) {
 		e.Msg = "invalid YAML: " + ye.GetMessage()

@@ -15,61 +15,20 @@ import (
 	"strings"
 	"time"
 
-	"github.com/goccy/go-yaml"
+	"github.com/fedgate/fedgate/policies"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/spf13/pflag"
 )
 
-// Error is one problem in a flag file. Line and Column are 1-based (0 for
-// a whole-file error); Key is the flag name the problem is about ("" for
-// the document).
-type Error struct {
-	File   string
-	Line   int
-	Column int
-	Key    string
-	Msg    string
-}
-
-// Error formats the error as "file:line:column: key: msg".
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
-	}
-	if b.Len() > 0 {
-		b.WriteString(": ")
-	}
-	if e.Key != "" {
-		b.WriteString(e.Key + ": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
+// Error is one problem in a flag file: the policy file's error type, its
+// Path the flag's name ("" for the document). Errors format as
+// "file:line:column: key: msg".
+type Error = policies.Error
 
 // ErrorList is every problem of one file, in file order. Load returns a
 // non-empty ErrorList or nil.
-type ErrorList []*Error
-
-// Error prints one error per line.
-func (l ErrorList) Error() string {
-	s := make([]string, len(l))
-	for i, e := range l {
-		s[i] = e.Error()
-	}
-	return strings.Join(s, "\n")
-}
-
-// Unwrap lets errors.As find each *Error.
-func (l ErrorList) Unwrap() []error {
-	errs := make([]error, len(l))
-	for i, e := range l {
-		errs[i] = e
-	}
-	return errs
-}
+type ErrorList = policies.ErrorList
 
 // Options adjust Load.
 type Options struct {
@@ -134,7 +93,7 @@ func Parse(name string, data []byte, fs *pflag.FlagSet, o Options) (res Result, 
 			continue
 		}
 		if err := s.apply(fs); err != nil { // checked in document; a flag's own Set may still refuse
-			d.errs = append(d.errs, &Error{File: name, Line: s.line, Column: s.col, Key: s.name, Msg: err.Error()})
+			d.errs = append(d.errs, &Error{File: name, Line: s.line, Column: s.col, Path: s.name, Msg: err.Error()})
 			continue
 		}
 		res.Set = append(res.Set, s.name)
@@ -178,7 +137,7 @@ type decoder struct {
 
 func (d *decoder) errorf(n ast.Node, key, format string, args ...any) {
 	line, col := position(n)
-	d.errs = append(d.errs, &Error{File: d.file, Line: line, Column: col, Key: key, Msg: fmt.Sprintf(format, args...)})
+	d.errs = append(d.errs, &Error{File: d.file, Line: line, Column: col, Path: key, Msg: fmt.Sprintf(format, args...)})
 }
 
 func position(n ast.Node) (int, int) {
@@ -202,20 +161,7 @@ func position(n ast.Node) (int, int) {
 	return tk.Position.Line, tk.Position.Column
 }
 
-func (d *decoder) syntaxError(err error) *Error {
-	e := &Error{File: d.file, Msg: "invalid YAML: " + err.Error()}
-	var ye yaml.Error
-	if errors.As(err, &ye) {
-		e.Msg = "invalid YAML: " + ye.GetMessage()
-		if strings.Contains(e.Msg, "\t") {
-			e.Msg = strings.ReplaceAll(e.Msg, "\t", `\t`) + " (indent with spaces, not tabs)"
-		}
-		if tk := ye.GetToken(); tk != nil && tk.Position != nil && tk.Position.Line > 0 && tk.Position.Column > 0 {
-			e.Line, e.Column = tk.Position.Line, tk.Position.Column
-		}
-	}
-	return e
-}
+func (d *decoder) syntaxError(err error) *Error { return policies.SyntaxError(d.file, err) }
 
 // unwrap looks through anchors and tags; aliases are refused (a server
 // config has no use for them, and they would hide where a value is from).
