@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -124,23 +125,7 @@ func TestFrozenHolderDoesNotStallReads(t *testing.T) {
 	fs := r.Followers()
 	taker, reader := fs[0], fs[1]
 	data := randomBytes(300<<10, 9)
-	// Stage through the follower taker until a copy's holders are
-	// [taker, leader]: the reader holds none and asks the taker first.
-	key := ""
-	for i := 0; key == ""; i++ {
-		if i == 20 {
-			t.Fatal("no write staged on the taker and the leader in 20 tries")
-		}
-		k := fmt.Sprintf("held/%d", i)
-		blockDrain(t, r, "ckpt/"+k)
-		if _, err := r.Client(taker).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ckpt"), Key: aws.String(k), Body: bytes.NewReader(data)}); err != nil {
-			t.Fatal(err)
-		}
-		r.WaitForReplication()
-		if e, ok := journaled(r, leader, "ckpt", k); ok && slices.Equal(e.Segments[0].Nodes, []string{r.Node(taker).ID(), r.Node(leader).ID()}) {
-			key = k
-		}
-	}
+	key := stageOnTakerAndLeader(t, ctx, r, taker, leader, "held", data)
 	r.Freeze(taker)
 	defer r.Thaw()
 	timed(t, "GET through the node holding no copy", 2*time.Second+electionBound, func() error {
@@ -164,21 +149,7 @@ func TestStagedReadOutlivesAPartitionMidStream(t *testing.T) {
 	fs := r.Followers()
 	taker, reader := fs[0], fs[1]
 	data := randomBytes(8<<20, 11)
-	key := ""
-	for i := 0; key == ""; i++ {
-		if i == 20 {
-			t.Fatal("no write staged on the taker and the leader in 20 tries")
-		}
-		k := fmt.Sprintf("midstream/%d", i)
-		blockDrain(t, r, "ckpt/"+k)
-		if _, err := r.Client(taker).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ckpt"), Key: aws.String(k), Body: bytes.NewReader(data)}); err != nil {
-			t.Fatal(err)
-		}
-		r.WaitForReplication()
-		if e, ok := journaled(r, leader, "ckpt", k); ok && slices.Equal(e.Segments[0].Nodes, []string{r.Node(taker).ID(), r.Node(leader).ID()}) {
-			key = k
-		}
-	}
+	key := stageOnTakerAndLeader(t, ctx, r, taker, leader, "midstream", data)
 	out, err := r.Client(reader).GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("ckpt"), Key: aws.String(key)})
 	if err != nil {
 		t.Fatal(err)
@@ -197,4 +168,25 @@ func TestStagedReadOutlivesAPartitionMidStream(t *testing.T) {
 	if !bytes.Equal(append(head, rest...), data) {
 		t.Fatal("the GET that outlived the partition read other bytes")
 	}
+}
+
+// stageOnTakerAndLeader writes data to ckpt under prefix/N through the
+// follower taker, its drain blocked, until a write's holders are [taker,
+// leader] (the third node holds no copy and asks the taker first), and
+// returns that key.
+func stageOnTakerAndLeader(t *testing.T, ctx context.Context, r *nodetest.Region, taker, leader int, prefix string, data []byte) string {
+	t.Helper()
+	for i := range 20 {
+		k := fmt.Sprintf("%s/%d", prefix, i)
+		blockDrain(t, r, "ckpt/"+k)
+		if _, err := r.Client(taker).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ckpt"), Key: aws.String(k), Body: bytes.NewReader(data)}); err != nil {
+			t.Fatal(err)
+		}
+		r.WaitForReplication()
+		if e, ok := journaled(r, leader, "ckpt", k); ok && slices.Equal(e.Segments[0].Nodes, []string{r.Node(taker).ID(), r.Node(leader).ID()}) {
+			return k
+		}
+	}
+	t.Fatal("no write staged on the taker and the leader in 20 tries")
+	return ""
 }
