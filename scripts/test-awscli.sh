@@ -12,26 +12,14 @@ if [ ! -x "$AWS" ]; then
   echo "SKIP: $AWS not installed (run scripts/install-test-deps.sh)"; exit 0
 fi
 
-WORK=$(mktemp -d)
-PID=
-cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; rm -rf "$WORK"; }
-trap cleanup EXIT
+. "$(dirname "$0")/lib-server.sh"
 
 export AWS_ACCESS_KEY_ID=CLITESTACCESSKEY0001 AWS_SECRET_ACCESS_KEY=cli-test-secret-key-0123456789abcdef
 export AWS_DEFAULT_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
 export AWS_PAGER="" AWS_EC2_METADATA_DISABLED=true
 unset AWS_CA_BUNDLE AWS_PROFILE
 
-"$BIN" server --listen 127.0.0.1:0 --data-dir "$WORK/data" --log-level warn \
-  --access-key "$AWS_ACCESS_KEY_ID" --secret-key "$AWS_SECRET_ACCESS_KEY" >"$WORK/out" 2>"$WORK/log" &
-PID=$!
-for _ in $(seq 1 300); do
-  EP=$(sed -n 's/.*S3 endpoint \(http:[^ ]*\).*/\1/p' "$WORK/out" | head -1)
-  [ -n "$EP" ] && curl -fs "$EP/_fedgate/readyz" >/dev/null 2>&1 && break
-  kill -0 "$PID" 2>/dev/null || { cat "$WORK/log"; echo "FAIL: server exited"; exit 1; }
-  sleep 0.1
-done
-[ -n "${EP:-}" ] || { echo "FAIL: server did not start"; cat "$WORK/log"; exit 1; }
+start_server "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY"
 
 aws() { "$AWS" --endpoint-url "$EP" "$@"; }
 pass=0

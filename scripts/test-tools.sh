@@ -23,22 +23,10 @@ if ! "$PY" -c 'import boto3' 2>/dev/null; then
   echo "SKIP: python3-boto3 not installed (run scripts/install-test-deps.sh)"; exit 0
 fi
 
-WORK=$(mktemp -d)
-PID=
-cleanup() { [ -n "$PID" ] && { kill -9 "$PID" 2>/dev/null; wait "$PID" 2>/dev/null || true; }; rm -rf "$WORK"; }
-trap cleanup EXIT
+. "$(dirname "$0")/lib-server.sh"
 
 AK=TOOLSTESTACCESSKEY01 SK=tools-test-secret-key-0123456789abcdef
-"$BIN" server --listen 127.0.0.1:0 --data-dir "$WORK/data" --log-level warn \
-  --access-key "$AK" --secret-key "$SK" >"$WORK/out" 2>"$WORK/log" &
-PID=$!
-for _ in $(seq 1 300); do
-  EP=$(sed -n 's/.*S3 endpoint \(http:[^ ]*\).*/\1/p' "$WORK/out" | head -1)
-  [ -n "$EP" ] && curl -fs "$EP/_fedgate/readyz" >/dev/null 2>&1 && break
-  kill -0 "$PID" 2>/dev/null || { cat "$WORK/log"; echo "FAIL: server exited"; exit 1; }
-  sleep 0.1
-done
-[ -n "${EP:-}" ] || { echo "FAIL: server did not start"; cat "$WORK/log"; exit 1; }
+start_server "$AK" "$SK"
 HOSTPORT=${EP#http://}
 
 pass=0
