@@ -374,6 +374,9 @@ func TestWriteBackDeleteHidesAtOnceAndDrains(t *testing.T) {
 		t.Fatalf("the store holds %d bytes (present %v) of the drained PUT; want %d", len(got), ok, len(body))
 	}
 
+	// Node 2 has applied the PUT's drain too before it starts recording
+	// (a lagging node 2 applied it after subscribing once in CI, under load).
+	r.WaitForReplication()
 	// Node 2 records what it applies for the key: the delete must reach
 	// it as a journaled tombstone, then a drain that cleared it.
 	applied := make(chan string, 64)
