@@ -19,6 +19,7 @@ import (
 	"github.com/fedgate/fedgate/federation/egress"
 	"github.com/fedgate/fedgate/federation/placement"
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 )
 
 // Backend is one region's namespace as the S3 handlers use it. Every
@@ -40,7 +41,20 @@ type Backend interface {
 	// ErrBucketNotEmpty, or ErrPolicyBucket for a bucket the policy file
 	// declares.
 	DeleteBucket(ctx context.Context, name string) error
+	// PublicAccessDefault is the region-wide Block Public Access setting
+	// of the policy file (zero: none).
+	PublicAccessDefault() policies.PublicAccessBlock
 }
+
+// Bucket configuration kinds (Bucket.Config). The values are the documents
+// the gateway validated and stores as they are.
+const (
+	ConfPolicy       = "policy"
+	ConfACL          = "acl"
+	ConfPublicAccess = "public-access-block"
+	ConfTagging      = "tagging"
+	ConfCORS         = "cors"
+)
 
 // Bucket is one bucket of the namespace. Keys are relative to the bucket.
 type Bucket interface {
@@ -50,6 +64,10 @@ type Bucket interface {
 	// Authorize returns nil when u may read (write=false) or write the
 	// bucket, else ErrAccessDenied.
 	Authorize(u User, write bool) error
+	// Config returns one of the bucket's S3 configurations (Conf*).
+	Config(kind string) (string, bool)
+	// SetConfig replaces a configuration; value "" removes it.
+	SetConfig(ctx context.Context, kind, value string) error
 
 	// Stat returns the object's current info, or store.ErrNotFound.
 	Stat(ctx context.Context, key string) (store.ObjectInfo, error)

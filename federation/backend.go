@@ -9,6 +9,8 @@ import (
 	"github.com/fedgate/fedgate/federation/egress"
 	"github.com/fedgate/fedgate/federation/placement"
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // Backend returns the namespace as the gateway uses it: the returned value
@@ -57,6 +59,13 @@ func (nb *NamespaceBackend) DeleteBucket(ctx context.Context, name string) error
 		return err
 	}
 	return nb.n.DeleteBucket(ctx, b)
+}
+
+func (nb *NamespaceBackend) PublicAccessDefault() policies.PublicAccessBlock {
+	if p, _ := nb.n.Policy(); p != nil && p.Defaults.PublicAccessBlock != nil {
+		return *p.Defaults.PublicAccessBlock
+	}
+	return policies.PublicAccessBlock{}
 }
 
 func (nb *NamespaceBackend) Pins() []backend.Pin {
@@ -148,6 +157,14 @@ func (h bucketHandle) Created() time.Time { return h.Bucket.Created }
 
 func (h bucketHandle) Authorize(u backend.User, write bool) error {
 	return h.ns.Authorize(u, h.Bucket, write)
+}
+
+func (h bucketHandle) Config(kind string) (string, bool) {
+	return h.ns.rs.State().BucketConfig(h.Bucket.Name, kind)
+}
+
+func (h bucketHandle) SetConfig(ctx context.Context, kind, value string) error {
+	return h.ns.rs.Apply(ctx, regionstate.SetBucketConfig{Bucket: h.Bucket.Name, Kind: kind, Value: value, Delete: value == ""})
 }
 
 func (h bucketHandle) CreateUpload(ctx context.Context, u backend.User, key string, meta store.Metadata, checksumAlg string) (backend.Upload, error) {

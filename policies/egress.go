@@ -190,9 +190,12 @@ func anyLoc(l Location) string {
 
 func (d *decoder) defaults(e entry, r *refs) Defaults {
 	var df Defaults
-	m, ok := d.fields(e.val, e.vpos, "defaults", []string{"store"})
+	m, ok := d.fields(e.val, e.vpos, "defaults", []string{"store", "public_access_block"})
 	if !ok {
 		return df
+	}
+	if e, ok := m["public_access_block"]; ok {
+		df.PublicAccessBlock = d.publicAccessBlock(e)
 	}
 	if e, ok := m["store"]; ok {
 		if s, ok := d.str(e, "defaults.store", "a store name"); ok {
@@ -201,4 +204,38 @@ func (d *decoder) defaults(e entry, r *refs) Defaults {
 		}
 	}
 	return df
+}
+
+// publicAccessBlockKeys are the keys of defaults.public_access_block, in
+// S3's order.
+var publicAccessBlockKeys = []string{"block_public_acls", "ignore_public_acls", "block_public_policy", "restrict_public_buckets"}
+
+func (d *decoder) publicAccessBlock(e entry) *PublicAccessBlock {
+	const pth = "defaults.public_access_block"
+	m, ok := d.fields(e.val, e.vpos, pth, publicAccessBlockKeys)
+	if !ok {
+		return nil
+	}
+	pab := &PublicAccessBlock{}
+	for _, k := range publicAccessBlockKeys {
+		f, ok := m[k]
+		if !ok {
+			continue
+		}
+		v, ok := d.boolean(f, pth+"."+k)
+		if !ok {
+			continue
+		}
+		switch k {
+		case "block_public_acls":
+			pab.BlockPublicACLs = v
+		case "ignore_public_acls":
+			pab.IgnorePublicACLs = v
+		case "block_public_policy":
+			pab.BlockPublicPolicy = v
+		case "restrict_public_buckets":
+			pab.RestrictPublicBuckets = v
+		}
+	}
+	return pab
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	suggestpkg "github.com/fedgate/fedgate/internal/suggest"
 )
 
 // Error is one problem in a policy file. Line and Column are 1-based and
@@ -81,51 +83,7 @@ var (
 	ErrUnknownRegion  = errors.New("policies: unknown region")
 )
 
-// suggest returns the candidate closest to s when it is close enough to be a
-// likely typo, or "".
-func suggest(s string, candidates []string) string {
-	best, bestDist := "", -1
-	for _, c := range candidates {
-		d := editDistance(strings.ToLower(s), strings.ToLower(c))
-		if bestDist < 0 || d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	limit := 2
-	if len(s) <= 3 {
-		limit = 1
-	}
-	if bestDist < 0 || bestDist > limit || bestDist >= len(s) {
-		return ""
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance, with a cap on input length so
-// that a huge key cannot cost quadratic time.
-func editDistance(a, b string) int {
-	const maxLen = 64
-	if len(a) > maxLen || len(b) > maxLen {
-		return maxLen
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
+func suggest(s string, candidates []string) string { return suggestpkg.Closest(s, candidates) }
 
 // expected formats the end of an error message about a name: a
 // did-you-mean suggestion when got is close to one of the choices,

@@ -315,3 +315,20 @@ buckets:
 		t.Errorf("Placement = %+v", got)
 	}
 }
+
+func TestDefaultsPublicAccessBlock(t *testing.T) {
+	p := mustParse(t, "defaults:\n  public_access_block: {block_public_policy: true, restrict_public_buckets: true}\n", AllFeatures())
+	want := &PublicAccessBlock{BlockPublicPolicy: true, RestrictPublicBuckets: true}
+	if !reflect.DeepEqual(p.Defaults.PublicAccessBlock, want) {
+		t.Errorf("PublicAccessBlock = %+v, want %+v", p.Defaults.PublicAccessBlock, want)
+	}
+	if p := mustParse(t, "defaults: {}\n", AllFeatures()); p.Defaults.PublicAccessBlock != nil {
+		t.Errorf("PublicAccessBlock without the key = %+v", p.Defaults.PublicAccessBlock)
+	}
+	_, err := Parse("p.yaml", []byte("defaults:\n  public_access_block: {block_public_acl: true, ignore_public_acls: maybe}\n"), AllFeatures())
+	for _, want := range []string{`p.yaml:2:25: defaults.public_access_block.block_public_acl: unknown key "block_public_acl" (did you mean "block_public_acls"?)`, `p.yaml:2:69: defaults.public_access_block.ignore_public_acls: expected true or false, got the string "maybe"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error = %v, want it to contain %q", err, want)
+		}
+	}
+}

@@ -293,6 +293,18 @@ func (m Money) String() string {
 // S3 (with no entry in the file) and buckets without placement live.
 type Defaults struct {
 	Store string // "" means the embedded posix store
+	// PublicAccessBlock, when set, is the region-wide S3 Block Public
+	// Access setting: each flag set here applies to every bucket on top
+	// of the bucket's own setting.
+	PublicAccessBlock *PublicAccessBlock
+}
+
+// PublicAccessBlock is S3's Block Public Access configuration.
+type PublicAccessBlock struct {
+	BlockPublicACLs       bool
+	IgnorePublicACLs      bool
+	BlockPublicPolicy     bool
+	RestrictPublicBuckets bool
 }
 
 // Region returns the region called name. With name "" it returns the only

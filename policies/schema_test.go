@@ -54,7 +54,8 @@ func TestSchemaMatchesParser(t *testing.T) {
 	keys("routing", parse(root.Properties["routing"]), []string{"prefer"})
 	keys("egress", parse(root.Properties["egress"]), []string{"prices", "budgets"})
 	keys("budget", def("budget"), budgetKeys)
-	keys("defaults", parse(root.Properties["defaults"]), []string{"store"})
+	keys("defaults", parse(root.Properties["defaults"]), []string{"store", "public_access_block"})
+	keys("defaults.public_access_block", parse(parse(root.Properties["defaults"]).Properties["public_access_block"]), publicAccessBlockKeys)
 	var kinds []string
 	for _, k := range StoreKinds {
 		kinds = append(kinds, string(k))

@@ -35,6 +35,7 @@ const (
 	dPolicy
 	dPins
 	dJobs
+	dBucketConf
 )
 
 func newBatch(base *catalog) *batch { return &batch{cat: *base} }
@@ -62,6 +63,19 @@ func (b *batch) users() (byName, byKey map[string]User) {
 func (b *batch) settings() map[string]string {
 	b.clone(dSettings, func() { b.cat.settings = maps.Clone(b.cat.settings) })
 	return b.cat.settings
+}
+
+// clearBucketConfig removes every configuration of bucket.
+func (b *batch) clearBucketConfig(bucket string) {
+	kinds := b.cat.bconf[bucket]
+	if len(kinds) == 0 {
+		return
+	}
+	b.clone(dBucketConf, func() { b.cat.bconf = maps.Clone(b.cat.bconf) })
+	delete(b.cat.bconf, bucket)
+	for _, kind := range slices.Sorted(maps.Keys(kinds)) {
+		b.del(tBucketConf, bconfKey(bucket, kind))
+	}
 }
 
 // setGrant sets user's level on bucket (0 removes the grant).
@@ -135,6 +149,9 @@ func (c *CreateBucket) apply(b *batch) error {
 	bk.Created = b.stamp(bk.Created)
 	b.buckets()[bk.Name] = bk
 	b.put(tBucket, bk.Name, mustJSON(bk))
+	// A configuration left by an earlier bucket of this name (one set
+	// while it was being deleted) must not apply to the new one.
+	b.clearBucketConfig(bk.Name)
 	return nil
 }
 
@@ -153,6 +170,41 @@ func (c *DeleteBucket) apply(b *batch) error {
 	slices.Sort(users) // deterministic op order
 	for _, user := range users {
 		b.setGrant(user, c.Name, 0)
+	}
+	b.clearBucketConfig(c.Name)
+	return nil
+}
+
+func (c *SetBucketConfig) apply(b *batch) error {
+	if err := validName("bucket name", c.Bucket); err != nil {
+		return err
+	}
+	if !slices.Contains(BucketConfigKinds, c.Kind) {
+		return invalid("unknown bucket configuration %q", c.Kind)
+	}
+	if len(c.Value) > MaxBucketConfig {
+		return invalid("bucket configuration %s of %d bytes (at most %d)", c.Kind, len(c.Value), MaxBucketConfig)
+	}
+	_, had := b.cat.bconf[c.Bucket][c.Kind]
+	if c.Delete && !had {
+		return nil
+	}
+	b.clone(dBucketConf, func() { b.cat.bconf = maps.Clone(b.cat.bconf) })
+	inner := maps.Clone(b.cat.bconf[c.Bucket])
+	if c.Delete {
+		delete(inner, c.Kind)
+		b.del(tBucketConf, bconfKey(c.Bucket, c.Kind))
+	} else {
+		if inner == nil {
+			inner = map[string]string{}
+		}
+		inner[c.Kind] = c.Value
+		b.put(tBucketConf, bconfKey(c.Bucket, c.Kind), []byte(c.Value))
+	}
+	if len(inner) == 0 {
+		delete(b.cat.bconf, c.Bucket)
+	} else {
+		b.cat.bconf[c.Bucket] = inner
 	}
 	return nil
 }

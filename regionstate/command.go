@@ -52,6 +52,9 @@ const (
 	// TypeClaimUpload is ignorable: a node that does not know it lets a
 	// completion and an abort of one upload race, as before it existed.
 	TypeClaimUpload CommandType = 25 | IgnoreUnknown
+	// TypeSetBucketConfig is not ignorable: a node that skipped a bucket
+	// policy or ACL would not enforce it.
+	TypeSetBucketConfig CommandType = 26
 )
 
 // Command is a typed FSM command. Type must return a constant.
@@ -112,6 +115,7 @@ var commands = [IgnoreUnknown]commandDef{
 	TypePruneEgress &^ IgnoreUnknown: def[PruneEgress]("PruneEgress"),
 	TypeSetRegionID &^ IgnoreUnknown: def[SetRegionID]("SetRegionID"),
 	TypeClaimUpload &^ IgnoreUnknown: def[ClaimUpload]("ClaimUpload"),
+	TypeSetBucketConfig:              def[SetBucketConfig]("SetBucketConfig"),
 }
 
 // Encode returns the log entry for cmd: its type byte and JSON body.
@@ -296,6 +300,36 @@ type SetRegionID struct{ ID string }
 // Type implements Command.
 func (SetRegionID) Type() CommandType { return TypeSetRegionID }
 func (ClaimUpload) Type() CommandType { return TypeClaimUpload }
+
+// Bucket configuration kinds (SetBucketConfig). Values are the documents
+// the S3 layer validated (JSON or XML); the FSM stores them as they are.
+const (
+	BucketConfPolicy       = "policy"
+	BucketConfACL          = "acl"
+	BucketConfPublicAccess = "public-access-block"
+	BucketConfTagging      = "tagging"
+	BucketConfCORS         = "cors"
+)
+
+// BucketConfigKinds are the kinds SetBucketConfig accepts.
+var BucketConfigKinds = []string{BucketConfPolicy, BucketConfACL, BucketConfPublicAccess, BucketConfTagging, BucketConfCORS}
+
+// MaxBucketConfig bounds one configuration document (S3's bucket policy
+// limit is 20 KiB; a CORS configuration of 100 rules fits too).
+const MaxBucketConfig = 64 << 10
+
+// SetBucketConfig sets (or, with Delete, removes) one S3 configuration of
+// a bucket. The bucket's existence is checked by the caller: a policy-file
+// bucket has no record here. CreateBucket and DeleteBucket clear a name's
+// configurations.
+type SetBucketConfig struct {
+	Bucket string `json:"bucket"`
+	Kind   string `json:"kind"`
+	Value  string `json:"value,omitempty"`
+	Delete bool   `json:"delete,omitempty"`
+}
+
+func (SetBucketConfig) Type() CommandType { return TypeSetBucketConfig }
 
 // RegionIDSetting is the region setting that holds the region's id.
 const RegionIDSetting = "region_id"

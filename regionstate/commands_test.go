@@ -65,6 +65,35 @@ func TestCommands(t *testing.T) {
 		wantErr(t, n, DeleteBucket{Name: "b2gone"}, ErrNoSuchBucket)
 	})
 
+	t.Run("bucket configs", func(t *testing.T) {
+		apply(t, n, CreateBucket{Bucket: Bucket{Name: "conf", Owner: "alice"}},
+			SetBucketConfig{Bucket: "conf", Kind: BucketConfPolicy, Value: `{"p":1}`},
+			SetBucketConfig{Bucket: "conf", Kind: BucketConfACL, Value: "acl"},
+			SetBucketConfig{Bucket: "conf", Kind: BucketConfACL, Delete: true},
+			SetBucketConfig{Bucket: "conf", Kind: BucketConfTagging, Delete: true})
+		if v, ok := s.BucketConfig("conf", BucketConfPolicy); !ok || v != `{"p":1}` {
+			t.Fatalf("policy = %q, %v", v, ok)
+		}
+		if _, ok := s.BucketConfig("conf", BucketConfACL); ok {
+			t.Fatal("deleted ACL still present")
+		}
+		wantErr(t, n, SetBucketConfig{Bucket: "conf", Kind: "website", Value: "x"}, ErrInvalid)
+		wantErr(t, n, SetBucketConfig{Bucket: "", Kind: BucketConfPolicy, Value: "x"}, ErrInvalid)
+		wantErr(t, n, SetBucketConfig{Bucket: "conf", Kind: BucketConfCORS, Value: string(make([]byte, MaxBucketConfig+1))}, ErrInvalid)
+		// DeleteBucket drops them; a configuration set while a bucket was
+		// being deleted does not reach the next bucket of that name.
+		apply(t, n, DeleteBucket{Name: "conf"},
+			SetBucketConfig{Bucket: "conf", Kind: BucketConfACL, Value: "public-read"})
+		if _, ok := s.BucketConfig("conf", BucketConfPolicy); ok {
+			t.Fatal("policy survived DeleteBucket")
+		}
+		apply(t, n, CreateBucket{Bucket: Bucket{Name: "conf", Owner: "bob"}})
+		if got := s.BucketConfigs()["conf"]; got != nil {
+			t.Fatalf("new bucket inherited configurations %v", got)
+		}
+		apply(t, n, DeleteBucket{Name: "conf"})
+	})
+
 	t.Run("users", func(t *testing.T) {
 		wantErr(t, n, PutUser{User: User{Name: "alice", AccessKey: "AKZ"}}, ErrUserExists)
 		wantErr(t, n, PutUser{User: User{Name: "carol", AccessKey: "AKA"}}, ErrAccessKeyInUse)

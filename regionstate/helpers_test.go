@@ -126,6 +126,8 @@ func sample(i int) []Command {
 		JobProgressUpdate{ID: s("job%d"), Node: "n1", Progress: JobProgress{After: "hot/3", Objects: 3, Bytes: 300}, TotalObjects: 9},
 		AddEgress{Rows: []EgressRow{{Hour: 490000 + int64(i), Src: "aws:us-east-1", Dst: "gcp:us-central1", Bucket: s("data%d"), Store: "s3", Direction: "read", Bytes: 100, Served: 50}}},
 		AddEgress{Rows: []EgressRow{{Hour: 490000 + int64(i), Src: "aws:us-east-1", Dst: "gcp:us-central1", Bucket: s("data%d"), Store: "s3", Direction: "read", Bytes: 11}}},
+		SetBucketConfig{Bucket: s("data%d"), Kind: BucketConfPolicy, Value: s(`{"Version":"2012-10-17","Statement":[] %d}`)},
+		SetBucketConfig{Bucket: "imagenet", Kind: BucketConfACL, Value: "public-read"},
 	}
 }
 
@@ -141,6 +143,7 @@ type dump struct {
 	Pins     []Pin
 	Jobs     []PreloadJob
 	Egress   []EgressRow
+	BConf    map[string]map[string]string
 }
 
 func dumpState(s *State) dump {
@@ -157,6 +160,7 @@ func dumpState(s *State) dump {
 	d.Policy, _ = s.Policy()
 	d.Journal, d.Pins, d.Jobs = s.Journal("", ""), s.Pins(), s.Jobs()
 	d.Egress = s.Egress(0, 1<<40)
+	d.BConf = s.BucketConfigs()
 	return d
 }
 

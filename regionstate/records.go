@@ -32,8 +32,13 @@ const (
 	tPin     table = 10 // key bucket NUL prefix, JSON Pin
 	tJob     table = 11 // key id, JSON PreloadJob
 	tEgress  table = 12 // key hour NUL src NUL dst NUL bucket NUL store NUL direction, JSON EgressRow
+	// tBucketConf holds a bucket's S3 configurations (policy, ACL, public
+	// access block, tagging, CORS): key bucket NUL kind, raw value. Not
+	// ignorable: a node that skipped them would not enforce a bucket's
+	// policy.
+	tBucketConf table = 13
 
-	tLast = tEgress // the highest tag in use
+	tLast = tBucketConf // the highest tag in use
 
 	tagIgnorable table = 0x80
 )
@@ -53,6 +58,8 @@ var tableNames = map[table][]byte{
 	tPin:     []byte("pins"),
 	tJob:     []byte("jobs"),
 	tEgress:  []byte("egress"),
+
+	tBucketConf: []byte("bucketconf"),
 }
 
 var (
@@ -61,6 +68,8 @@ var (
 )
 
 func grantKey(user, bucket string) string { return user + "\x00" + bucket }
+
+func bconfKey(bucket, kind string) string { return bucket + "\x00" + kind }
 
 func partKey(id string, n int) string {
 	return id + "\x00" + string(binary.BigEndian.AppendUint32(nil, uint32(n)))
@@ -140,6 +149,15 @@ func (c *catalog) load(t table, key, val []byte) (bool, error) {
 		if err = json.Unmarshal(val, &j); err == nil {
 			c.jobs[j.ID] = j
 		}
+	case tBucketConf:
+		bucket, kind, ok := strings.Cut(string(key), "\x00")
+		if !ok {
+			return false, fmt.Errorf("raft: malformed bucket configuration key %q", key)
+		}
+		if c.bconf[bucket] == nil {
+			c.bconf[bucket] = map[string]string{}
+		}
+		c.bconf[bucket][kind] = string(val)
 	default:
 		if t&tagIgnorable != 0 {
 			return false, nil
@@ -250,6 +268,11 @@ func (s *fsmSnapshot) writeTo(w *bufio.Writer) error {
 	}
 	for _, r := range s.egress {
 		rec(tEgress, r.key(), mustJSON(r))
+	}
+	for _, bucket := range slices.Sorted(maps.Keys(c.bconf)) {
+		for _, kind := range slices.Sorted(maps.Keys(c.bconf[bucket])) {
+			rec(tBucketConf, bconfKey(bucket, kind), []byte(c.bconf[bucket][kind]))
+		}
 	}
 	w.WriteByte(byte(tEnd))
 	return w.Flush() // bufio.Writer keeps the first write error

@@ -26,6 +26,7 @@ type catalog struct {
 	pins     map[string]Pin        // bucket NUL prefix -> pin
 	jobs     map[string]PreloadJob // id -> job
 	egress   *egressTable
+	bconf    map[string]map[string]string // bucket -> kind -> value
 }
 
 func newCatalog() *catalog {
@@ -40,6 +41,7 @@ func newCatalog() *catalog {
 		pins:     map[string]Pin{},
 		jobs:     map[string]PreloadJob{},
 		egress:   &egressTable{m: map[string]EgressRow{}},
+		bconf:    map[string]map[string]string{},
 	}
 }
 
@@ -201,6 +203,22 @@ func (s *State) Policy() (Policy, bool) {
 func (s *State) Setting(key string) (string, bool) {
 	v, ok := s.load().settings[key]
 	return v, ok
+}
+
+// BucketConfig returns one S3 configuration of a bucket (kind is one of
+// the BucketConf* names).
+func (s *State) BucketConfig(bucket, kind string) (string, bool) {
+	v, ok := s.load().bconf[bucket][kind]
+	return v, ok
+}
+
+// BucketConfigs returns every configuration of every bucket (fresh maps).
+func (s *State) BucketConfigs() map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for b, kinds := range s.load().bconf {
+		out[b] = maps.Clone(kinds)
+	}
+	return out
 }
 
 // RegionID is the region's identity ("" before SetRegionID).

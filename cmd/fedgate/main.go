@@ -10,6 +10,8 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/fedgate/fedgate/internal/suggest"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -63,39 +65,15 @@ func suggestFlag(cmd *cobra.Command, err error) error {
 	if !ok {
 		return fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())
 	}
-	best, bestD := "", 3 // at most 2 edits away
-	visit := func(f *pflag.Flag) {
-		if d := editDistance(name, f.Name); d < bestD {
-			best, bestD = f.Name, d
-		}
-	}
+	var names []string
+	visit := func(f *pflag.Flag) { names = append(names, f.Name) }
 	cmd.Flags().VisitAll(visit)
 	cmd.InheritedFlags().VisitAll(visit)
+	best := suggest.Closest(name, names)
 	if best != "" {
 		return fmt.Errorf("%s; did you mean --%s? (see '%s --help')", msg, best, cmd.CommandPath())
 	}
 	return fmt.Errorf("%s (see '%s --help')", msg, cmd.CommandPath())
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // strictGroups makes every command that only groups others (fedgate

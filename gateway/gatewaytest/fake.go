@@ -85,6 +85,7 @@ type Fake struct {
 	pins    []backend.Pin
 	jobs    map[string]backend.PreloadStatus
 	policy  bool
+	pab     policies.PublicAccessBlock
 	// degraded is what Degraded reports (SetDegraded).
 	degraded backend.Degraded
 	// forgotten counts Forget calls by key.
@@ -103,6 +104,7 @@ type bucket struct {
 	owner   string
 	created time.Time
 	policy  bool // declared in the policy file: DeleteBucket refuses it
+	conf    map[string]string
 	objects map[string]*object
 	uploads map[string]*upload
 }
@@ -352,6 +354,43 @@ func (f *Fake) DeleteBucket(_ context.Context, name string) error {
 		delete(u.grants, name)
 	}
 	return nil
+}
+
+// Config returns a configuration set with SetConfig.
+func (b *bucket) Config(kind string) (string, bool) {
+	b.f.mu.Lock()
+	defer b.f.mu.Unlock()
+	v, ok := b.conf[kind]
+	return v, ok
+}
+
+// SetConfig stores a configuration; value "" removes it.
+func (b *bucket) SetConfig(ctx context.Context, kind, value string) error {
+	b.f.mu.Lock()
+	defer b.f.mu.Unlock()
+	if value == "" {
+		delete(b.conf, kind)
+		return nil
+	}
+	if b.conf == nil {
+		b.conf = map[string]string{}
+	}
+	b.conf[kind] = value
+	return nil
+}
+
+// PublicAccessDefault returns what SetPublicAccessDefault set.
+func (f *Fake) PublicAccessDefault() policies.PublicAccessBlock {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pab
+}
+
+// SetPublicAccessDefault sets the region-wide Block Public Access setting.
+func (f *Fake) SetPublicAccessDefault(p policies.PublicAccessBlock) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pab = p
 }
 
 func (b *bucket) Name() string       { return b.name }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	suggestpkg "github.com/fedgate/fedgate/internal/suggest"
+
 	"github.com/fedgate/fedgate/policies"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
@@ -433,38 +435,4 @@ func describe(n ast.Node) string {
 	return "a " + strings.ToLower(n.Type().String())
 }
 
-// suggest returns the candidate closest to s when it is close enough to
-// be a typo: at most max(1, len(s)/3) edits away.
-func suggest(s string, candidates []string) string {
-	best, bestD := "", max(1, len(s)/3)+1
-	for _, c := range candidates {
-		if d := editDistance(s, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of two short strings.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 64
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
+func suggest(s string, candidates []string) string { return suggestpkg.Closest(s, candidates) }
