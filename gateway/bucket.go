@@ -8,6 +8,7 @@ import (
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/gateway/access"
 	"github.com/fedgate/fedgate/gateway/checksum"
 	"github.com/fedgate/fedgate/gateway/s3err"
 	"github.com/fedgate/fedgate/gateway/sigv4"
@@ -54,13 +55,33 @@ func (s *Server) createBucket(q *request) error {
 		}
 		return err
 	}
+	if err := s.createdBucketACL(q); err != nil {
+		return err
+	}
 	q.w.Header().Set("Location", "/"+q.bucket)
 	q.w.WriteHeader(http.StatusOK)
 	return nil
 }
 
+// createdBucketACL keeps the ACL a CreateBucket sets with x-amz-acl or
+// x-amz-grant-* headers.
+func (s *Server) createdBucketACL(q *request) error {
+	if !access.HasACLHeaders(q.r.Header) {
+		return nil
+	}
+	b, err := s.be.Bucket(q.bucket)
+	if err != nil {
+		return err
+	}
+	a, ok, err := s.aclFromHeaders(q, b)
+	if err != nil || !ok {
+		return err
+	}
+	return b.SetConfig(q.r.Context(), backend.ConfACL, a.Encode())
+}
+
 func (s *Server) headBucket(q *request) error {
-	if _, err := s.bucketFor(q, false); err != nil {
+	if _, err := s.bucketFor(q); err != nil {
 		return err
 	}
 	q.w.Header().Set("x-amz-bucket-region", s.cfg.Region)
@@ -69,12 +90,9 @@ func (s *Server) headBucket(q *request) error {
 }
 
 func (s *Server) deleteBucket(q *request) error {
-	b, err := s.bucketFor(q, true)
+	b, err := s.bucketFor(q)
 	if err != nil {
 		return err
-	}
-	if !q.user.Root && b.Owner() != q.user.Name {
-		return s3err.Newf(s3err.CodeAccessDenied, "Access Denied: only the bucket's owner (%s) or the root user may delete bucket %q", b.Owner(), b.Name())
 	}
 	if err := s.be.DeleteBucket(q.r.Context(), b.Name()); err != nil {
 		return err
@@ -84,7 +102,7 @@ func (s *Server) deleteBucket(q *request) error {
 }
 
 func (s *Server) getBucketLocation(q *request) error {
-	if _, err := s.bucketFor(q, false); err != nil {
+	if _, err := s.bucketFor(q); err != nil {
 		return err
 	}
 	loc := s.cfg.Region
@@ -96,7 +114,7 @@ func (s *Server) getBucketLocation(q *request) error {
 }
 
 func (s *Server) getBucketVersioning(q *request) error {
-	if _, err := s.bucketFor(q, false); err != nil {
+	if _, err := s.bucketFor(q); err != nil {
 		return err
 	}
 	writeXML(q.w, http.StatusOK, versioningConfiguration{Xmlns: s3NS})
@@ -107,7 +125,9 @@ func (s *Server) getBucketVersioning(q *request) error {
 const maxDeleteObjects = 1000
 
 func (s *Server) deleteObjects(q *request) error {
-	b, err := s.bucketFor(q, true)
+	// Each key is authorized on its own (a policy may allow or deny
+	// s3:DeleteObject per prefix); a key refused is an AccessDenied entry.
+	b, err := s.be.Bucket(q.bucket)
 	if err != nil {
 		return err
 	}
@@ -144,6 +164,11 @@ func (s *Server) deleteObjects(q *request) error {
 		}
 		if err == nil && o.VersionID != "" && o.VersionID != "null" {
 			err = errNotImplemented("Deleting a specific object version")
+		}
+		if err == nil {
+			if v := s.decide(q, b, "s3:DeleteObject", o.Key); v != vAllow {
+				err = s.denied(q, b, "s3:DeleteObject", v)
+			}
 		}
 		if err == nil {
 			err = b.Delete(ctx, o.Key)

@@ -66,10 +66,7 @@ func TestUnsupportedSubresources(t *testing.T) {
 			_, err := e.root.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: b, Key: k, Tagging: &types.Tagging{TagSet: []types.Tag{}}})
 			return err
 		}},
-		{"GetObjectAcl", func() error { _, err := e.root.GetObjectAcl(ctx, &s3.GetObjectAclInput{Bucket: b, Key: k}); return err }},
-		{"GetBucketAcl", func() error { _, err := e.root.GetBucketAcl(ctx, &s3.GetBucketAclInput{Bucket: b}); return err }},
 		{"GetBucketTagging", func() error { _, err := e.root.GetBucketTagging(ctx, &s3.GetBucketTaggingInput{Bucket: b}); return err }},
-		{"GetBucketPolicy", func() error { _, err := e.root.GetBucketPolicy(ctx, &s3.GetBucketPolicyInput{Bucket: b}); return err }},
 		{"PutBucketVersioning", func() error {
 			_, err := e.root.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: b,
 				VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}})

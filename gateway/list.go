@@ -71,7 +71,7 @@ type listing struct {
 func (s *Server) listingFor(q *request) (listing, error) {
 	var l listing
 	var err error
-	if l.b, err = s.bucketFor(q, false); err != nil {
+	if l.b, err = s.bucketFor(q); err != nil {
 		return l, err
 	}
 	if l.enc, l.encType, err = encoder(q.query); err != nil {

@@ -17,11 +17,11 @@ const (
 )
 
 func (s *Server) createMultipartUpload(q *request) error {
-	b, err := s.bucketFor(q, true)
+	b, err := s.bucketFor(q)
 	if err != nil {
 		return err
 	}
-	meta, err := metadataFrom(q.r.Header)
+	meta, err := s.writeMetadata(q, b)
 	if err != nil {
 		return err
 	}
@@ -38,8 +38,8 @@ func (s *Server) createMultipartUpload(q *request) error {
 }
 
 // upload resolves bucket and uploadId for the part/complete/abort/list calls.
-func (s *Server) upload(q *request, write bool) (backend.Bucket, backend.Upload, error) {
-	b, err := s.bucketFor(q, write)
+func (s *Server) upload(q *request) (backend.Bucket, backend.Upload, error) {
+	b, err := s.bucketFor(q)
 	if err != nil {
 		return nil, backend.Upload{}, err
 	}
@@ -62,7 +62,7 @@ func (s *Server) partTarget(q *request) (int, backend.Bucket, backend.Upload, er
 	if err != nil {
 		return 0, nil, backend.Upload{}, err
 	}
-	b, up, err := s.upload(q, true)
+	b, up, err := s.upload(q)
 	return num, b, up, err
 }
 
@@ -123,7 +123,7 @@ func (s *Server) uploadPartCopy(q *request) error {
 }
 
 func (s *Server) completeMultipartUpload(q *request) error {
-	b, up, err := s.upload(q, true)
+	b, up, err := s.upload(q)
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func (s *Server) completeMultipartUpload(q *request) error {
 }
 
 func (s *Server) abortMultipartUpload(q *request) error {
-	b, up, err := s.upload(q, true)
+	b, up, err := s.upload(q)
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func (s *Server) abortMultipartUpload(q *request) error {
 }
 
 func (s *Server) listParts(q *request) error {
-	b, up, err := s.upload(q, false)
+	b, up, err := s.upload(q)
 	if err != nil {
 		return err
 	}
@@ -207,7 +207,7 @@ func (s *Server) listParts(q *request) error {
 }
 
 func (s *Server) listMultipartUploads(q *request) error {
-	b, err := s.bucketFor(q, false)
+	b, err := s.bucketFor(q)
 	if err != nil {
 		return err
 	}

@@ -24,31 +24,30 @@ const maxPutSize = 5 << 30
 // maxUserMetadata is S3's limit on the size of x-amz-meta-* names and values.
 const maxUserMetadata = 2 << 10
 
-// bucketFor looks up the request's bucket and checks u may read or write it.
-func (s *Server) bucketFor(q *request, write bool) (backend.Bucket, error) {
-	return s.bucketNamed(q, q.bucket, write)
-}
-
-func (s *Server) bucketNamed(q *request, name string, write bool) (backend.Bucket, error) {
-	b, err := s.be.Bucket(name)
+// writeMetadata reads the metadata a write sets: the headers' (see
+// metadataFrom) and the ACL of x-amz-acl or x-amz-grant-*.
+func (s *Server) writeMetadata(q *request, b backend.Bucket) (store.Metadata, error) {
+	meta, err := metadataFrom(q.r.Header)
 	if err != nil {
-		return nil, err
+		return meta, err
 	}
-	if err := b.Authorize(q.user, write); err != nil {
-		return nil, deniedOn(q.user.Name, name, write)
+	if err := checkReservedMeta(meta); err != nil {
+		return meta, err
 	}
-	return b, nil
+	return meta, s.setObjectACL(q, b, &meta)
 }
 
-// deniedOn is AccessDenied for a user without a grant on bucket, with a
-// hint of how to get one.
-func deniedOn(user, bucket string, write bool) error {
-	perm := "read"
-	if write {
-		perm = "write"
+// setObjectACL keeps the ACL a write's headers set in meta.
+func (s *Server) setObjectACL(q *request, b backend.Bucket, meta *store.Metadata) error {
+	acl, err := s.objectACLFrom(q, b)
+	if err != nil || acl == "" {
+		return err
 	}
-	return s3err.Newf(s3err.CodeAccessDenied, "Access Denied: user %q has no %s grant on bucket %q; the root user can give one with: fedgate user grant %s %s %s",
-		user, perm, bucket, user, bucket, perm)
+	if meta.User == nil {
+		meta.User = map[string]string{}
+	}
+	meta.User[metaACL] = acl
+	return nil
 }
 
 // metadataFrom reads the object metadata a writer sends in headers.
@@ -200,11 +199,11 @@ func setChecksumHeaders(h http.Header, sums map[string]string) {
 }
 
 func (s *Server) putObject(q *request) error {
-	b, err := s.bucketFor(q, true)
+	b, err := s.bucketFor(q)
 	if err != nil {
 		return err
 	}
-	meta, err := metadataFrom(q.r.Header)
+	meta, err := s.writeMetadata(q, b)
 	if err != nil {
 		return err
 	}
@@ -256,13 +255,21 @@ func (s *Server) getObject(q *request) error  { return s.serveObject(q, true) }
 // serveObject answers GetObject and HeadObject. A posix store's file is sent
 // with sendfile; other stores stream through the chunk cache or the store.
 func (s *Server) serveObject(q *request, withBody bool) error {
-	b, err := s.bucketFor(q, false)
+	b, check, err := s.objectFor(q)
 	if err != nil {
 		return err
 	}
 	ctx := q.r.Context()
 	if lf, prefix := b.LocalFiler(); lf != nil {
 		f, off, info, err := lf.OpenLocal(ctx, prefix+q.key)
+		if check != nil {
+			if err := check(info, err); err != nil {
+				if f != nil {
+					f.Close()
+				}
+				return err
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -285,6 +292,11 @@ func (s *Server) serveObject(q *request, withBody bool) error {
 		})
 	}
 	info, err := b.Stat(ctx, q.key)
+	if check != nil {
+		if err := check(info, err); err != nil {
+			return err
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -395,6 +407,9 @@ func setObjectHeaders(h http.Header, info store.ObjectInfo, q url.Values) {
 		}
 	}
 	for k, v := range info.User {
+		if strings.HasPrefix(k, reservedMeta) {
+			continue
+		}
 		h["X-Amz-Meta-"+k] = []string{v}
 	}
 	for param, header := range responseOverrides {
@@ -414,7 +429,7 @@ func partsCount(etag string) int {
 }
 
 func (s *Server) deleteObject(q *request) error {
-	b, err := s.bucketFor(q, true)
+	b, err := s.bucketFor(q)
 	if err != nil {
 		return err
 	}
@@ -455,11 +470,16 @@ func (s *Server) openCopySource(q *request) (backend.Bucket, store.ObjectInfo, e
 	if err != nil {
 		return nil, store.ObjectInfo{}, err
 	}
-	src, err := s.bucketNamed(q, sb, false)
+	src, check, err := s.objectNamed(q, sb, sk, "s3:GetObject")
 	if err != nil {
 		return nil, store.ObjectInfo{}, err
 	}
 	info, err := src.Stat(q.r.Context(), sk)
+	if check != nil {
+		if err := check(info, err); err != nil {
+			return nil, store.ObjectInfo{}, err
+		}
+	}
 	if err != nil {
 		return nil, store.ObjectInfo{}, err
 	}
@@ -470,7 +490,7 @@ func (s *Server) openCopySource(q *request) (backend.Bucket, store.ObjectInfo, e
 }
 
 func (s *Server) copyObject(q *request) error {
-	dst, err := s.bucketFor(q, true)
+	dst, err := s.bucketFor(q)
 	if err != nil {
 		return err
 	}
@@ -488,8 +508,14 @@ func (s *Server) copyObject(q *request) error {
 		meta = info.Metadata
 		meta.User = maps.Clone(info.User)
 		meta.Checksums = maps.Clone(info.Checksums)
+		// S3 does not copy an object's ACL: the copy gets the one this
+		// request sets, or none.
+		delete(meta.User, metaACL)
+		if err := s.setObjectACL(q, dst, &meta); err != nil {
+			return err
+		}
 	case "REPLACE":
-		if meta, err = metadataFrom(q.r.Header); err != nil {
+		if meta, err = s.writeMetadata(q, dst); err != nil {
 			return err
 		}
 		meta.Checksums = maps.Clone(info.Checksums)

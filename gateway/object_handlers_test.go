@@ -378,7 +378,9 @@ func TestDeleteObjects(t *testing.T) {
 			errs: []string{"a:SlowDown", "b:SlowDown"}, remains: []string{"a", "b", "c"}},
 		{name: "quiet keeps errors", del: &types.Delete{Quiet: aws.Bool(true), Objects: objs("a").Objects}, fail: store.ErrAccessDenied,
 			errs: []string{"a:AccessDenied"}, remains: []string{"a", "b", "c"}},
-		{name: "no write grant", del: objs("a"), userRead: true, code: "AccessDenied", status: 403, remains: []string{"a", "b", "c"}},
+		// S3 authorizes s3:DeleteObject per key: a refused key is an
+		// AccessDenied entry of a 200 answer.
+		{name: "no write grant", del: objs("a"), userRead: true, errs: []string{"a:AccessDenied"}, remains: []string{"a", "b", "c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)

@@ -27,6 +27,14 @@ type request struct {
 	// size is the decoded payload length, -1 if unknown.
 	size    int64
 	trailer func() http.Header
+	// anonymous: the request carries no signature; user is empty.
+	anonymous bool
+	// action is the S3 action of the operation (s3:GetObject, ...) that
+	// bucket policies, grants and ACLs are checked for.
+	action string
+	// postForm: a browser-form POST upload (s3:authType POST).
+	postForm bool
+	keys     map[string]string // condition keys, built once (conditionKeys)
 }
 
 type handlerFunc func(*request) error
@@ -34,9 +42,9 @@ type handlerFunc func(*request) error
 // Subresources S3 has and fedgate does not implement yet. A request naming
 // one gets NotImplemented instead of being mistaken for a plain operation.
 var unsupportedSubresources = []string{
-	"accelerate", "acl", "analytics", "attributes", "cors", "encryption", "intelligent-tiering",
+	"accelerate", "analytics", "attributes", "cors", "encryption", "intelligent-tiering",
 	"inventory", "legal-hold", "lifecycle", "logging", "metadataTable", "metrics", "notification",
-	"object-lock", "ownershipControls", "policy", "policyStatus", "publicAccessBlock",
+	"object-lock", "ownershipControls",
 	"replication", "requestPayment", "restore", "retention", "select", "tagging", "torrent",
 	"website", "renameObject", "session",
 }
@@ -94,6 +102,9 @@ func (s *Server) route(r *http.Request, q url.Values, bucket, key string) (strin
 	}
 	has := func(k string) bool { _, ok := q[k]; return ok }
 	m := r.Method
+	if op, fn := s.routeAccess(m, has, bucket, key); fn != nil {
+		return op, fn
+	}
 	if key != "" && has("versionId") && q.Get("versionId") != "null" {
 		return r.Method + "-version", func(*request) error { return errNotImplemented("Object versions (versionId)") }
 	}
@@ -225,18 +236,25 @@ func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, ri *requestInfo
 		writeError(w, r, err)
 		return
 	}
+	var user backend.User
 	if res.Anonymous {
-		writeError(w, r, s3err.New(s3err.CodeAccessDenied, "Access Denied: anonymous requests are not served; sign the request with an access key (the root user creates one with: fedgate user add NAME)"))
-		return
+		// Anonymous requests reach only what a bucket policy or an ACL
+		// opens to everyone (docs/security.md).
+		if bucket == "" || op == "CreateBucket" {
+			writeError(w, r, s3err.New(s3err.CodeAccessDenied, "Access Denied: anonymous requests may only read or write what a bucket's policy or ACL allows everyone; sign the request with an access key (the root user creates one with: fedgate user add NAME)"))
+			return
+		}
+		ri.user = "anonymous"
+	} else {
+		var ok bool
+		if user, ok = s.be.Users().ByAccessKey(res.AccessKey); !ok {
+			writeError(w, r, s3err.New(s3err.CodeInvalidAccessKeyID, ""))
+			return
+		}
+		ri.user = user.Name
 	}
-	user, ok := s.be.Users().ByAccessKey(res.AccessKey)
-	if !ok {
-		writeError(w, r, s3err.New(s3err.CodeInvalidAccessKeyID, ""))
-		return
-	}
-	ri.user = user.Name
-	req := &request{w: w, r: r, query: q, bucket: bucket, key: key, user: user,
-		body: res.Body, size: res.DecodedLength, trailer: res.Trailer}
+	req := &request{w: w, r: r, query: q, bucket: bucket, key: key, user: user, anonymous: res.Anonymous,
+		action: opActions[op], body: res.Body, size: res.DecodedLength, trailer: res.Trailer}
 	if req.body == nil {
 		req.body = http.NoBody
 	}

@@ -26,7 +26,7 @@ func TestRoute(t *testing.T) {
 		{"GET", "/b/k?x-id=GetObject", "", "GetObject"},
 		{"GET", "/b/k?uploadId=u", "", "ListParts"},
 		{"GET", "/b/k?tagging", "", "GET-tagging"},
-		{"GET", "/b/k?acl", "", "GET-acl"},
+		{"GET", "/b/k?acl", "", "GetObjectAcl"},
 		{"HEAD", "/b/k", "", "HeadObject"},
 		{"PUT", "/b/k", "", "PutObject"},
 		{"PUT", "/b/k", "/b/src", "CopyObject"},

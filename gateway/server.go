@@ -72,6 +72,7 @@ type Server struct {
 	reqSeq   atomic.Uint64
 	idPrefix string
 	console  *console
+	policies policyCache
 }
 
 // New builds a Server from cfg.

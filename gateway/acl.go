@@ -1,0 +1,323 @@
+package gateway
+
+import (
+	"errors"
+	"io"
+	"maps"
+	"net/http"
+
+	"github.com/fedgate/fedgate/backend"
+	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/gateway/access"
+	"github.com/fedgate/fedgate/gateway/s3err"
+)
+
+// routeAccess routes the access-control subresources: ?acl, ?policy,
+// ?policyStatus and ?publicAccessBlock. fn is nil for other requests.
+func (s *Server) routeAccess(m string, has func(string) bool, bucket, key string) (string, handlerFunc) {
+	if bucket == "" {
+		return "", nil
+	}
+	switch {
+	case key != "" && has("acl"):
+		switch m {
+		case http.MethodGet:
+			return "GetObjectAcl", s.getObjectACL
+		case http.MethodPut:
+			return "PutObjectAcl", s.putObjectACL
+		}
+	case key != "":
+		return "", nil
+	case has("acl"):
+		switch m {
+		case http.MethodGet:
+			return "GetBucketAcl", s.getBucketACL
+		case http.MethodPut:
+			return "PutBucketAcl", s.putBucketACL
+		}
+	case has("policyStatus"):
+		if m == http.MethodGet {
+			return "GetBucketPolicyStatus", s.getBucketPolicyStatus
+		}
+	case has("policy"):
+		switch m {
+		case http.MethodGet:
+			return "GetBucketPolicy", s.getBucketPolicy
+		case http.MethodPut:
+			return "PutBucketPolicy", s.putBucketPolicy
+		case http.MethodDelete:
+			return "DeleteBucketPolicy", s.deleteBucketPolicy
+		}
+	case has("publicAccessBlock"):
+		switch m {
+		case http.MethodGet:
+			return "GetPublicAccessBlock", s.getPublicAccessBlock
+		case http.MethodPut:
+			return "PutPublicAccessBlock", s.putPublicAccessBlock
+		case http.MethodDelete:
+			return "DeletePublicAccessBlock", s.deletePublicAccessBlock
+		}
+	default:
+		return "", nil
+	}
+	return "Unsupported", func(*request) error {
+		return s3err.New(s3err.CodeMethodNotAllowed, "The specified method is not allowed against this resource.")
+	}
+}
+
+// readConfig reads a configuration body of at most limit bytes.
+func (q *request) readConfig(limit int) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(q.body, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > limit {
+		return nil, s3err.Newf(s3err.CodeInvalidRequest, "The request body is larger than %d bytes.", limit)
+	}
+	return data, nil
+}
+
+func (s *Server) getBucketACL(q *request) error {
+	b, err := s.bucketFor(q)
+	if err != nil {
+		return err
+	}
+	writeXML(q.w, http.StatusOK, bucketACL(b).XML(s3NS))
+	return nil
+}
+
+// aclFromRequest reads the ACL of a Put*Acl request: its headers or its
+// XML body (not both).
+func (s *Server) aclFromRequest(q *request, b backend.Bucket) (access.ACL, error) {
+	a, ok, err := s.aclFromHeaders(q, b)
+	if err != nil {
+		return a, err
+	}
+	body, err := q.readConfig(maxXMLBody)
+	if err != nil {
+		return a, err
+	}
+	switch {
+	case ok && len(body) > 0:
+		return a, s3err.New(s3err.CodeUnexpectedContent, "This request does not support content: give the ACL in headers or in the body, not both.")
+	case ok:
+		return a, nil
+	case len(body) == 0:
+		return a, s3err.New(s3err.CodeMissingSecurityHeader, "Your request was missing a required header: x-amz-acl, an x-amz-grant-* header or an AccessControlPolicy body.")
+	}
+	a, err = access.ParseACLXML(body, b.Owner(), s.knownUser)
+	if err != nil {
+		return a, aclError(err)
+	}
+	if a.Public() && s.publicAccess(b).BlockPublicAcls {
+		return a, s3err.Newf(s3err.CodeAccessDenied, "Access Denied: bucket %q blocks public ACLs (Block Public Access: BlockPublicAcls)", b.Name())
+	}
+	return a, nil
+}
+
+func (s *Server) putBucketACL(q *request) error {
+	b, err := s.bucketFor(q)
+	if err != nil {
+		return err
+	}
+	a, err := s.aclFromRequest(q, b)
+	if err != nil {
+		return err
+	}
+	if err := b.SetConfig(q.r.Context(), backend.ConfACL, a.Encode()); err != nil {
+		return err
+	}
+	q.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (s *Server) getObjectACL(q *request) error {
+	b, check, err := s.objectFor(q)
+	if err != nil {
+		return err
+	}
+	info, err := b.Stat(q.r.Context(), q.key)
+	if check != nil {
+		if err := check(info, err); err != nil {
+			return err
+		}
+	}
+	if err != nil {
+		return err
+	}
+	writeXML(q.w, http.StatusOK, objectACL(b, info).XML(s3NS))
+	return nil
+}
+
+func (s *Server) putObjectACL(q *request) error {
+	b, check, err := s.objectFor(q)
+	if err != nil {
+		return err
+	}
+	info, err := b.Stat(q.r.Context(), q.key)
+	if check != nil {
+		if err := check(info, err); err != nil {
+			return err
+		}
+	}
+	if err != nil {
+		return err
+	}
+	a, err := s.aclFromRequest(q, b)
+	if err != nil {
+		return err
+	}
+	enc := a.Encode()
+	if err := s.rewriteMetadata(q, b, info, func(m *store.Metadata) { m.User[metaACL] = enc }); err != nil {
+		return err
+	}
+	q.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// rewriteMetadata changes the metadata fedgate keeps with an object (its
+// ACL or tags) by writing the object again with the new metadata, if it
+// is still the version info describes. Stores have no in-place metadata
+// update that every kind shares, so this costs a copy of the object's
+// bytes (docs/s3-compatibility.md).
+func (s *Server) rewriteMetadata(q *request, b backend.Bucket, info store.ObjectInfo, change func(*store.Metadata)) error {
+	meta := info.Metadata
+	meta.User = maps.Clone(info.User)
+	if meta.User == nil {
+		meta.User = map[string]string{}
+	}
+	meta.Checksums = maps.Clone(info.Checksums)
+	change(&meta)
+	ctx := q.r.Context()
+	rc, err := b.Open(ctx, info, 0, info.Size)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	_, err = b.Put(ctx, q.key, rc, info.Size, store.PutOptions{Metadata: meta, IfMatch: info.Validator})
+	if errors.Is(err, store.ErrPreconditionFailed) {
+		return s3err.New(s3err.CodeOperationAborted, "The object was replaced while its metadata was being changed; nothing was changed. Try again.")
+	}
+	return err
+}
+
+func (s *Server) getBucketPolicy(q *request) error {
+	b, err := s.bucketFor(q)
+	if err != nil {
+		return err
+	}
+	doc, ok := b.Config(backend.ConfPolicy)
+	if !ok {
+		return s3err.Newf(s3err.CodeNoSuchBucketPolicy, "The bucket policy does not exist: bucket %q has none.", b.Name())
+	}
+	h := q.w.Header()
+	h.Set("Content-Type", "application/json")
+	q.w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(q.w, doc)
+	return nil
+}
+
+func (s *Server) putBucketPolicy(q *request) error {
+	b, err := s.bucketFor(q)
+	if err != nil {
+		return err
+	}
+	doc, err := q.readConfig(access.MaxPolicySize)
+	if err != nil {
+		return s3err.Newf(s3err.CodeMalformedPolicy, "Policies must be at most %d bytes.", access.MaxPolicySize)
+	}
+	p, err := access.ParsePolicy(doc, b.Name())
+	if err != nil {
+		return s3err.New(s3err.CodeMalformedPolicy, err.Error())
+	}
+	if p.Public() && s.publicAccess(b).BlockPublicPolicy {
+		return s3err.Newf(s3err.CodeAccessDenied, "Access Denied: bucket %q blocks public policies (Block Public Access: BlockPublicPolicy), and this policy allows everyone (Principal \"*\" without a condition on aws:SourceIp or aws:username)", b.Name())
+	}
+	if err := b.SetConfig(q.r.Context(), backend.ConfPolicy, string(doc)); err != nil {
+		return err
+	}
+	q.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) deleteBucketPolicy(q *request) error {
+	b, err := s.bucketFor(q)
+	if err != nil {
+		return err
+	}
+	if err := b.SetConfig(q.r.Context(), backend.ConfPolicy, ""); err != nil {
+		return err
+	}
+	q.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type policyStatus struct {
+	XMLName  struct{} `xml:"PolicyStatus"`
+	Xmlns    string   `xml:"xmlns,attr"`
+	IsPublic bool     `xml:"IsPublic"`
+}
+
+// getBucketPolicyStatus answers whether the bucket's policy is public
+// (S3 looks at the policy only, not at ACLs).
+func (s *Server) getBucketPolicyStatus(q *request) error {
+	b, err := s.bucketFor(q)
+	if err != nil {
+		return err
+	}
+	if _, ok := b.Config(backend.ConfPolicy); !ok {
+		return s3err.Newf(s3err.CodeNoSuchBucketPolicy, "The bucket policy does not exist: bucket %q has none.", b.Name())
+	}
+	writeXML(q.w, http.StatusOK, policyStatus{Xmlns: s3NS, IsPublic: s.bucketPolicy(b).Public()})
+	return nil
+}
+
+func (s *Server) getPublicAccessBlock(q *request) error {
+	b, err := s.bucketFor(q)
+	if err != nil {
+		return err
+	}
+	doc, ok := b.Config(backend.ConfPublicAccess)
+	if !ok {
+		return s3err.Newf(s3err.CodeNoSuchPublicAccessBlockConfiguration, "The public access block configuration was not found: bucket %q has none (the region's default from the policy file still applies).", b.Name())
+	}
+	p, err := access.ParsePublicAccessBlock([]byte(doc))
+	if err != nil {
+		return err
+	}
+	p.Xmlns = s3NS
+	writeXML(q.w, http.StatusOK, p)
+	return nil
+}
+
+func (s *Server) putPublicAccessBlock(q *request) error {
+	b, err := s.bucketFor(q)
+	if err != nil {
+		return err
+	}
+	body, err := q.readConfig(maxXMLBody)
+	if err != nil {
+		return err
+	}
+	var p access.PublicAccessBlock
+	if err := decodeXML(body, &p); err != nil {
+		return err
+	}
+	if err := b.SetConfig(q.r.Context(), backend.ConfPublicAccess, p.Encode()); err != nil {
+		return err
+	}
+	q.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (s *Server) deletePublicAccessBlock(q *request) error {
+	b, err := s.bucketFor(q)
+	if err != nil {
+		return err
+	}
+	if err := b.SetConfig(q.r.Context(), backend.ConfPublicAccess, ""); err != nil {
+		return err
+	}
+	q.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
