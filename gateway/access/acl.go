@@ -78,9 +78,13 @@ func Canned(name, owner, bucketOwner string) (ACL, error) {
 }
 
 // Private is the ACL of a bucket or object without one.
-func Private(owner string) ACL { return ACL{Owner: owner, Grants: []Grant{userGrant(owner, PermFullControl)}} }
+func Private(owner string) ACL {
+	return ACL{Owner: owner, Grants: []Grant{userGrant(owner, PermFullControl)}}
+}
 
-func userGrant(id, perm string) Grant { return Grant{Type: TypeCanonicalUser, ID: id, Permission: perm} }
+func userGrant(id, perm string) Grant {
+	return Grant{Type: TypeCanonicalUser, ID: id, Permission: perm}
+}
 func groupGrant(uri, perm string) Grant {
 	return Grant{Type: TypeGroup, URI: uri, Permission: perm}
 }
