@@ -377,6 +377,16 @@ func (s *Server) objectNamed(q *request, name, key, action string) (backend.Buck
 	}
 }
 
+// hideMissing turns a missing object into AccessDenied for a caller who
+// may not list the bucket, as S3 does: only a caller allowed
+// s3:ListBucket learns that a key does not exist.
+func (s *Server) hideMissing(q *request, b backend.Bucket, err error) error {
+	if !isNotFound(err) || s.decide(q, b, "s3:ListBucket", "") == vAllow {
+		return err
+	}
+	return s.denied(q, b, q.action, vDeny)
+}
+
 // denied is the AccessDenied answer, with a hint for the caller.
 func (s *Server) denied(q *request, b backend.Bucket, action string, v verdict) error {
 	switch {

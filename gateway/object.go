@@ -271,7 +271,7 @@ func (s *Server) serveObject(q *request, withBody bool) error {
 			}
 		}
 		if err != nil {
-			return err
+			return s.hideMissing(q, b, err)
 		}
 		defer f.Close()
 		info.Key = q.key
@@ -298,7 +298,7 @@ func (s *Server) serveObject(q *request, withBody bool) error {
 		}
 	}
 	if err != nil {
-		return err
+		return s.hideMissing(q, b, err)
 	}
 	return s.sendObject(q, info, withBody, func(start, n int64) (io.Reader, func(), error) {
 		rc, err := b.Open(ctx, info, start, n)
