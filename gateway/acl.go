@@ -48,6 +48,10 @@ func (s *Server) routeAccess(m string, has func(string) bool, bucket, key string
 		case http.MethodDelete:
 			return "DeleteBucketPolicy", s.deleteBucketPolicy
 		}
+	case has("requestPayment") && m == http.MethodGet:
+		return "GetBucketRequestPayment", s.getBucketRequestPayment
+	case has("lifecycle") && m == http.MethodGet:
+		return "GetBucketLifecycleConfiguration", s.getBucketLifecycle
 	case has("publicAccessBlock"):
 		switch m {
 		case http.MethodGet:
@@ -320,4 +324,31 @@ func (s *Server) deletePublicAccessBlock(q *request) error {
 	}
 	q.w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+type requestPaymentConfiguration struct {
+	XMLName struct{} `xml:"RequestPaymentConfiguration"`
+	Xmlns   string   `xml:"xmlns,attr"`
+	Payer   string   `xml:"Payer"`
+}
+
+// getBucketRequestPayment answers that the bucket's owner pays, which is
+// all fedgate has (s3cmd info asks).
+func (s *Server) getBucketRequestPayment(q *request) error {
+	if _, err := s.bucketFor(q); err != nil {
+		return err
+	}
+	writeXML(q.w, http.StatusOK, requestPaymentConfiguration{Xmlns: s3NS, Payer: "BucketOwner"})
+	return nil
+}
+
+// getBucketLifecycle answers that the bucket has no lifecycle
+// configuration: fedgate cannot set one yet (PutBucketLifecycleConfiguration
+// is NotImplemented), so none exists. s3cmd info and other tools ask.
+func (s *Server) getBucketLifecycle(q *request) error {
+	b, err := s.bucketFor(q)
+	if err != nil {
+		return err
+	}
+	return s3err.Newf(s3err.CodeNoSuchLifecycleConfiguration, "The lifecycle configuration does not exist: bucket %q has none.", b.Name())
 }

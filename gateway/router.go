@@ -94,6 +94,9 @@ func (s *Server) resolve(r *http.Request) (bucket, key string) {
 // route picks the operation for a request from its method, bucket, key and
 // query; the name is what metrics and logs use.
 func (s *Server) route(r *http.Request, q url.Values, bucket, key string) (string, handlerFunc) {
+	if op, fn := s.routeAccess(r.Method, func(k string) bool { _, ok := q[k]; return ok }, bucket, key); fn != nil {
+		return op, fn
+	}
 	for _, sub := range unsupportedSubresources {
 		if _, ok := q[sub]; ok {
 			op := r.Method + "-" + sub
@@ -102,9 +105,6 @@ func (s *Server) route(r *http.Request, q url.Values, bucket, key string) (strin
 	}
 	has := func(k string) bool { _, ok := q[k]; return ok }
 	m := r.Method
-	if op, fn := s.routeAccess(m, has, bucket, key); fn != nil {
-		return op, fn
-	}
 	if key != "" && has("versionId") && q.Get("versionId") != "null" {
 		return r.Method + "-version", func(*request) error { return errNotImplemented("Object versions (versionId)") }
 	}

@@ -79,6 +79,34 @@ expect_fail "wrong secret" "SignatureDoesNotMatch" env AWS_SECRET_ACCESS_KEY=wro
 url=$(aws s3 presign s3://cli-bucket/meta.txt --expires-in 60)
 check "presigned get" "file 1" "$(curl -fsS "$url")"
 
+# Access control (issue 11): ACLs, bucket policies, Block Public Access.
+status() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+aws s3api put-object --bucket cli-bucket --key public/open.txt --body "$WORK/tree/a/f1.txt" --acl public-read >/dev/null
+check "public-read object, anonymous GET" "file 1" "$(curl -fsS "$EP/cli-bucket/public/open.txt")"
+check "get-object-acl" "READ" "$(aws s3api get-object-acl --bucket cli-bucket --key public/open.txt --query "Grants[?Grantee.Type=='Group'].Permission" --output text)"
+aws s3api put-object-acl --bucket cli-bucket --key public/open.txt --acl private
+check "put-object-acl private" "403" "$(status "$EP/cli-bucket/public/open.txt")"
+check "get-bucket-acl owner" "root" "$(aws s3api get-bucket-acl --bucket cli-bucket --query Owner.ID --output text)"
+cat >"$WORK/policy.json" <<'JSON'
+{"Version":"2012-10-17","Statement":[{"Sid":"PublicRead","Effect":"Allow","Principal":"*",
+ "Action":"s3:GetObject","Resource":"arn:aws:s3:::cli-bucket/public/*"}]}
+JSON
+aws s3api put-bucket-policy --bucket cli-bucket --policy "file://$WORK/policy.json"
+check "policy opens its prefix" "file 1" "$(curl -fsS "$EP/cli-bucket/public/open.txt")"
+check "policy opens nothing else" "403" "$(status "$EP/cli-bucket/meta.txt")"
+check "policy no listing" "403" "$(status "$EP/cli-bucket?list-type=2")"
+check "policy status" "True" "$(aws s3api get-bucket-policy-status --bucket cli-bucket --query PolicyStatus.IsPublic --output text)"
+check "get-bucket-policy" "PublicRead" "$(aws s3api get-bucket-policy --bucket cli-bucket --query Policy --output text | grep -o PublicRead)"
+expect_fail "malformed policy" "MalformedPolicy" aws s3api put-bucket-policy --bucket cli-bucket --policy '{"Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObjet","Resource":"arn:aws:s3:::cli-bucket/*"}]}'
+aws s3api put-public-access-block --bucket cli-bucket --public-access-block-configuration RestrictPublicBuckets=true,BlockPublicAcls=true
+check "get-public-access-block" "True" "$(aws s3api get-public-access-block --bucket cli-bucket --query PublicAccessBlockConfiguration.RestrictPublicBuckets --output text)"
+check "RestrictPublicBuckets" "403" "$(status "$EP/cli-bucket/public/open.txt")"
+expect_fail "BlockPublicAcls" "AccessDenied" aws s3api put-object-acl --bucket cli-bucket --key public/open.txt --acl public-read
+aws s3api delete-public-access-block --bucket cli-bucket
+aws s3api delete-bucket-policy --bucket cli-bucket
+check "policy deleted" "403" "$(status "$EP/cli-bucket/public/open.txt")"
+expect_fail "no policy" "NoSuchBucketPolicy" aws s3api get-bucket-policy --bucket cli-bucket
+
 aws s3 rm --recursive s3://cli-bucket/ >/dev/null
 check "rm recursive" "0" "$(aws s3 ls --recursive s3://cli-bucket/ | wc -l | tr -d ' ')"
 aws s3 rb s3://cli-bucket >/dev/null

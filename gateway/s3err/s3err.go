@@ -59,6 +59,7 @@ const (
 	CodeSignatureDoesNotMatch                = "SignatureDoesNotMatch"
 	CodeSlowDown                             = "SlowDown"
 	CodeXAmzContentSHA256Mismatch            = "XAmzContentSHA256Mismatch"
+	CodeNoSuchLifecycleConfiguration         = "NoSuchLifecycleConfiguration"
 	CodeOperationAborted                     = "OperationAborted"
 	CodeUnexpectedContent                    = "UnexpectedContent"
 	CodeInvalidPolicyDocument                = "InvalidPolicyDocument"
@@ -128,6 +129,7 @@ var table = map[string]row{
 	CodeSignatureDoesNotMatch:                {http.StatusForbidden, "The request signature we calculated does not match the signature you provided. Check your key and signing method."},
 	CodeSlowDown:                             {http.StatusServiceUnavailable, "Please reduce your request rate."},
 	CodeXAmzContentSHA256Mismatch:            {http.StatusBadRequest, "The provided 'x-amz-content-sha256' header does not match what was computed."},
+	CodeNoSuchLifecycleConfiguration:         {http.StatusNotFound, "The lifecycle configuration does not exist."},
 	CodeOperationAborted:                     {http.StatusConflict, "A conflicting conditional operation is currently in progress against this resource. Try again."},
 	CodeUnexpectedContent:                    {http.StatusBadRequest, "This request does not support content."},
 	CodeInvalidPolicyDocument:                {http.StatusBadRequest, "The content of the form does not meet the conditions specified in the policy document."},
