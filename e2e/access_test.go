@@ -53,10 +53,10 @@ func TestBucketPolicyWithCurl(t *testing.T) {
 	if out, err := s.fedgate("user", "grant", "alice", "datasets", "read"); err != nil {
 		t.Fatalf("grant: %v %s", err, out)
 	}
-	alice := s.s3Client(m[1], m[2])
-
 	check := func(when string) {
 		t.Helper()
+		url := s.Endpoint + "/datasets/" // a restart may move the port
+		alice := s.s3Client(m[1], m[2])
 		if code, body := curl(t, url+"public/x"); code != "200" || body != "open data" {
 			t.Errorf("%s: curl public/x = %s %q", when, code, body)
 		}
