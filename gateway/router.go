@@ -45,7 +45,7 @@ var unsupportedSubresources = []string{
 	"accelerate", "analytics", "attributes", "cors", "encryption", "intelligent-tiering",
 	"inventory", "legal-hold", "lifecycle", "logging", "metadataTable", "metrics", "notification",
 	"object-lock", "ownershipControls",
-	"replication", "requestPayment", "restore", "retention", "select", "tagging", "torrent",
+	"replication", "requestPayment", "restore", "retention", "select", "torrent",
 	"website", "renameObject", "session",
 }
 
@@ -107,6 +107,9 @@ func (s *Server) route(r *http.Request, q url.Values, bucket, key string) (strin
 	}
 	if key != "" && has("versionId") && q.Get("versionId") != "null" {
 		return r.Method + "-version", func(*request) error { return errNotImplemented("Object versions (versionId)") }
+	}
+	if op, fn := s.routeTagging(m, has, bucket, key); fn != nil {
+		return op, fn
 	}
 	if key != "" && m == http.MethodPut && has("partNumber") != has("uploadId") {
 		return "UploadPart", func(*request) error {
