@@ -33,6 +33,8 @@ func TestRoute(t *testing.T) {
 		{"GET", "/b?tagging", "", "GetBucketTagging"},
 		{"PUT", "/b?tagging", "", "PutBucketTagging"},
 		{"DELETE", "/b?tagging", "", "DeleteBucketTagging"},
+		{"GET", "/b/k?attributes", "", "GetObjectAttributes"},
+		{"HEAD", "/b/k?attributes", "", "Unsupported"},
 		{"GET", "/b/k?retention", "", "GET-retention"},
 		{"GET", "/b/k?acl", "", "GetObjectAcl"},
 		{"HEAD", "/b/k", "", "HeadObject"},
