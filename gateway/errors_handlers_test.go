@@ -58,15 +58,10 @@ func TestUnsupportedSubresources(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"GetObjectTagging", func() error {
-			_, err := e.root.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: b, Key: k})
+		{"GetObjectRetention", func() error {
+			_, err := e.root.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: b, Key: k})
 			return err
 		}},
-		{"PutObjectTagging", func() error {
-			_, err := e.root.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: b, Key: k, Tagging: &types.Tagging{TagSet: []types.Tag{}}})
-			return err
-		}},
-		{"GetBucketTagging", func() error { _, err := e.root.GetBucketTagging(ctx, &s3.GetBucketTaggingInput{Bucket: b}); return err }},
 		{"PutBucketVersioning", func() error {
 			_, err := e.root.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: b,
 				VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}})

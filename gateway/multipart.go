@@ -25,6 +25,9 @@ func (s *Server) createMultipartUpload(q *request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.setObjectTags(q, b, &meta); err != nil {
+		return err
+	}
 	alg := strings.ToUpper(q.r.Header.Get("x-amz-checksum-algorithm"))
 	up, err := b.CreateUpload(q.r.Context(), q.user, q.key, meta, alg)
 	if err != nil {

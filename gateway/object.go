@@ -207,6 +207,9 @@ func (s *Server) putObject(q *request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.setObjectTags(q, b, &meta); err != nil {
+		return err
+	}
 	opts := store.PutOptions{Metadata: meta}
 	if err := s.writeConditions(q, b, &opts); err != nil {
 		return err
@@ -406,6 +409,7 @@ func setObjectHeaders(h http.Header, info store.ObjectInfo, q url.Values) {
 			h.Set(name, v)
 		}
 	}
+	setTaggingCount(h, info)
 	for k, v := range info.User {
 		if strings.HasPrefix(k, reservedMeta) {
 			continue
@@ -521,6 +525,9 @@ func (s *Server) copyObject(q *request) error {
 		meta.Checksums = maps.Clone(info.Checksums)
 	default:
 		return s3err.Newf(s3err.CodeInvalidArgument, "Unknown metadata directive %q: use COPY or REPLACE.", directive)
+	}
+	if err := s.copyTags(q, dst, info, &meta); err != nil {
+		return err
 	}
 	opts := store.PutOptions{Metadata: meta}
 	if err := s.writeConditions(q, dst, &opts); err != nil {

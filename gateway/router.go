@@ -42,10 +42,10 @@ type handlerFunc func(*request) error
 // Subresources S3 has and fedgate does not implement yet. A request naming
 // one gets NotImplemented instead of being mistaken for a plain operation.
 var unsupportedSubresources = []string{
-	"accelerate", "analytics", "attributes", "cors", "encryption", "intelligent-tiering",
+	"accelerate", "analytics", "cors", "encryption", "intelligent-tiering",
 	"inventory", "legal-hold", "lifecycle", "logging", "metadataTable", "metrics", "notification",
 	"object-lock", "ownershipControls",
-	"replication", "requestPayment", "restore", "retention", "select", "tagging", "torrent",
+	"replication", "requestPayment", "restore", "retention", "select", "torrent",
 	"website", "renameObject", "session",
 }
 
@@ -107,6 +107,12 @@ func (s *Server) route(r *http.Request, q url.Values, bucket, key string) (strin
 	m := r.Method
 	if key != "" && has("versionId") && q.Get("versionId") != "null" {
 		return r.Method + "-version", func(*request) error { return errNotImplemented("Object versions (versionId)") }
+	}
+	if op, fn := s.routeTagging(m, has, bucket, key); fn != nil {
+		return op, fn
+	}
+	if op, fn := s.routeAttributes(m, has, bucket, key); fn != nil {
+		return op, fn
 	}
 	if key != "" && m == http.MethodPut && has("partNumber") != has("uploadId") {
 		return "UploadPart", func(*request) error {

@@ -72,6 +72,28 @@ check "checksum stored" "$(openssl dgst -sha256 -binary "$WORK/tree/a/f2.txt" | 
   "$(aws s3api head-object --bucket cli-bucket --key sha.txt --checksum-mode ENABLED --query ChecksumSHA256 --output text)"
 aws s3api copy-object --bucket cli-bucket --key copy.txt --copy-source cli-bucket/meta.txt >/dev/null
 check "copy keeps metadata" "42" "$(aws s3api head-object --bucket cli-bucket --key copy.txt --query 'Metadata."run-id"' --output text)"
+
+# Tagging: objects (tags kept with the object) and buckets; GetObjectAttributes.
+aws s3api put-object-tagging --bucket cli-bucket --key meta.txt --tagging 'TagSet=[{Key=stage,Value=raw},{Key=team,Value=ml ops}]' >/dev/null
+check "get-object-tagging" "stage raw team ml ops" "$(aws s3api get-object-tagging --bucket cli-bucket --key meta.txt --query 'TagSet[].[Key,Value]' --output text | tr '\t\n' '  ' | sed 's/ $//')"
+check "tag count" "2" "$(aws s3api get-object --bucket cli-bucket --key meta.txt "$WORK/tagged.out" --query TagCount --output text)"
+check "tagging keeps metadata" "42" "$(aws s3api head-object --bucket cli-bucket --key meta.txt --query 'Metadata."run-id"' --output text)"
+aws s3api put-object --bucket cli-bucket --key tagged.txt --body "$WORK/tree/a/f3.txt" --tagging 'a=1&b=two%20words' >/dev/null
+check "put-object --tagging" "a 1 b two words" "$(aws s3api get-object-tagging --bucket cli-bucket --key tagged.txt --query 'TagSet[].[Key,Value]' --output text | tr '\t\n' '  ' | sed 's/ $//')"
+aws s3api delete-object-tagging --bucket cli-bucket --key tagged.txt >/dev/null
+check "delete-object-tagging" "0" "$(aws s3api get-object-tagging --bucket cli-bucket --key tagged.txt --query 'length(TagSet)' --output text)"
+expect_fail "11 object tags" "BadRequest" aws s3api put-object-tagging --bucket cli-bucket --key meta.txt \
+  --tagging "TagSet=[$(for i in $(seq 1 11); do printf '{Key=k%d,Value=v},' "$i"; done | sed 's/,$//')]"
+expect_fail "aws: tag key" "InvalidTag" aws s3api put-object-tagging --bucket cli-bucket --key meta.txt --tagging 'TagSet=[{Key=aws:x,Value=v}]'
+expect_fail "no bucket tags" "NoSuchTagSet" aws s3api get-bucket-tagging --bucket cli-bucket
+aws s3api put-bucket-tagging --bucket cli-bucket --tagging 'TagSet=[{Key=cost-center,Value=ml 42}]' >/dev/null
+check "get-bucket-tagging" "cost-center ml 42" "$(aws s3api get-bucket-tagging --bucket cli-bucket --query 'TagSet[].[Key,Value]' --output text | tr '\t' ' ')"
+aws s3api delete-bucket-tagging --bucket cli-bucket >/dev/null
+expect_fail "bucket tags deleted" "NoSuchTagSet" aws s3api get-bucket-tagging --bucket cli-bucket
+check "get-object-attributes" "$(md5sum <"$WORK/tree/a/f3.txt" | cut -d' ' -f1) $(wc -c <"$WORK/tree/a/f3.txt" | tr -d ' ') STANDARD" \
+  "$(aws s3api get-object-attributes --bucket cli-bucket --key tagged.txt --object-attributes ETag ObjectSize StorageClass --query '[ETag,ObjectSize,StorageClass]' --output text | tr '\t' ' ')"
+check "get-object-attributes parts" "3" "$(aws s3api get-object-attributes --bucket cli-bucket --key "dir/big file ü.bin" --object-attributes ObjectParts --query ObjectParts.TotalPartsCount --output text)"
+expect_fail "get-object-attributes unknown name" "InvalidArgument" aws s3api get-object-attributes --bucket cli-bucket --key tagged.txt --object-attributes Bogus
 expect_fail "missing key" "404" aws s3api head-object --bucket cli-bucket --key nope
 expect_fail "bucket not empty" "BucketNotEmpty" aws s3 rb s3://cli-bucket
 expect_fail "invalid bucket name" "InvalidBucketName" aws s3 mb s3://Bad_Name

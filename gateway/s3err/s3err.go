@@ -17,6 +17,7 @@ const (
 	CodeAccessDenied                         = "AccessDenied"
 	CodeAuthorizationHeaderMalformed         = "AuthorizationHeaderMalformed"
 	CodeAuthorizationQueryParametersError    = "AuthorizationQueryParametersError"
+	CodeBadRequest                           = "BadRequest"
 	CodeBadDigest                            = "BadDigest"
 	CodeBucketAlreadyExists                  = "BucketAlreadyExists"
 	CodeBucketAlreadyOwnedByYou              = "BucketAlreadyOwnedByYou"
@@ -87,6 +88,7 @@ var table = map[string]row{
 	CodeAccessDenied:                         {http.StatusForbidden, "Access Denied"},
 	CodeAuthorizationHeaderMalformed:         {http.StatusBadRequest, "The authorization header is malformed."},
 	CodeAuthorizationQueryParametersError:    {http.StatusBadRequest, "Error parsing the X-Amz-Credential parameter."},
+	CodeBadRequest:                           {http.StatusBadRequest, "Bad Request"},
 	CodeBadDigest:                            {http.StatusBadRequest, "The Content-MD5 you specified did not match what we received."},
 	CodeBucketAlreadyExists:                  {http.StatusConflict, "The requested bucket name is not available. The bucket namespace is shared by all users of the system. Please select a different name and try again."},
 	CodeBucketAlreadyOwnedByYou:              {http.StatusConflict, "Your previous request to create the named bucket succeeded and you already own it."},
