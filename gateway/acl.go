@@ -172,26 +172,58 @@ func (s *Server) putObjectACL(q *request) error {
 		return err
 	}
 	enc := a.Encode()
-	if err := s.rewriteMetadata(q, b, info, func(m *store.Metadata) { m.User[metaACL] = enc }); err != nil {
+	if err := s.updateMetadata(q, b, info, func(m *store.Metadata) bool {
+		if m.User[metaACL] == enc {
+			return false
+		}
+		m.User[metaACL] = enc
+		return true
+	}); err != nil {
 		return err
 	}
 	q.w.WriteHeader(http.StatusOK)
 	return nil
 }
 
-// rewriteMetadata changes the metadata fedgate keeps with an object (its
-// ACL or tags) by writing the object again with the new metadata, if it
-// is still the version info describes. Stores have no in-place metadata
-// update that every kind shares, so this costs a copy of the object's
-// bytes (docs/s3-compatibility.md).
-func (s *Server) rewriteMetadata(q *request, b backend.Bucket, info store.ObjectInfo, change func(*store.Metadata)) error {
-	meta := info.Metadata
-	meta.User = maps.Clone(info.User)
-	if meta.User == nil {
-		meta.User = map[string]string{}
+// updateMetadata changes the metadata fedgate keeps with an object (its
+// ACL or tags): change edits a copy of it and reports whether anything
+// changed. The object is written again with the new metadata, conditional
+// on it still being the version info describes; when that changed meanwhile
+// (another write, or a write-back version drained to its store, which
+// changes its validator but not its bytes) the current version is updated
+// instead, up to rewriteAttempts tries in all. Stores have no in-place
+// metadata update that every kind shares, so this costs a copy of the
+// object's bytes (docs/s3-compatibility.md).
+func (s *Server) updateMetadata(q *request, b backend.Bucket, info store.ObjectInfo, change func(*store.Metadata) bool) error {
+	for attempt := 1; ; attempt++ {
+		meta := info.Metadata
+		meta.User = maps.Clone(info.User)
+		if meta.User == nil {
+			meta.User = map[string]string{}
+		}
+		meta.Checksums = maps.Clone(info.Checksums)
+		if !change(&meta) {
+			return nil
+		}
+		err := s.rewriteMetadata(q, b, info, meta)
+		if !errors.Is(err, errRewriteRaced) || attempt == rewriteAttempts {
+			return err
+		}
+		if info, err = b.Stat(q.r.Context(), q.key); err != nil {
+			return err
+		}
 	}
-	meta.Checksums = maps.Clone(info.Checksums)
-	change(&meta)
+}
+
+const rewriteAttempts = 3
+
+// errRewriteRaced matches rewriteMetadata's answer when the object changed
+// under it.
+var errRewriteRaced = s3err.New(s3err.CodeOperationAborted, "")
+
+// rewriteMetadata writes the object info describes again with meta, if it
+// is still that version.
+func (s *Server) rewriteMetadata(q *request, b backend.Bucket, info store.ObjectInfo, meta store.Metadata) error {
 	ctx := q.r.Context()
 	rc, err := b.Open(ctx, info, 0, info.Size)
 	if err != nil {

@@ -341,17 +341,6 @@ func (s *Server) objectFor(q *request) (backend.Bucket, objectCheck, error) {
 	return s.objectNamed(q, q.bucket, q.key, q.action)
 }
 
-func (s *Server) bucketNamed(q *request, name, key, action string) (backend.Bucket, error) {
-	b, check, err := s.objectNamed(q, name, key, action)
-	if err != nil {
-		return nil, err
-	}
-	if check != nil {
-		return nil, s.denied(q, b, action, vDeny)
-	}
-	return b, nil
-}
-
 func (s *Server) objectNamed(q *request, name, key, action string) (backend.Bucket, objectCheck, error) {
 	b, err := s.be.Bucket(name)
 	if err != nil {

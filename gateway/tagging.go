@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/xml"
-	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -320,37 +319,20 @@ func (s *Server) deleteObjectTagging(q *request) error {
 }
 
 // setTags stores enc as the object's tags ("" removes them), unless they
-// are already what it has. The rewrite is conditional on the version info
-// describes; when that changed meanwhile (another write, or a write-back
-// version drained to its store, which changes its validator but not its
-// bytes) the current version is tagged instead, up to
-// rewriteTagsAttempts tries in all.
+// are already what it has.
 func (s *Server) setTags(q *request, b backend.Bucket, info store.ObjectInfo, enc string) error {
-	for attempt := 1; ; attempt++ {
-		if info.User[metaTagging] == enc {
-			return nil
+	return s.updateMetadata(q, b, info, func(m *store.Metadata) bool {
+		if m.User[metaTagging] == enc {
+			return false
 		}
-		err := s.rewriteMetadata(q, b, info, func(m *store.Metadata) {
-			if enc == "" {
-				delete(m.User, metaTagging)
-			} else {
-				m.User[metaTagging] = enc
-			}
-		})
-		if !errors.Is(err, errRewriteRaced) || attempt == rewriteTagsAttempts {
-			return err
+		if enc == "" {
+			delete(m.User, metaTagging)
+		} else {
+			m.User[metaTagging] = enc
 		}
-		if info, err = b.Stat(q.r.Context(), q.key); err != nil {
-			return err
-		}
-	}
+		return true
+	})
 }
-
-const rewriteTagsAttempts = 3
-
-// errRewriteRaced matches rewriteMetadata's answer when the object changed
-// under it.
-var errRewriteRaced = s3err.New(s3err.CodeOperationAborted, "")
 
 func (s *Server) getBucketTagging(q *request) error {
 	b, err := s.bucketFor(q)

@@ -619,12 +619,7 @@ var conditionOpNames = []string{"StringEquals", "StringNotEquals", "StringEquals
 	"DateLessThanEquals", "DateGreaterThan", "DateGreaterThanEquals", "Bool", "IpAddress", "NotIpAddress", "Null",
 	"ArnEquals", "ArnLike", "ArnNotEquals", "ArnNotLike"}
 
-func knownKey(k string) bool {
-	if slices.Contains(ConditionKeys, k) {
-		return true
-	}
-	return false
-}
+func knownKey(k string) bool { return slices.Contains(ConditionKeys, k) }
 
 func mapKeys[M ~map[string]V, V any](m M) func(func(string) bool) {
 	return func(yield func(string) bool) {
