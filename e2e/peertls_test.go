@@ -1,16 +1,9 @@
 package e2e
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fedgate/fedgate/internal/testserver"
 )
 
 // peerPKI writes a CA and one node certificate for 127.0.0.1 (server and
@@ -27,31 +22,11 @@ import (
 func peerPKI(t *testing.T) (certFile, keyFile, caFile string) {
 	t.Helper()
 	dir := t.TempDir()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	mustOK(t, err)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fedgate-test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	mustOK(t, err)
-	caCert, err := x509.ParseCertificate(caDER)
-	mustOK(t, err)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	mustOK(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "node"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	mustOK(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	mustOK(t, err)
-	write := func(name, typ string, b []byte) string {
-		p := filepath.Join(dir, name)
-		mustOK(t, os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600))
-		return p
-	}
-	return write("node.pem", "CERTIFICATE", der), write("node.key", "EC PRIVATE KEY", keyDER), write("ca.pem", "CERTIFICATE", caDER)
+	ca := testserver.NewCA(t)
+	certFile, keyFile, caFile = filepath.Join(dir, "node.pem"), filepath.Join(dir, "node.key"), filepath.Join(dir, "ca.pem")
+	ca.Issue(t, certFile, keyFile, 2, time.Now().Add(24*time.Hour))
+	ca.WriteCA(t, caFile)
+	return certFile, keyFile, caFile
 }
 
 // TestClusterPeerTLS: with --peer-* files, Raft and the internal API run

@@ -31,7 +31,8 @@ import (
 // built (ClusterStatus runs only in gateway handlers).
 type cluster struct {
 	id       string
-	httpAddr string // this node's S3 address, "http://host:port"
+	httpAddr string                   // this node's S3 address, "http://host:port" (https with TLS)
+	s3URL    func(addr string) string // an S3 address given without a scheme, with this node's (Config.s3URL)
 	join     []string
 	expect   int
 	tcp      bool // Raft runs over TCP (RaftAddr): membership can change
@@ -73,7 +74,7 @@ func (c *cluster) httpOf(ctx context.Context, id string) string {
 	if a := c.KnownHTTP(id); a != "" {
 		return a
 	}
-	c.client.AskPeers(ctx, func(_ string, in peerapi.Info) {
+	_ = c.client.AskPeers(ctx, func(_ string, in peerapi.Info) {
 		c.client.Remember(in.LeaderID, peerapi.NormalizeHTTP(in.LeaderHTTP))
 	})
 	return c.KnownHTTP(id)
@@ -129,7 +130,7 @@ func (c *cluster) form(ctx context.Context) error {
 		}
 		known := map[string]regionstate.Member{c.id: {ID: c.id, Address: c.raft.Addr(), Voter: true}}
 		existing := ""
-		c.client.AskPeers(ctx, func(p string, in peerapi.Info) {
+		askErr := c.client.AskPeers(ctx, func(p string, in peerapi.Info) {
 			if in.Members > 0 && in.LeaderID != "" {
 				existing = p
 			}
@@ -149,7 +150,7 @@ func (c *cluster) form(ctx context.Context) error {
 			return c.raft.BootstrapCluster(members)
 		}
 		if time.Since(lastLog) > 5*time.Second {
-			c.log.Info("cluster: still waiting for peers", "known", len(known), "expect", c.expect)
+			c.log.Info("cluster: still waiting for peers", "known", len(known), "expect", c.expect, "last_error", askErr)
 			lastLog = time.Now()
 		}
 		if err := joinBackoff.Sleep(ctx, attempt+1); err != nil {
@@ -341,7 +342,7 @@ func (c *cluster) AddMember(ctx context.Context, address string) (gateway.AdminM
 	if !c.tcp {
 		return gateway.AdminMember{}, errors.New("this node runs without --raft-addr: a one-node region in memory cannot grow; restart it with --raft-addr")
 	}
-	base := peerapi.NormalizeHTTP(address)
+	base := c.s3URL(address)
 	in, err := c.client.Info(ctx, base)
 	if err != nil {
 		return gateway.AdminMember{}, fmt.Errorf("ask %s who it is: %w", base, err)
@@ -389,26 +390,26 @@ func (c *cluster) RemoveMember(ctx context.Context, id string) error {
 	return err
 }
 
-// advertisedHTTP is the address peers reach this node's S3 port at: the
-// listener's, with the host of RaftAddr when it listens on a wildcard.
-func advertisedHTTP(ln net.Addr, raftAddr string) string {
+// advertisedURL is the URL (scheme http or https) peers reach a listener
+// of this node at: the listener's address, with the host of RaftAddr when
+// it listens on a wildcard.
+func advertisedURL(scheme string, ln net.Addr, raftAddr string) string {
 	host, port, err := net.SplitHostPort(ln.String())
 	if err != nil {
-		return "http://" + ln.String()
+		return scheme + "://" + ln.String()
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		if rh, _, err := net.SplitHostPort(raftAddr); err == nil && rh != "" {
 			host = rh
 		}
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
 // advertisedInternal is the URL peers reach the internal API at.
 func advertisedInternal(ln net.Addr, raftAddr string, useTLS bool) string {
-	u := advertisedHTTP(ln, raftAddr)
 	if useTLS {
-		u = "https://" + strings.TrimPrefix(u, "http://")
+		return advertisedURL("https", ln, raftAddr)
 	}
-	return u
+	return advertisedURL("http", ln, raftAddr)
 }

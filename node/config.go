@@ -27,6 +27,12 @@ type Config struct {
 	// closes it.
 	Listen   string
 	Listener net.Listener
+	// CertFile and KeyFile (both or neither) make the S3 port serve HTTPS
+	// only, with this PEM certificate (chain) and key, read again by
+	// Node.ReloadTLS (SIGHUP). CAFile is a PEM CA bundle trusted, besides
+	// the system's roots and PeerCAFile, on other nodes' https S3 ports
+	// (--join discovery, cluster add).
+	CertFile, KeyFile, CAFile string
 	// DataDir holds Raft state and the embedded on-prem store; CacheDir
 	// the chunk cache and write-back staging ("": DATA-DIR/cache).
 	DataDir, CacheDir string
@@ -135,6 +141,12 @@ const SharedStoreMsg = "a multi-node region needs a shared default store: declar
 func (c *Config) Validate() error {
 	if (c.AccessKey == "") != (c.SecretKey == "") {
 		return errors.New("give both --access-key and --secret-key (or FEDGATE_ACCESS_KEY and FEDGATE_SECRET_KEY), or neither")
+	}
+	switch {
+	case c.CertFile != "" && c.KeyFile == "":
+		return errors.New("--cert-file is given without --key-file: TLS on the S3 port needs both (the certificate and its private key)")
+	case c.KeyFile != "" && c.CertFile == "":
+		return errors.New("--key-file is given without --cert-file: TLS on the S3 port needs both (the certificate and its private key)")
 	}
 	if err := c.checkCluster(); err != nil {
 		return err
@@ -253,7 +265,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.Join = append([]string(nil), c.Join...)
 	for i, j := range c.Join {
-		c.Join[i] = peerapi.NormalizeHTTP(j)
+		c.Join[i] = c.s3URL(j)
 	}
 	if c.CacheDir == "" {
 		c.CacheDir = filepath.Join(c.DataDir, "cache")
@@ -283,3 +295,20 @@ func ServedFeatures() policies.Features {
 
 // CredentialsFile is where a node keeps root credentials it generated.
 func CredentialsFile(dataDir string) string { return filepath.Join(dataDir, "root-credentials.json") }
+
+// tls reports whether the S3 port serves HTTPS.
+func (c *Config) tls() bool { return c.CertFile != "" }
+
+// s3Scheme is the scheme of this node's S3 port, which a --join or
+// `cluster add` address without one is taken to use too (every node of a
+// region serves its S3 port the same way).
+func (c *Config) s3Scheme() string {
+	if c.tls() {
+		return "https"
+	}
+	return "http"
+}
+
+// s3URL is addr ("host:port" or a URL) as an S3 port's URL, with this
+// node's scheme when addr gives none.
+func (c *Config) s3URL(addr string) string { return peerapi.NormalizeURL(addr, c.s3Scheme()) }

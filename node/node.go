@@ -39,6 +39,7 @@ type Node struct {
 	ln, iln   net.Listener // the S3 port; the internal API's (nil: none)
 	hs, ihs   *http.Server
 	debug     *http.Server // nil: no --debug-listen
+	cert      *s3Cert      // the S3 port's certificate (nil: plain HTTP)
 	front     *frontHandler
 	serving   bool // hs serves ln (a multi-node node serves before Raft opens)
 	errc      chan error
@@ -100,6 +101,14 @@ func (n *Node) open(ctx context.Context) error {
 			return err
 		}
 	}
+	if cfg.tls() {
+		// A certificate that cannot be served fails the start, before
+		// anything is touched, naming the file at fault.
+		var err error
+		if n.cert, err = newS3Cert(cfg.CertFile, cfg.KeyFile, log.With("component", "tls")); err != nil {
+			return err
+		}
+	}
 	for _, d := range []string{cfg.DataDir, cfg.CacheDir} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
@@ -115,15 +124,16 @@ func (n *Node) open(ctx context.Context) error {
 
 	rcfg := regionstate.Config{NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, "raft"), Logger: log.With("component", "raft"),
 		SnapshotThreshold: cfg.RaftSnapshotThreshold, TrailingLogs: cfg.RaftTrailingLogs, ElectionTimeout: cfg.RaftElectionTimeout}
-	cl := &cluster{id: cfg.NodeID, log: log, tcp: cfg.clustered(), now: cfg.Now, clocks: newClockWatch()}
+	cl := &cluster{id: cfg.NodeID, log: log, tcp: cfg.clustered(), now: cfg.Now, clocks: newClockWatch(), s3URL: cfg.s3URL}
 	n.cl = cl
+	var s3TLS *tls.Config
 	if cfg.clustered() {
 		if cfg.joins() && fileData != nil {
 			if p, _ := policies.Parse(cfg.PolicyFile, fileData, ServedFeatures()); p == nil || len(p.Stores) == 0 {
 				return errors.New(SharedStoreMsg)
 			}
 		}
-		cl.httpAddr, cl.join, cl.expect = advertisedHTTP(n.ln.Addr(), cfg.RaftAddr), cfg.Join, cfg.BootstrapExpect
+		cl.httpAddr, cl.join, cl.expect = advertisedURL(cfg.s3Scheme(), n.ln.Addr(), cfg.RaftAddr), cfg.Join, cfg.BootstrapExpect
 		cl.log = log.With("component", "cluster")
 		rcfg.BindAddr = cfg.RaftAddr
 		rcfg.Forward = cl.forward
@@ -153,9 +163,15 @@ func (n *Node) open(ctx context.Context) error {
 		}
 		n.iln = iln
 		cl.internal = advertisedInternal(iln.Addr(), cfg.RaftAddr, rcfg.TLS != nil)
+		// Other nodes' S3 ports (their discovery answers) may serve https.
+		pool, err := s3CAPool(cfg)
+		if err != nil {
+			return err
+		}
+		s3TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	cl.client = peerapi.NewClient(peerapi.ClientConfig{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey,
-		SigningRegion: cfg.SigningRegion, Self: cl.httpAddr, SelfInternal: cl.internal, Join: cfg.Join, TLS: rcfg.TLS, Dial: cfg.Dial})
+		SigningRegion: cfg.SigningRegion, Self: cl.httpAddr, SelfInternal: cl.internal, Join: cfg.Join, TLS: rcfg.TLS, S3TLS: s3TLS, Dial: cfg.Dial})
 
 	// The cache and staging open before any server starts: the internal
 	// API's info reports their use.
@@ -191,6 +207,14 @@ func (n *Node) open(ctx context.Context) error {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if n.cert != nil {
+		// HTTPS only, HTTP/1.1 only: AWS S3 speaks HTTP/1.1, and S3
+		// clients (whose transports would try h2) behave as they do there.
+		n.hs.TLSConfig = n.cert.serverConfig()
+		n.hs.Protocols = new(http.Protocols)
+		n.hs.Protocols.SetHTTP1(true)
+		n.hs.ErrorLog = quietHandshakes(log)
 	}
 	if cfg.clustered() {
 		n.serve()
@@ -312,6 +336,11 @@ func (n *Node) open(ctx context.Context) error {
 	if err := reg.Register(n.cl.clocks.offsets); err != nil {
 		return err
 	}
+	if n.cert != nil {
+		if err := reg.Register(n.cert.notAfterGauge()); err != nil {
+			return err
+		}
+	}
 	if err := ns.RegisterMetrics(reg); err != nil {
 		return err
 	}
@@ -374,9 +403,13 @@ func peerStall(election time.Duration) time.Duration {
 	return max(3*election/2, time.Second)
 }
 
-// serve starts serving the S3 port.
+// serve starts serving the S3 port (HTTPS with a certificate).
 func (n *Node) serve() {
 	n.serving = true
+	if n.cert != nil {
+		go func() { n.errc <- n.hs.ServeTLS(n.ln, "", "") }()
+		return
+	}
 	go func() { n.errc <- n.hs.Serve(n.ln) }()
 }
 
@@ -386,8 +419,13 @@ func (n *Node) serve() {
 // its error.
 func (n *Node) Run(ctx context.Context) error {
 	cfg := &n.cfg
-	n.log.Info("server started", "endpoint", n.Endpoint(), "node", cfg.NodeID, "raft_addr", cfg.RaftAddr, "data_dir", cfg.DataDir,
-		"cache_dir", cfg.CacheDir, "default_store", n.defStore, "version", cfg.Version)
+	attrs := []any{"endpoint", n.Endpoint(), "node", cfg.NodeID, "raft_addr", cfg.RaftAddr, "data_dir", cfg.DataDir,
+		"cache_dir", cfg.CacheDir, "default_store", n.defStore, "version", cfg.Version}
+	if n.cert != nil {
+		leaf := n.cert.leaf()
+		attrs = append(attrs, "tls_cert_file", cfg.CertFile, "tls_serial", serialHex(leaf), "tls_not_after", leaf.NotAfter.UTC())
+	}
+	n.log.Info("server started", attrs...)
 	if !n.serving {
 		n.serve()
 	}
@@ -452,9 +490,9 @@ func (n *Node) Close() error {
 // ID is the node's Raft id.
 func (n *Node) ID() string { return n.cfg.NodeID }
 
-// Endpoint is the S3 endpoint, "http://" and the address the S3 port is
-// bound to.
-func (n *Node) Endpoint() string { return "http://" + n.ln.Addr().String() }
+// Endpoint is the S3 endpoint: "http://" ("https://" with --cert-file)
+// and the address the S3 port is bound to.
+func (n *Node) Endpoint() string { return n.cfg.s3Scheme() + "://" + n.ln.Addr().String() }
 
 // Addr is the address the S3 port is bound to.
 func (n *Node) Addr() net.Addr { return n.ln.Addr() }

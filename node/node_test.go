@@ -85,12 +85,12 @@ func (r *running) stop(t *testing.T) error {
 	}
 }
 
-func s3Client(endpoint string) *s3.Client {
+func s3Client(endpoint string, opts ...func(*s3.Options)) *s3.Client {
 	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(rootAK, rootSK, "")}
-	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+	return s3.NewFromConfig(cfg, append([]func(*s3.Options){func(o *s3.Options) {
 		o.BaseEndpoint = aws.String(endpoint)
 		o.UsePathStyle = true
-	})
+	}}, opts...)...)
 }
 
 func testCtx(t *testing.T, d time.Duration) context.Context {

@@ -34,6 +34,7 @@ built-in per-GB table and the policy's egress.prices overrides. See docs/egress.
 	fl.StringVar(&base.secretKey, "root-secret-key", "", "root secret key (default $FEDGATE_SECRET_KEY, else DATA-DIR/root-credentials.json)")
 	fl.StringVar(&base.region, "s3-region", "us-east-1", "the servers' signing region")
 	fl.StringVar(&base.dataDir, "data-dir", "", "the server's --data-dir, where it keeps root-credentials.json (default $FEDGATE_DATA_DIR, else ./var)")
+	bindCAFile(fl, &base.caFile)
 	var since, until, by, format string
 	var measure bool
 	window := func(c *cobra.Command) {

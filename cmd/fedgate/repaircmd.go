@@ -34,6 +34,7 @@ written. 'fedgate cluster status' lists the objects the nodes read degraded late
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bucket, prefix, _ := strings.Cut(args[0], "/")
+			c.timeout = -1 // no overall timeout: a repair takes as long as it takes
 			if err := c.resolve(); err != nil {
 				return err
 			}
@@ -46,9 +47,9 @@ written. 'fedgate cluster status' lists the objects the nodes read degraded late
 			if err := peerapi.SignRequest(cmd.Context(), req, payload, c.accessKey, c.secretKey, c.region); err != nil {
 				return err
 			}
-			resp, err := (&http.Client{}).Do(req) // no overall timeout: a repair takes as long as it takes
+			resp, err := c.http.Do(req)
 			if err != nil {
-				return fmt.Errorf("cannot reach the fedgate server at %s: %w", c.endpoint, err)
+				return reachError(c.endpoint, err)
 			}
 			defer resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {

@@ -34,6 +34,7 @@ type serverFlags struct {
 	raftSnapshotThreshold, raftTrailingLogs             uint64
 	internalAddr                                        string
 	shutdownTimeout                                     time.Duration
+	certFile, keyFile, caFile                           string // TLS on the S3 port (docs/tls.md)
 
 	// A multi-node region (see docs/operations.md).
 	raftAddr                  string
@@ -52,7 +53,7 @@ type serverFlags struct {
 // egress retention are parsed here, after the checks Validate makes.
 func (f serverFlags) nodeConfig(log *slog.Logger) (node.Config, error) {
 	cfg := node.Config{
-		Listen: f.listen, DataDir: f.dataDir, CacheDir: f.cacheDir, PolicyFile: f.config, Region: f.region,
+		Listen: f.listen, CertFile: f.certFile, KeyFile: f.keyFile, CAFile: f.caFile, DataDir: f.dataDir, CacheDir: f.cacheDir, PolicyFile: f.config, Region: f.region,
 		SigningRegion: f.s3Region, Domain: f.domain, AccessKey: f.accessKey, SecretKey: f.secretKey, NodeID: f.nodeID,
 		Logger: log, Version: version, FillConcurrency: f.fillConcurrency, WriteBackCopies: f.writeBackCopies,
 		StagingWait: f.stagingWait, EgressBudgetRefresh: f.budgetRefresh, RaftSnapshotThreshold: f.raftSnapshotThreshold, RaftTrailingLogs: f.raftTrailingLogs,
@@ -116,6 +117,9 @@ environment. See docs/server-config.md.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:9000", "address of the S3 port (also serves /_fedgate/)")
+	fl.StringVar(&f.certFile, "cert-file", "", "PEM certificate (chain) of the S3 port: it then serves HTTPS only; read again on SIGHUP (docs/tls.md)")
+	fl.StringVar(&f.keyFile, "key-file", "", "PEM private key of --cert-file (both or neither)")
+	fl.StringVar(&f.caFile, "ca-file", "", "PEM CA bundle trusted, besides the system's, on other nodes' https S3 ports (--join, cluster add)")
 	fl.StringVar(&f.dataDir, "data-dir", "./var", "directory for Raft state and the embedded on-prem store (a persistent disk)")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "directory for the chunk cache and write-back staging (NVMe); default DATA-DIR/cache")
 	fl.StringVar(&f.config, "config", "", "policy file seeding this region (see docs/policies.md)")
@@ -229,6 +233,11 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// SIGHUP reloads the S3 port's certificate; caught from here on, so
+	// one sent while the node starts does not end it.
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	defer signal.Stop(hups)
 	n, err := node.Open(ctx, cfg)
 	if err != nil {
 		return err
@@ -252,12 +261,26 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
-		select {
-		case sig := <-sigs:
-			log.Info("shutting down: draining in-flight requests", "signal", sig.String(), "timeout", f.shutdownTimeout.String())
-			stop()
-		case <-runCtx.Done():
+		for {
+			select {
+			case sig := <-sigs:
+				log.Info("shutting down: draining in-flight requests", "signal", sig.String(), "timeout", f.shutdownTimeout.String())
+				stop()
+				return
+			case <-hups:
+				reloadOnHUP(n, log)
+			case <-runCtx.Done():
+				return
+			}
 		}
 	}()
 	return n.Run(runCtx)
+}
+
+// reloadOnHUP is what SIGHUP does: the S3 port's certificate is read
+// again (node.ReloadTLS logs how that went).
+func reloadOnHUP(n *node.Node, log *slog.Logger) {
+	if err := n.ReloadTLS(); errors.Is(err, node.ErrNoTLS) {
+		log.Info("SIGHUP: nothing to reload (the S3 port serves plain HTTP; no --cert-file)")
+	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/gateway"
@@ -27,7 +30,10 @@ import (
 // adminClient signs admin API requests with the root credentials.
 type adminClient struct {
 	endpoint, region, accessKey, secretKey, dataDir string
-	http                                            *http.Client
+	// caFile is a PEM CA bundle trusted, besides the system's roots, for
+	// an https endpoint ("": $FEDGATE_CA_FILE).
+	caFile string
+	http   *http.Client
 	// credFile is where the credentials came from, when from a file.
 	credFile string
 	// timeout bounds each request (0: 30 s; negative: only the context
@@ -42,6 +48,55 @@ func (c *adminClient) bind(cmd *cobra.Command) {
 	fl.StringVar(&c.secretKey, "root-secret-key", "", "root secret key (default $FEDGATE_SECRET_KEY, else DATA-DIR/root-credentials.json)")
 	fl.StringVar(&c.region, "s3-region", "us-east-1", "the server's signing region")
 	fl.StringVar(&c.dataDir, "data-dir", "", "the server's --data-dir, where it keeps root-credentials.json (default $FEDGATE_DATA_DIR, else ./var)")
+	bindCAFile(fl, &c.caFile)
+}
+
+// bindCAFile adds --ca-file, the CA an https server's certificate is
+// checked against besides the system's roots.
+func bindCAFile(fl *pflag.FlagSet, p *string) {
+	fl.StringVar(p, "ca-file", "", "PEM CA bundle that signed an https server's certificate, trusted besides the system's roots (default $FEDGATE_CA_FILE)")
+}
+
+// clientTLS is the TLS configuration for an https endpoint: the system's
+// roots plus the certificates in caFile ("": $FEDGATE_CA_FILE, else none).
+func clientTLS(caFile string) (*tls.Config, error) {
+	flag := "--ca-file"
+	if caFile == "" {
+		caFile, flag = os.Getenv("FEDGATE_CA_FILE"), "FEDGATE_CA_FILE"
+	}
+	if caFile == "" {
+		return nil, nil
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	data, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%s %s: no PEM certificate in it", flag, caFile)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// reachError is the error for a request to the server at endpoint that got
+// no answer, with a hint when the server's certificate was not trusted or
+// the scheme is wrong.
+func reachError(endpoint string, err error) error {
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var rh tls.RecordHeaderError
+	switch {
+	case errors.As(err, &ua):
+		return fmt.Errorf("cannot reach the fedgate server at %s: %w (give the CA that signed its certificate with --ca-file or FEDGATE_CA_FILE)", endpoint, err)
+	case errors.As(err, &he):
+		return fmt.Errorf("cannot reach the fedgate server at %s: %w (the endpoint's host must be a name or IP address its certificate lists)", endpoint, err)
+	case errors.As(err, &rh):
+		return fmt.Errorf("cannot reach the fedgate server at %s: %w (it serves plain HTTP: use http://)", endpoint, err)
+	}
+	return fmt.Errorf("cannot reach the fedgate server at %s: %w", endpoint, err)
 }
 
 func (c *adminClient) resolve() error {
@@ -90,13 +145,19 @@ func (c *adminClient) resolve() error {
 		return fmt.Errorf("no root credentials: looked at --root-access-key/--root-secret-key, $FEDGATE_ACCESS_KEY/$FEDGATE_SECRET_KEY and %s; "+
 			"pass --data-dir (or set $FEDGATE_DATA_DIR) to the server's --data-dir, where it wrote root-credentials.json on first start, or set FEDGATE_ACCESS_KEY and FEDGATE_SECRET_KEY", fileNote)
 	}
+	tlsCfg, err := clientTLS(c.caFile)
+	if err != nil {
+		return err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsCfg
 	switch {
 	case c.timeout == 0:
-		c.http = &http.Client{Timeout: 30 * time.Second}
+		c.http = &http.Client{Timeout: 30 * time.Second, Transport: tr}
 	case c.timeout < 0:
-		c.http = &http.Client{}
+		c.http = &http.Client{Transport: tr}
 	default:
-		c.http = &http.Client{Timeout: c.timeout}
+		c.http = &http.Client{Timeout: c.timeout, Transport: tr}
 	}
 	return nil
 }
@@ -106,6 +167,10 @@ func (c *adminClient) resolve() error {
 func (c *adminClient) answerError(status string, data []byte) error {
 	var ae gateway.AdminError
 	if json.Unmarshal(data, &ae) != nil || ae.Error == "" {
+		if strings.Contains(string(data), "HTTP request to an HTTPS server") {
+			return fmt.Errorf("server answered %s: %s (its S3 port serves TLS: give --endpoint or FEDGATE_ENDPOINT as https://...)",
+				status, strings.TrimSpace(string(data)))
+		}
 		return fmt.Errorf("server answered %s: %s", status, strings.TrimSpace(string(data)))
 	}
 	err := fmt.Errorf("%s (%s)", ae.Error, ae.Code)
@@ -145,7 +210,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("cannot reach the fedgate server at %s: %w", c.endpoint, err)
+		return reachError(c.endpoint, err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 256<<20)) // an egress ledger of a busy month is large

@@ -3,8 +3,11 @@ package deploycheck_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/fedgate/fedgate/internal/deploycheck"
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/zclconf/go-cty/cty"
 )
 
 // TestRenderedRegionForms starts the AWS region of the example for real, on
@@ -33,7 +37,22 @@ import (
 // drain backlog, the check docs/deploy.md tells operators to make before
 // destroying a region.
 func TestRenderedRegionForms(t *testing.T) {
-	c := followExample(t, "aws")
+	formRenderedRegion(t, followExample(t, "aws").NodeConfig)
+}
+
+// TestRenderedRegionFormsS3TLS is TestRenderedRegionForms with TLS on the
+// S3 ports as node-config renders it for a region module given s3_ca
+// (TestRegionModulesS3TLS checks that wiring): the nodes find each other
+// over https, trusting the rendered --ca-file, and serve only https.
+func TestRenderedRegionFormsS3TLS(t *testing.T) {
+	in := maps.Clone(followExample(t, "aws").NodeConfig)
+	in["s3_ca_pem"] = cty.UnknownVal(cty.String) // made at apply time; localInputs issues test certificates
+	formRenderedRegion(t, in)
+}
+
+// formRenderedRegion renders the example's AWS region from the
+// node-config inputs in and starts it on this machine.
+func formRenderedRegion(t *testing.T, in map[string]cty.Value) {
 	region := exampleRegions["aws"]
 	r := newTestRegion(t, []string{"n1", "n2", "n3"})
 	shared := t.TempDir()
@@ -50,7 +69,7 @@ defaults: {store: shared}
 
 	var nodes []*rendered
 	for _, h := range r.hosts {
-		n := render(t, r.localInputs(t, c.NodeConfig, h, policy), h)
+		n := render(t, r.localInputs(t, in, h, policy), h)
 		n.install(t)
 		nodes = append(nodes, n)
 	}
@@ -94,10 +113,18 @@ defaults: {store: shared}
 		return b.String()
 	}
 
-	client := &http.Client{Timeout: 2 * time.Second}
+	scheme, client := "http://", &http.Client{Timeout: 2 * time.Second}
+	var caFile string // the rendered S3 CA, for the CLI
+	if r.s3tls != nil {
+		scheme = "https://"
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM([]byte(r.s3tls.caPEM))
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+		caFile = nodes[0].file(t, "tls/s3-ca.pem").Path
+	}
 	deadline := time.Now().Add(90 * time.Second)
 	for i, n := range nodes {
-		url := "http://" + n.host.ip + ":" + strconv.Itoa(r.ports["s3"]) + "/_fedgate/readyz"
+		url := scheme + n.host.ip + ":" + strconv.Itoa(r.ports["s3"]) + "/_fedgate/readyz"
 		for {
 			select {
 			case <-exited[i]:
@@ -118,10 +145,13 @@ defaults: {store: shared}
 		}
 	}
 
-	endpoint := "http://" + nodes[0].host.ip + ":" + strconv.Itoa(r.ports["s3"])
+	endpoint := scheme + nodes[0].host.ip + ":" + strconv.Itoa(r.ports["s3"])
 	status := func(args ...string) []byte {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		if caFile != "" {
+			args = append(args, "--ca-file", caFile)
+		}
 		cmd := exec.CommandContext(ctx, fedgateBin, append([]string{"cluster", "status", "--endpoint", endpoint}, args...)...)
 		cmd.Env = append(os.Environ(), "FEDGATE_ACCESS_KEY="+testserver.RootAccessKey, "FEDGATE_SECRET_KEY="+testserver.RootSecretKey)
 		var stderr bytes.Buffer
@@ -137,6 +167,7 @@ defaults: {store: shared}
 		Members []struct {
 			ID      string `json:"id"`
 			Address string `json:"address"`
+			HTTP    string `json:"http_address"`
 			Healthy bool   `json:"healthy"`
 			Voter   bool   `json:"voter"`
 		} `json:"members"`
@@ -164,6 +195,9 @@ defaults: {store: shared}
 		want := r.hosts[i]
 		if m.ID != want.id || m.Address != want.ip+":"+strconv.Itoa(r.ports["raft"]) {
 			t.Errorf("member %d = %s at %s, want %s at %s:%d", i, m.ID, m.Address, want.id, want.ip, r.ports["raft"])
+		}
+		if wantHTTP := scheme + want.ip + ":" + strconv.Itoa(r.ports["s3"]); m.HTTP != wantHTTP {
+			t.Errorf("member %s's S3 address is %q, want %s", m.ID, m.HTTP, wantHTTP)
 		}
 	}
 	if st.DrainBacklog.Objects != 0 {

@@ -104,6 +104,7 @@ type testRegion struct {
 	hosts []host
 	ports map[string]int
 	tls   *testCA // nil: no peer TLS
+	s3tls *testCA // nil: the S3 port serves plain HTTP
 }
 
 // newTestRegion picks n loopback addresses (127.X.Y.Z; Linux routes all of
@@ -216,6 +217,20 @@ func (r *testRegion) localInputs(t *testing.T, in map[string]cty.Value, h host, 
 			})
 		}
 		out["peer_certs"] = cty.MapVal(certs)
+	}
+	// So is TLS on the S3 port, with another CA.
+	if ca := in["s3_ca_pem"]; ca != cty.NilVal && (!ca.IsKnown() || !ca.IsNull()) {
+		if r.s3tls == nil {
+			r.s3tls = newTestCA(t, r.hosts)
+		}
+		out["s3_ca_pem"] = cty.StringVal(r.s3tls.caPEM)
+		certs := map[string]cty.Value{}
+		for _, h := range r.hosts {
+			certs[h.id] = cty.ObjectVal(map[string]cty.Value{
+				"cert_pem": cty.StringVal(r.s3tls.certs[h.id][0]), "key_pem": cty.StringVal(r.s3tls.certs[h.id][1]),
+			})
+		}
+		out["s3_certs"] = cty.MapVal(certs)
 	}
 	if policy != "" {
 		out["policy"] = cty.StringVal(policy)

@@ -1,6 +1,7 @@
 package deploycheck_test
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -184,7 +185,7 @@ func TestModuleCallArguments(t *testing.T) {
 // same type, so that moving a region between clouds changes only the
 // cloud's own inputs.
 var commonInputs = []string{"name", "region", "policy", "node_count", "gpu_cidrs", "root_credentials",
-	"cache_size", "staging_size", "peer_ca", "environment", "credential_files", "extra_args"}
+	"cache_size", "staging_size", "peer_ca", "s3_ca", "s3_names", "environment", "credential_files", "extra_args"}
 
 // TestRegionModulesShareInputs checks the common inputs of region-aws,
 // region-gcp and region-azure (and those region-onprem shares), and that
@@ -212,7 +213,7 @@ func TestRegionModulesShareInputs(t *testing.T) {
 				t.Errorf("%s.%s is %s (sensitive %v), region-aws.%s is %s (sensitive %v)", name, in, v.Type, v.Sensitive, in, r.Type, r.Sensitive)
 			}
 		}
-		for _, secret := range []string{"root_credentials", "peer_ca", "environment", "credential_files"} {
+		for _, secret := range []string{"root_credentials", "peer_ca", "s3_ca", "environment", "credential_files"} {
 			if !m.Variables[secret].Sensitive {
 				t.Errorf("%s.%s is not sensitive", name, secret)
 			}
@@ -404,6 +405,7 @@ func TestRegionModulesRejectBadInputs(t *testing.T) {
 		"cache_size":       cty.StringVal("lots"),
 		"extra_args":       cty.ListVal([]cty.Value{cty.StringVal("--write-back-copies 3")}),
 		"writable_paths":   cty.ListVal([]cty.Value{cty.StringVal("mnt/nas")}),
+		"s3_names":         cty.ListVal([]cty.Value{cty.StringVal("s3 endpoint")}),
 		"environment":      cty.MapVal(map[string]cty.Value{"FEDGATE_SECRET_KEY": cty.StringVal("x")}),
 		"region":           cty.StringVal("US East"),
 		"policy":           cty.StringVal("not: [a policy"),
@@ -428,5 +430,94 @@ func TestRegionModulesRejectBadInputs(t *testing.T) {
 				t.Errorf("%s: %s = %#v: %v, want a validation error of var.%s", rc.module, name, v, err, name)
 			}
 		}
+	}
+}
+
+// TestRegionModulesS3TLS evaluates each region module with s3_ca and
+// s3_names: node-config gets the CA and a certificate per node (issued by
+// a second peer-tls call with the S3 CA and the endpoint's names), and the
+// rendered nodes run with --cert-file, --key-file and --ca-file and a
+// unit that reloads them on `systemctl reload`. Without s3_ca nothing of
+// it is there.
+func TestRegionModulesS3TLS(t *testing.T) {
+	ca := newTestCA(t, nil).caPEM
+	for _, rc := range regionCases() {
+		t.Run(rc.module, func(t *testing.T) {
+			m, err := deploycheck.LoadModule(filepath.Join(tfDir, "modules", rc.module))
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain, err := m.Evaluate(rc.inputs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v := plain.Calls["config"]["s3_ca_pem"]; !v.IsNull() {
+				t.Errorf("without s3_ca node-config gets s3_ca_pem %#v", v)
+			}
+			if _, ok := plain.Calls["s3_tls"]; ok {
+				t.Error("without s3_ca the module issues S3 certificates")
+			}
+
+			in := maps.Clone(rc.inputs)
+			in["s3_ca"] = cty.ObjectVal(map[string]cty.Value{"cert_pem": cty.StringVal(ca), "key_pem": cty.StringVal("-----BEGIN EC PRIVATE KEY-----\n")})
+			in["s3_names"] = cty.ListVal([]cty.Value{cty.StringVal("s3.gpu.example.internal")})
+			if rc.module == "region-onprem" {
+				in["s3_endpoint"] = cty.StringVal("https://fedgate.lga1.example:9000")
+			}
+			res, err := m.Evaluate(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, issue := res.Calls["config"], res.Calls["s3_tls"]
+			if v := cfg["s3_ca_pem"]; !v.RawEquals(cty.StringVal(ca)) {
+				t.Errorf("node-config gets s3_ca_pem %#v, want the S3 CA", v)
+			}
+			if issue == nil || !issue["ca_cert_pem"].RawEquals(cty.StringVal(ca)) {
+				t.Fatalf("the S3 certificates are not issued with the S3 CA: %#v", issue)
+			}
+			if p := res.Calls["peer_tls"]; p != nil && p["ca_cert_pem"].RawEquals(cty.StringVal(ca)) {
+				t.Error("the peer certificates are issued with the S3 CA")
+			}
+			names := issue["extra_names"]
+			want := []cty.Value{cty.StringVal("s3.gpu.example.internal")}
+			if rc.module == "region-onprem" {
+				want = append(want, cty.StringVal("fedgate.lga1.example"))
+			} else if names.LengthInt() != 2 {
+				t.Errorf("extra_names %#v, want the load balancer's name and s3_names", names)
+			}
+			for _, w := range want {
+				if !names.IsKnown() || !names.CanIterateElements() || func() bool {
+					for it := names.ElementIterator(); it.Next(); {
+						if _, v := it.Element(); v.IsKnown() && v.RawEquals(w) {
+							return false
+						}
+					}
+					return true
+				}() {
+					t.Errorf("extra_names %#v lacks %#v", names, w)
+				}
+			}
+			if rc.module == "region-onprem" {
+				if ep := res.Outputs["s3_endpoint"]; !ep.RawEquals(cty.StringVal("https://fedgate.lga1.example:9000")) {
+					t.Errorf("s3_endpoint = %#v", ep)
+				}
+				in["s3_endpoint"] = cty.StringVal("http://fedgate.lga1.example:9000")
+				if _, err := m.Evaluate(in); err == nil || !strings.Contains(err.Error(), "must start with https://") {
+					t.Errorf("an http:// s3_endpoint with s3_ca: %v, want the precondition's refusal", err)
+				}
+			}
+
+			r := newTestRegion(t, []string{"n1", "n2", "n3"})
+			for _, h := range r.hosts {
+				n := render(t, r.localInputs(t, cfg, h, ""), h)
+				checkCommandLine(t, r, n, rc.inputs["region"].AsString())
+				if got := unitValues(n.unit, "ExecReload"); !slices.Equal(got, []string{"/bin/kill -HUP $MAINPID"}) {
+					t.Errorf("ExecReload= %q", got)
+				}
+			}
+			if r.s3tls == nil {
+				t.Fatal("the rendered nodes run without S3 TLS")
+			}
+		})
 	}
 }

@@ -236,6 +236,20 @@ func checkCommandLine(t *testing.T, r *testRegion, n *rendered, region string) {
 	} else if _, ok := n.value("--peer-ca-file"); ok {
 		t.Error("--peer-ca-file without a CA")
 	}
+	if r.s3tls != nil {
+		for flag, suffix := range map[string]string{"--cert-file": "tls/s3.pem", "--key-file": "tls/s3.key", "--ca-file": "tls/s3-ca.pem"} {
+			p, ok := n.value(flag)
+			f := n.file(t, suffix)
+			if !ok || p != f.Path {
+				t.Errorf("%s = %q, want the rendered %s", flag, p, f.Path)
+			}
+		}
+		if got, want := n.file(t, "tls/s3.key"), r.s3tls.certs[n.host.id][1]; got.Content != want || got.Mode != "0600" {
+			t.Errorf("tls/s3.key: mode %s, content is the node's S3 key: %v", got.Mode, got.Content == want)
+		}
+	} else if _, ok := n.value("--cert-file"); ok {
+		t.Error("--cert-file without s3_ca_pem")
+	}
 	for _, a := range args {
 		if strings.Contains(a, testserver.RootSecretKey) || strings.Contains(a, testserver.RootAccessKey) {
 			t.Error("the root keys are on the command line; they belong in the environment file")
@@ -257,6 +271,7 @@ func checkUnit(t *testing.T, n *rendered) {
 		"LimitNOFILE":     "1048576",
 		"User":            "fedgate",
 		"EnvironmentFile": filepath.Join(n.host.root, "etc/fedgate/fedgate.env"),
+		"ExecReload":      "/bin/kill -HUP $MAINPID", // reloads the S3 certificate (docs/tls.md)
 	}
 	for k, v := range want {
 		if got := unitValues(n.unit, k); !slices.Equal(got, []string{v}) {

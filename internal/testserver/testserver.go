@@ -4,6 +4,7 @@ package testserver
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"os"
@@ -51,7 +52,7 @@ type Process struct {
 	stdout   strings.Builder
 }
 
-var endpointRE = regexp.MustCompile(`S3 endpoint (http://\S+)`)
+var endpointRE = regexp.MustCompile(`S3 endpoint (https?://\S+)`)
 
 // Start runs `fedgate server` on 127.0.0.1:0 with the root credentials and
 // dataDir, plus args, and waits until /_fedgate/readyz answers 200. The
@@ -132,8 +133,15 @@ func (p *Process) WaitReady(tb testing.TB) {
 	case <-time.After(60 * time.Second):
 		tb.Fatal("fedgate did not print its endpoint within 60s")
 	}
+	c := http.DefaultClient
+	if strings.HasPrefix(p.Endpoint, "https://") {
+		// A server with --cert-file: this only waits until it serves;
+		// the tests check its certificate with the CA they made.
+		c = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		defer c.CloseIdleConnections()
+	}
 	WaitFor(tb, 30*time.Second, "readyz", func() bool {
-		resp, err := http.Get(p.Endpoint + "/_fedgate/readyz")
+		resp, err := c.Get(p.Endpoint + "/_fedgate/readyz")
 		if err != nil {
 			return false
 		}

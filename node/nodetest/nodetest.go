@@ -277,11 +277,17 @@ func (r *Region) Node(i int) *node.Node { return r.members[i].n }
 func (r *Region) StoreDir() string { return r.storeDir }
 
 // Client is an S3 client of node i with the root credentials (path-style,
-// us-east-1); opts adjust it (for example RetryMaxAttempts).
+// us-east-1); opts adjust it (for example RetryMaxAttempts, or an
+// HTTPClient that trusts the CA of a node with CertFile: it is then
+// https).
 func (r *Region) Client(i int, opts ...func(*s3.Options)) *s3.Client {
 	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, "")}
+	scheme := "http://"
+	if r.members[i].cfg.CertFile != "" {
+		scheme = "https://"
+	}
 	return s3.NewFromConfig(cfg, append([]func(*s3.Options){func(o *s3.Options) {
-		o.BaseEndpoint = aws.String("http://" + r.members[i].s3)
+		o.BaseEndpoint = aws.String(scheme + r.members[i].s3)
 		o.UsePathStyle = true
 	}}, opts...)...)
 }

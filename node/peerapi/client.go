@@ -32,8 +32,12 @@ type ClientConfig struct {
 	// Join are other nodes' S3 addresses ("http://host:port"), asked by
 	// AskPeers.
 	Join []string
-	// TLS, when set, is the peers' mutual TLS (client side).
+	// TLS, when set, is the peers' mutual TLS (client side), for the
+	// internal API.
 	TLS *tls.Config
+	// S3TLS verifies other nodes' S3 ports where they serve https (the
+	// info call; nil: the system's roots).
+	S3TLS *tls.Config
 	// Dial, when set, opens the connections to other nodes instead of a
 	// net.Dialer (tests cut nodes off with it).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -45,8 +49,9 @@ type ClientConfig struct {
 // safe for concurrent use.
 type Client struct {
 	cfg    ClientConfig
-	call   *http.Client // small calls: info, forwarded writes, barriers
+	call   *http.Client // small calls: forwarded writes, barriers
 	stream *http.Client // bulk transfers: staged copies, chunks
+	s3     *http.Client // info, on a node's S3 port
 
 	mu       sync.Mutex
 	peers    map[string]string // node id -> S3 address, learnt from peers
@@ -55,11 +60,14 @@ type Client struct {
 
 // NewClient returns a client for cfg.
 func NewClient(cfg ClientConfig) *Client {
-	c := &Client{cfg: cfg, call: newCallClient(), stream: newStreamClient(),
+	c := &Client{cfg: cfg, call: newCallClient(), stream: newStreamClient(), s3: newCallClient(),
 		peers: map[string]string{}, internal: map[string]string{}}
-	for _, hc := range []*http.Client{c.call, c.stream} {
+	for _, hc := range []*http.Client{c.call, c.stream, c.s3} {
 		t := hc.Transport.(*http.Transport)
-		if cfg.TLS != nil {
+		switch {
+		case hc == c.s3 && cfg.S3TLS != nil:
+			t.TLSClientConfig = cfg.S3TLS.Clone()
+		case hc != c.s3 && cfg.TLS != nil:
 			t.TLSClientConfig = cfg.TLS.Clone()
 		}
 		if cfg.Dial != nil {
@@ -96,6 +104,7 @@ func newCallClient() *http.Client {
 func (c *Client) CloseIdle() {
 	c.call.CloseIdleConnections()
 	c.stream.CloseIdleConnections()
+	c.s3.CloseIdleConnections()
 }
 
 // StatusError is an error answered by another node as an ErrorBody.
@@ -116,11 +125,13 @@ func Refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 // 2xx JSON answer into out. Every path but info goes to the node's
 // internal API. A non-2xx answer carrying an ErrorBody is a *StatusError.
 func (c *Client) do(ctx context.Context, base, method, path string, body []byte, out any) error {
+	hc := c.s3
 	if path != "info" {
 		var err error
 		if base, err = c.internalOf(ctx, base); err != nil {
 			return err
 		}
+		hc = c.call
 	}
 	req, err := http.NewRequestWithContext(ctx, method, base+Prefix+path, bytes.NewReader(body))
 	if err != nil {
@@ -129,7 +140,7 @@ func (c *Client) do(ctx context.Context, base, method, path string, body []byte,
 	if err := SignRequest(ctx, req, body, c.cfg.AccessKey, c.cfg.SecretKey, c.cfg.SigningRegion); err != nil {
 		return err
 	}
-	resp, err := c.call.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -164,18 +175,24 @@ func (c *Client) Info(ctx context.Context, base string) (Info, error) {
 }
 
 // AskPeers asks each Join peer for its info (2 s each), remembers the
-// peer's S3 address and hands the answers of those that replied to f.
-func (c *Client) AskPeers(ctx context.Context, f func(peer string, in Info)) {
+// peer's S3 address and hands the answers of those that replied to f. It
+// returns the last error of a peer that did not answer (nil: all did), for
+// the log of a node waiting for its peers (an untrusted certificate, a
+// wrong address).
+func (c *Client) AskPeers(ctx context.Context, f func(peer string, in Info)) error {
+	var last error
 	for _, p := range c.cfg.Join {
 		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		in, err := c.Info(ictx, p)
 		cancel()
 		if err != nil {
+			last = fmt.Errorf("%s: %w", p, err)
 			continue
 		}
 		c.Remember(in.ID, NormalizeHTTP(in.HTTPAddr))
 		f(p, in)
 	}
+	return last
 }
 
 // Remember records id's S3 address as another node reported it.

@@ -109,11 +109,15 @@ type indexAnswer struct {
 func MemberKey(id string) string { return "member." + id + ".http" }
 
 // NormalizeHTTP turns "host:port" (or a URL) into "http://host:port" with
-// no trailing slash; "" stays "".
-func NormalizeHTTP(addr string) string {
+// no trailing slash; "" stays "". A URL keeps its scheme (https://).
+func NormalizeHTTP(addr string) string { return NormalizeURL(addr, "http") }
+
+// NormalizeURL is NormalizeHTTP with scheme for an address that has none:
+// a node whose S3 port serves TLS takes "host:port" to mean https.
+func NormalizeURL(addr, scheme string) string {
 	addr = strings.TrimRight(strings.TrimSpace(addr), "/")
 	if addr != "" && !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+		addr = scheme + "://" + addr
 	}
 	return addr
 }

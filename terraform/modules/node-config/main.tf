@@ -55,6 +55,12 @@ locals {
       "peer-key-file"  = "${local.tls_dir}/node.key"
       "peer-ca-file"   = "${local.tls_dir}/ca.pem"
     },
+    # TLS on the S3 port: its own certificate and CA, not the peers'.
+    var.s3_ca_pem == null ? {} : {
+      "cert-file" = "${local.tls_dir}/s3.pem"
+      "key-file"  = "${local.tls_dir}/s3.key"
+      "ca-file"   = "${local.tls_dir}/s3-ca.pem"
+    },
   ) }
 
   server_configs = { for n in var.nodes : n.id => templatefile("${path.module}/templates/server.yaml.tftpl", {
@@ -94,6 +100,11 @@ locals {
       { path = "${local.tls_dir}/ca.pem", content = var.peer_ca_pem, mode = "0644", owner = var.service_user },
       { path = "${local.tls_dir}/node.pem", content = var.peer_certs[n.id].cert_pem, mode = "0644", owner = var.service_user },
       { path = "${local.tls_dir}/node.key", content = var.peer_certs[n.id].key_pem, mode = "0600", owner = var.service_user },
+    ],
+    var.s3_ca_pem == null ? [] : [
+      { path = "${local.tls_dir}/s3-ca.pem", content = var.s3_ca_pem, mode = "0644", owner = var.service_user },
+      { path = "${local.tls_dir}/s3.pem", content = var.s3_certs[n.id].cert_pem, mode = "0644", owner = var.service_user },
+      { path = "${local.tls_dir}/s3.key", content = var.s3_certs[n.id].key_pem, mode = "0600", owner = var.service_user },
     ],
     [for name, content in var.credential_files :
       { path = "${local.cred_dir}/${name}", content = content, mode = "0600", owner = var.service_user }

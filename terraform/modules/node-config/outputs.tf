@@ -14,6 +14,10 @@ output "server_args" {
     condition     = var.peer_ca_pem == null || length(setsubtract([for n in var.nodes : n.id], keys(var.peer_certs))) == 0
     error_message = "peer_ca_pem is given, so peer_certs needs a certificate and key for every node id."
   }
+  precondition {
+    condition     = var.s3_ca_pem == null || length(setsubtract([for n in var.nodes : n.id], keys(var.s3_certs))) == 0
+    error_message = "s3_ca_pem is given, so s3_certs needs a certificate and key for every node id."
+  }
 }
 
 output "units" {

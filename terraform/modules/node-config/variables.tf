@@ -125,6 +125,27 @@ variable "peer_certs" {
   sensitive = true
 }
 
+variable "s3_ca_pem" {
+  description = "PEM of the CA that signed every node's S3 certificate (s3_certs). Given: the S3 port serves HTTPS only (--cert-file, --key-file; docs/tls.md), and the nodes trust this CA on each other's S3 ports (--ca-file). null: plain HTTP."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.s3_ca_pem == null || can(regex("-----BEGIN CERTIFICATE-----", var.s3_ca_pem))
+    error_message = "s3_ca_pem is a PEM certificate."
+  }
+}
+
+variable "s3_certs" {
+  description = "Per node id, that node's S3 certificate (chain) and key (PEM), signed by s3_ca_pem and valid for the node's address and every name clients use (the region modules issue them with module peer-tls)."
+  type = map(object({
+    cert_pem = string
+    key_pem  = string
+  }))
+  default   = {}
+  sensitive = true
+}
+
 variable "environment" {
   description = "Extra variables for the environment file, e.g. AWS_ACCESS_KEY_ID for a store in another cloud. Values may not contain quotes, backslashes, '$' or newlines."
   type        = map(string)

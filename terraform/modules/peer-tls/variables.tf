@@ -16,8 +16,19 @@ variable "nodes" {
   }))
 }
 
+variable "extra_names" {
+  description = "More names every certificate carries besides its node's address: IPv4 addresses (IP SANs) and host names (DNS SANs), e.g. the S3 endpoint's load balancer name. Empty for peer certificates."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for a in var.extra_names : can(regex("^[A-Za-z0-9.*-]+$", a))])
+    error_message = "extra_names are IPv4 addresses or host names (a leading *. for a wildcard)."
+  }
+}
+
 variable "ca_cert_pem" {
-  description = "PEM of the CA certificate dedicated to this region's peers (any certificate it signed can join the Raft traffic)."
+  description = "PEM of the CA certificate dedicated to this region's peers (any certificate it signed can join the Raft traffic), or, for the S3 port's certificates, the CA clients trust."
   type        = string
 
   validation {

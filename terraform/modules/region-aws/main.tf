@@ -20,6 +20,9 @@ data "aws_ec2_instance_type" "node" {
 locals {
   # peer_ca is sensitive (its key); whether it is given is not.
   peer_tls = nonsensitive(var.peer_ca != null)
+  # Likewise s3_ca: TLS on the S3 port.
+  s3_tls    = nonsensitive(var.s3_ca != null)
+  s3_scheme = local.s3_tls ? "https" : "http"
 
   ids     = [for i in range(var.node_count) : format("n%d", i + 1)]
   index   = { for i, id in local.ids : id => i }
@@ -259,6 +262,19 @@ module "peer_tls" {
   ca_key_pem  = var.peer_ca.key_pem
 }
 
+# The S3 port's certificates: the same module, the S3 CA, and the names
+# clients reach the region at.
+module "s3_tls" {
+  source = "../peer-tls"
+  count  = local.s3_tls ? 1 : 0
+
+  name        = var.name
+  nodes       = [for id in local.ids : { id = id, address = aws_network_interface.node[id].private_ip }]
+  extra_names = concat([aws_lb.s3.dns_name], var.route53 == null ? [] : [var.route53.name], var.s3_names)
+  ca_cert_pem = var.s3_ca.cert_pem
+  ca_key_pem  = var.s3_ca.key_pem
+}
+
 module "config" {
   source = "../node-config"
 
@@ -277,6 +293,8 @@ module "config" {
   staging_size     = var.staging_size
   peer_ca_pem      = local.peer_tls ? nonsensitive(var.peer_ca.cert_pem) : null
   peer_certs       = local.peer_tls ? module.peer_tls[0].certs : {}
+  s3_ca_pem        = local.s3_tls ? nonsensitive(var.s3_ca.cert_pem) : null
+  s3_certs         = local.s3_tls ? module.s3_tls[0].certs : {}
   environment      = var.environment
   credential_files = var.credential_files
   extra_args       = var.extra_args
@@ -359,7 +377,7 @@ resource "aws_lb_target_group" "s3" {
 
   # A node is in service once it has joined, knows a leader and has caught up.
   health_check {
-    protocol            = "HTTP"
+    protocol            = local.s3_tls ? "HTTPS" : "HTTP"
     path                = "/_fedgate/readyz"
     port                = "traffic-port"
     matcher             = "200"

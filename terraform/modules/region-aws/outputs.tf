@@ -1,6 +1,6 @@
 output "s3_endpoint" {
   description = "The region's S3 endpoint (the internal NLB, or the Route 53 name): give it to S3 clients as --endpoint-url."
-  value       = "http://${var.route53 == null ? aws_lb.s3.dns_name : var.route53.name}:${module.config.s3_port}"
+  value       = "${local.s3_scheme}://${var.route53 == null ? aws_lb.s3.dns_name : var.route53.name}:${module.config.s3_port}"
 }
 
 output "node_ids" {

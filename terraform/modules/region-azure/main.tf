@@ -8,6 +8,9 @@
 locals {
   # peer_ca is sensitive (its key); whether it is given is not.
   peer_tls = nonsensitive(var.peer_ca != null)
+  # Likewise s3_ca: TLS on the S3 port.
+  s3_tls    = nonsensitive(var.s3_ca != null)
+  s3_scheme = local.s3_tls ? "https" : "http"
 
   ids      = [for i in range(var.node_count) : format("n%d", i + 1)]
   index    = { for i, id in local.ids : id => i }
@@ -200,6 +203,19 @@ module "peer_tls" {
   ca_key_pem  = var.peer_ca.key_pem
 }
 
+# The S3 port's certificates: the same module, the S3 CA, and the names
+# clients reach the region at.
+module "s3_tls" {
+  source = "../peer-tls"
+  count  = local.s3_tls ? 1 : 0
+
+  name        = var.name
+  nodes       = [for id in local.ids : { id = id, address = azurerm_network_interface.node[id].private_ip_address }]
+  extra_names = concat([azurerm_lb.s3.frontend_ip_configuration[0].private_ip_address], var.s3_names)
+  ca_cert_pem = var.s3_ca.cert_pem
+  ca_key_pem  = var.s3_ca.key_pem
+}
+
 module "config" {
   source = "../node-config"
 
@@ -218,6 +234,8 @@ module "config" {
   staging_size     = var.staging_size
   peer_ca_pem      = local.peer_tls ? nonsensitive(var.peer_ca.cert_pem) : null
   peer_certs       = local.peer_tls ? module.peer_tls[0].certs : {}
+  s3_ca_pem        = local.s3_tls ? nonsensitive(var.s3_ca.cert_pem) : null
+  s3_certs         = local.s3_tls ? module.s3_tls[0].certs : {}
   # DefaultAzureCredential picks the user-assigned identity by its client id.
   environment      = merge({ AZURE_CLIENT_ID = azurerm_user_assigned_identity.node.client_id }, var.environment)
   credential_files = var.credential_files
@@ -315,7 +333,7 @@ resource "azurerm_network_interface_backend_address_pool_association" "s3" {
 resource "azurerm_lb_probe" "readyz" {
   name                = "fedgate-readyz"
   loadbalancer_id     = azurerm_lb.s3.id
-  protocol            = "Http"
+  protocol            = local.s3_tls ? "Https" : "Http"
   port                = module.config.s3_port
   request_path        = "/_fedgate/readyz"
   interval_in_seconds = 5

@@ -1,6 +1,6 @@
 output "s3_endpoint" {
   description = "The region's S3 endpoint (the internal load balancer): give it to S3 clients as --endpoint-url."
-  value       = "http://${azurerm_lb.s3.frontend_ip_configuration[0].private_ip_address}:${module.config.s3_port}"
+  value       = "${local.s3_scheme}://${azurerm_lb.s3.frontend_ip_configuration[0].private_ip_address}:${module.config.s3_port}"
 }
 
 output "node_ids" {

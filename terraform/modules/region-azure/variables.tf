@@ -113,6 +113,27 @@ variable "peer_ca" {
   sensitive = true
 }
 
+variable "s3_ca" {
+  description = "A CA for the S3 port's certificates, {cert_pem, key_pem} (PEM), the one clients trust (AWS_CA_BUNDLE; docs/tls.md). Given: every node gets a certificate from it (module peer-tls) for its address, the region's endpoint (the load balancer's address) and s3_names, and the S3 port serves HTTPS only; nodes trust it on each other's S3 ports. null: plain HTTP. The key stays in the Terraform state: keep the state encrypted."
+  type = object({
+    cert_pem = string
+    key_pem  = string
+  })
+  default   = null
+  sensitive = true
+}
+
+variable "s3_names" {
+  description = "More names (host names or IPv4 addresses) the S3 certificates carry besides each node's address and the region's endpoint: other names clients reach the region at (a CNAME, another load balancer)."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for a in var.s3_names : can(regex("^[A-Za-z0-9.*-]+$", a))])
+    error_message = "s3_names are host names (a leading *. for a wildcard) or IPv4 addresses."
+  }
+}
+
 variable "environment" {
   description = "Extra variables for the nodes' environment file, e.g. credentials for stores in other clouds."
   type        = map(string)

@@ -7,6 +7,9 @@
 locals {
   # peer_ca is sensitive (its key); whether it is given is not.
   peer_tls = nonsensitive(var.peer_ca != null)
+  # Likewise s3_ca: TLS on the S3 port.
+  s3_tls    = nonsensitive(var.s3_ca != null)
+  s3_scheme = local.s3_tls ? "https" : "http"
 
   ids      = [for i in range(var.node_count) : format("n%d", i + 1)]
   index    = { for i, id in local.ids : id => i }
@@ -161,6 +164,19 @@ module "peer_tls" {
   ca_key_pem  = var.peer_ca.key_pem
 }
 
+# The S3 port's certificates: the same module, the S3 CA, and the names
+# clients reach the region at.
+module "s3_tls" {
+  source = "../peer-tls"
+  count  = local.s3_tls ? 1 : 0
+
+  name        = var.name
+  nodes       = [for id in local.ids : { id = id, address = google_compute_address.node[id].address }]
+  extra_names = concat([google_compute_address.lb.address], var.s3_names)
+  ca_cert_pem = var.s3_ca.cert_pem
+  ca_key_pem  = var.s3_ca.key_pem
+}
+
 module "config" {
   source = "../node-config"
 
@@ -178,6 +194,8 @@ module "config" {
   staging_size     = var.staging_size
   peer_ca_pem      = local.peer_tls ? nonsensitive(var.peer_ca.cert_pem) : null
   peer_certs       = local.peer_tls ? module.peer_tls[0].certs : {}
+  s3_ca_pem        = local.s3_tls ? nonsensitive(var.s3_ca.cert_pem) : null
+  s3_certs         = local.s3_tls ? module.s3_tls[0].certs : {}
   environment      = var.environment
   credential_files = var.credential_files
   extra_args       = var.extra_args
@@ -272,9 +290,20 @@ resource "google_compute_region_health_check" "s3" {
   healthy_threshold   = 2
   unhealthy_threshold = 2
 
-  http_health_check {
-    port         = module.config.s3_port
-    request_path = "/_fedgate/readyz"
+  dynamic "http_health_check" {
+    for_each = local.s3_tls ? [] : [1]
+    content {
+      port         = module.config.s3_port
+      request_path = "/_fedgate/readyz"
+    }
+  }
+  # With s3_ca the S3 port serves HTTPS only.
+  dynamic "https_health_check" {
+    for_each = local.s3_tls ? [1] : []
+    content {
+      port         = module.config.s3_port
+      request_path = "/_fedgate/readyz"
+    }
   }
 }
 

@@ -1,6 +1,6 @@
 output "s3_endpoint" {
   description = "The region's S3 endpoint (the internal load balancer): give it to S3 clients as --endpoint-url."
-  value       = "http://${google_compute_address.lb.address}:${module.config.s3_port}"
+  value       = "${local.s3_scheme}://${google_compute_address.lb.address}:${module.config.s3_port}"
 }
 
 output "node_ids" {

@@ -9,6 +9,9 @@
 locals {
   # peer_ca is sensitive (its key); whether it is given is not.
   peer_tls = nonsensitive(var.peer_ca != null)
+  # Likewise s3_ca: TLS on the S3 port.
+  s3_tls    = nonsensitive(var.s3_ca != null)
+  s3_scheme = local.s3_tls ? "https" : "http"
 }
 
 module "peer_tls" {
@@ -19,6 +22,19 @@ module "peer_tls" {
   nodes       = var.hosts
   ca_cert_pem = var.peer_ca.cert_pem
   ca_key_pem  = var.peer_ca.key_pem
+}
+
+# The S3 port's certificates: the same module, the S3 CA, and the names
+# clients reach the region at.
+module "s3_tls" {
+  source = "../peer-tls"
+  count  = local.s3_tls ? 1 : 0
+
+  name        = substr(replace(var.region, "_", "-"), 0, 41)
+  nodes       = var.hosts
+  extra_names = concat(try([regex("^https?://([^:/]+)", var.s3_endpoint)[0]], []), var.s3_names)
+  ca_cert_pem = var.s3_ca.cert_pem
+  ca_key_pem  = var.s3_ca.key_pem
 }
 
 module "config" {
@@ -34,6 +50,8 @@ module "config" {
   staging_size     = var.staging_size
   peer_ca_pem      = local.peer_tls ? nonsensitive(var.peer_ca.cert_pem) : null
   peer_certs       = local.peer_tls ? module.peer_tls[0].certs : {}
+  s3_ca_pem        = local.s3_tls ? nonsensitive(var.s3_ca.cert_pem) : null
+  s3_certs         = local.s3_tls ? module.s3_tls[0].certs : {}
   environment      = var.environment
   credential_files = var.credential_files
   extra_args       = var.extra_args

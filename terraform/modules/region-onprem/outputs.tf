@@ -1,6 +1,11 @@
 output "s3_endpoint" {
-  description = "The region's S3 endpoint: var.s3_endpoint, or the first host's S3 port."
-  value       = coalesce(var.s3_endpoint, "http://${var.hosts[0].address}:${module.config.s3_port}")
+  description = "The region's S3 endpoint: var.s3_endpoint, or the first host's S3 port (https with s3_ca)."
+  value       = coalesce(var.s3_endpoint, "${local.s3_scheme}://${var.hosts[0].address}:${module.config.s3_port}")
+
+  precondition {
+    condition     = var.s3_endpoint == null || startswith(coalesce(var.s3_endpoint, "-"), "${local.s3_scheme}://")
+    error_message = "s3_endpoint must start with ${local.s3_scheme}:// (https exactly when s3_ca is given: the S3 port then serves TLS only)."
+  }
 }
 
 output "node_ids" {
