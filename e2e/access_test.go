@@ -105,3 +105,30 @@ func TestRegionPublicAccessBlock(t *testing.T) {
 	mustOK(t, must(c.PutBucketPolicy(ctx(t), &s3.PutBucketPolicyInput{Bucket: aws.String("datasets"), Policy: aws.String(
 		`{"Statement":{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::000000000000:user/bob"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::datasets/*"}}`)})))
 }
+
+// aws:SecureTransport is true on the TLS port: a policy that opens a
+// prefix only over TLS serves curl over https and not over plain http.
+func TestSecureTransportCondition(t *testing.T) {
+	policy := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject",
+	 "Resource":"arn:aws:s3:::datasets/*","Condition":{"Bool":{"aws:SecureTransport":"true"}}}]}`
+	p := newS3PKI(t)
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		want  string
+	}{{"https", p.flags(), "200"}, {"http", nil, "403"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startServer(t, tc.flags...)
+			c := s.root()
+			if tc.flags != nil {
+				c = p.client(s.Endpoint)
+			}
+			mustOK(t, must(c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("datasets")})))
+			put(t, c, "datasets", "x", []byte("x"))
+			mustOK(t, must(c.PutBucketPolicy(ctx(t), &s3.PutBucketPolicyInput{Bucket: aws.String("datasets"), Policy: aws.String(policy)})))
+			if code, body := curl(t, "--cacert", p.caFile, s.Endpoint+"/datasets/x"); code != tc.want {
+				t.Errorf("anonymous GET over %s = %s %s, want %s", tc.name, code, body, tc.want)
+			}
+		})
+	}
+}
