@@ -18,6 +18,7 @@ const (
 	CodeAuthorizationHeaderMalformed         = "AuthorizationHeaderMalformed"
 	CodeAuthorizationQueryParametersError    = "AuthorizationQueryParametersError"
 	CodeBadDigest                            = "BadDigest"
+	CodeBadRequest                           = "BadRequest" // a CORS preflight without Origin or Access-Control-Request-Method
 	CodeBucketAlreadyExists                  = "BucketAlreadyExists"
 	CodeBucketAlreadyOwnedByYou              = "BucketAlreadyOwnedByYou"
 	CodeBucketNotEmpty                       = "BucketNotEmpty"
@@ -42,6 +43,7 @@ const (
 	CodeKeyTooLongError                      = "KeyTooLongError"
 	CodeMalformedTrailerError                = "MalformedTrailerError"
 	CodeMalformedXML                         = "MalformedXML"
+	CodeMaxPostPreDataLengthExceeded         = "MaxPostPreDataLengthExceeded"
 	CodeMetadataTooLarge                     = "MetadataTooLarge"
 	CodeMethodNotAllowed                     = "MethodNotAllowed"
 	CodeMissingContentLength                 = "MissingContentLength"
@@ -87,6 +89,7 @@ var table = map[string]row{
 	CodeAuthorizationHeaderMalformed:         {http.StatusBadRequest, "The authorization header is malformed."},
 	CodeAuthorizationQueryParametersError:    {http.StatusBadRequest, "Error parsing the X-Amz-Credential parameter."},
 	CodeBadDigest:                            {http.StatusBadRequest, "The Content-MD5 you specified did not match what we received."},
+	CodeBadRequest:                           {http.StatusBadRequest, "Bad Request"},
 	CodeBucketAlreadyExists:                  {http.StatusConflict, "The requested bucket name is not available. The bucket namespace is shared by all users of the system. Please select a different name and try again."},
 	CodeBucketAlreadyOwnedByYou:              {http.StatusConflict, "Your previous request to create the named bucket succeeded and you already own it."},
 	CodeBucketNotEmpty:                       {http.StatusConflict, "The bucket you tried to delete is not empty"},
@@ -111,6 +114,7 @@ var table = map[string]row{
 	CodeKeyTooLongError:                      {http.StatusBadRequest, "Your key is too long"},
 	CodeMalformedTrailerError:                {http.StatusBadRequest, "The request contained trailing data that was not well-formed or did not conform to our published schema."},
 	CodeMalformedXML:                         {http.StatusBadRequest, "The XML you provided was not well-formed or did not validate against our published schema"},
+	CodeMaxPostPreDataLengthExceeded:         {http.StatusBadRequest, "Your POST request fields preceding the upload file were too large."},
 	CodeMetadataTooLarge:                     {http.StatusBadRequest, "Your metadata headers exceed the maximum allowed metadata size."},
 	CodeMethodNotAllowed:                     {http.StatusMethodNotAllowed, "The specified method is not allowed against this resource."},
 	CodeMissingContentLength:                 {http.StatusLengthRequired, "You must provide the Content-Length HTTP header."},
