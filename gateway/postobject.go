@@ -209,7 +209,7 @@ func (s *Server) postObject(q *request) error {
 func (s *Server) authenticatePost(q *request, form *postForm) (*postPolicy, error) {
 	switch {
 	case form.has("awsaccesskeyid") || form.has("signature"):
-		return nil, s3err.New(s3err.CodeInvalidRequest, "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.")
+		return nil, s3err.New(s3err.CodeInvalidRequest, "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256. (This form is signed with SigV2: its AWSAccessKeyId and signature fields. Older botocore and boto3 sign presigned POSTs so unless the client is made with Config(signature_version=\"s3v4\").)")
 	case !form.has("policy") && !form.has("x-amz-signature") && !form.has("x-amz-credential"):
 		return nil, nil
 	}
