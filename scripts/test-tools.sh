@@ -118,10 +118,9 @@ echo "boto3: ok (${SECONDS}s)"
 # --- boto3 in a browser's place: CORS set with put_bucket_cors, the
 # preflight and form uploads sent with requests (a dependency of Debian's
 # python3-boto3), the forms from generate_presigned_post. At its defaults
-# Debian's botocore (1.29) signs presigned POSTs with SigV2, which fedgate
-# refuses as S3 does for buckets made since 2020 (InvalidRequest, with a
-# hint); with signature_version s3v4, as AWS's documentation sets it, the
-# form is SigV4.
+# Debian's botocore (1.29) signs presigned POSTs with SigV2, which AWS has
+# deprecated and fedgate refuses (InvalidRequest, with a hint); with
+# signature_version s3v4, as AWS's documentation sets it, the form is SigV4.
 out=$(AWS_ACCESS_KEY_ID=$AK AWS_SECRET_ACCESS_KEY=$SK AWS_DEFAULT_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null \
   AWS_SHARED_CREDENTIALS_FILE=/dev/null EP=$EP "$PY" - <<'EOF' 2>&1
 import json, os, urllib.parse, boto3, requests
