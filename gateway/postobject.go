@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -166,10 +167,7 @@ func (s *Server) postObject(q *request) error {
 	}
 	minLen, maxLen := int64(0), int64(maxPutSize)
 	if pol != nil {
-		values := make(map[string]string, len(form.fields)+1)
-		for k, v := range form.fields {
-			values[k] = v
-		}
+		values := maps.Clone(form.fields)
 		values["key"], values["bucket"] = key, q.bucket
 		if err := pol.check(values, form.fields, s.cfg.Now()); err != nil {
 			return err
