@@ -146,6 +146,8 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	for k := range h {
 		switch k {
 		case "X-Amz-Request-Id", "X-Amz-Id-2", "Server", "Date", "Retry-After":
+		case "Access-Control-Allow-Origin", "Access-Control-Allow-Credentials", "Access-Control-Allow-Methods",
+			"Access-Control-Expose-Headers", "Access-Control-Max-Age", "Vary": // CORS (cors.go)
 		case "Content-Range":
 			if se.Status != http.StatusRequestedRangeNotSatisfiable {
 				delete(h, k)

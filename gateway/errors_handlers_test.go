@@ -67,7 +67,6 @@ func TestUnsupportedSubresources(t *testing.T) {
 				VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}})
 			return err
 		}},
-		{"DeleteBucketCors", func() error { _, err := e.root.DeleteBucketCors(ctx, &s3.DeleteBucketCorsInput{Bucket: b}); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantErr(t, tc.call(), "NotImplemented", 501)

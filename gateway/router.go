@@ -42,7 +42,7 @@ type handlerFunc func(*request) error
 // Subresources S3 has and fedgate does not implement yet. A request naming
 // one gets NotImplemented instead of being mistaken for a plain operation.
 var unsupportedSubresources = []string{
-	"accelerate", "analytics", "cors", "encryption", "intelligent-tiering",
+	"accelerate", "analytics", "encryption", "intelligent-tiering",
 	"inventory", "legal-hold", "lifecycle", "logging", "metadataTable", "metrics", "notification",
 	"object-lock", "ownershipControls",
 	"replication", "requestPayment", "restore", "retention", "select", "torrent",
@@ -94,6 +94,9 @@ func (s *Server) resolve(r *http.Request) (bucket, key string) {
 // route picks the operation for a request from its method, bucket, key and
 // query; the name is what metrics and logs use.
 func (s *Server) route(r *http.Request, q url.Values, bucket, key string) (string, handlerFunc) {
+	if op, fn := s.routeBrowser(r, q, bucket, key); fn != nil {
+		return op, fn
+	}
 	if op, fn := s.routeAccess(r.Method, func(k string) bool { _, ok := q[k]; return ok }, bucket, key); fn != nil {
 		return op, fn
 	}
@@ -228,6 +231,7 @@ func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, ri *requestInfo
 	q := r.URL.Query()
 	op, fn := s.route(r, q, bucket, key)
 	ri.op = op
+	s.setCORSHeaders(w, r, bucket)
 	if err := checkKey(key); err != nil {
 		writeError(w, r, err)
 		return
@@ -236,7 +240,7 @@ func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, ri *requestInfo
 		writeError(w, r, s3err.Newf(s3err.CodeRequestHeaderSectionTooLarge, "Your request header section exceeds the maximum allowed size (%d bytes).", maxHeaderBytes))
 		return
 	}
-	res, err := s.verifier.Verify(r)
+	res, err := s.authenticate(r, op)
 	if err != nil {
 		ri.cause = err
 		writeError(w, r, err)

@@ -48,7 +48,14 @@ func TestRoute(t *testing.T) {
 		{"POST", "/b/k?uploadId=u", "", "CompleteMultipartUpload"},
 		{"POST", "/b/k?select&select-type=2", "", "POST-select"},
 		{"PATCH", "/b/k", "", "Unsupported"},
-		{"OPTIONS", "/b/k", "", "Unsupported"},
+		{"OPTIONS", "/b/k", "", "PreflightCors"},
+		{"OPTIONS", "/b?tagging", "", "PreflightCors"},
+		{"OPTIONS", "/", "", "Unsupported"},
+		{"GET", "/b?cors", "", "GetBucketCors"},
+		{"PUT", "/b?cors", "", "PutBucketCors"},
+		{"DELETE", "/b?cors", "", "DeleteBucketCors"},
+		{"POST", "/b?cors", "", "Unsupported"},
+		{"GET", "/b/k?cors", "", "Unsupported"},
 	} {
 		r := httptest.NewRequest(tc.method, tc.target, nil)
 		if tc.copySource != "" {

@@ -73,6 +73,7 @@ type Server struct {
 	idPrefix string
 	console  *console
 	policies policyCache
+	cors     corsCache
 }
 
 // New builds a Server from cfg.

@@ -2,8 +2,10 @@
 # Common S3 tools at their default settings against a fedgate server started
 # here (issue 11: "a tool at its defaults failing" is what outside testers
 # found): s3cmd (Debian) with a config that sets only the keys and the host,
-# rclone (Debian) copy/check/sync/purge, and boto3's resource API (Debian's
-# python3-boto3) cleaning up by listing versions. Usage:
+# rclone (Debian) copy/check/sync/purge, boto3's resource API (Debian's
+# python3-boto3) cleaning up by listing versions, and boto3's
+# generate_presigned_post forms and CORS, posted with requests as a browser
+# would. Usage:
 # scripts/test-tools.sh path/to/fedgate
 set -euo pipefail
 
@@ -67,6 +69,15 @@ JSON
 out=$(s3c setpolicy "$WORK/policy.json" s3://s3cmd-bkt) || fail "s3cmd setpolicy: $out"
 check "s3cmd setpolicy, anonymous GET" 200 "$(curl -s -o /dev/null -w '%{http_code}' "$EP/s3cmd-bkt/big.bin")"
 out=$(s3c delpolicy s3://s3cmd-bkt) || fail "s3cmd delpolicy: $out"
+# s3cmd info asks for the policy, CORS and ACL of a bucket and an object.
+cat >"$WORK/cors.xml" <<EOF
+<CORSConfiguration><CORSRule><AllowedOrigin>https://app.example.com</AllowedOrigin><AllowedMethod>GET</AllowedMethod></CORSRule></CORSConfiguration>
+EOF
+out=$(s3c setcors "$WORK/cors.xml" s3://s3cmd-bkt) || fail "s3cmd setcors: $out"
+out=$(s3c info s3://s3cmd-bkt) || fail "s3cmd info (bucket): $out"
+check "s3cmd info shows CORS" 1 "$(echo "$out" | grep -c 'https://app.example.com')"
+out=$(s3c info s3://s3cmd-bkt/a.bin) || fail "s3cmd info (object): $out"
+out=$(s3c delcors s3://s3cmd-bkt) || fail "s3cmd delcors: $out"
 out=$(s3c del --recursive --force s3://s3cmd-bkt/) || fail "s3cmd del: $out"
 out=$(s3c rb s3://s3cmd-bkt) || fail "s3cmd rb: $out"
 check "s3cmd ls after rb" 0 "$(s3c ls | grep -c 's3cmd-bkt' || true)"
@@ -113,5 +124,88 @@ EOF
 ) || fail "boto3: $out"
 check "boto3" "boto3 ok" "$(echo "$out" | tail -1)"
 echo "boto3: ok (${SECONDS}s)"
+
+# --- boto3 in a browser's place: CORS set with put_bucket_cors, the
+# preflight and form uploads sent with requests (a dependency of Debian's
+# python3-boto3), the forms from generate_presigned_post. At its defaults
+# Debian's botocore (1.29) signs presigned POSTs with SigV2, which AWS has
+# deprecated and fedgate refuses (InvalidRequest, with a hint); with
+# signature_version s3v4, as AWS's documentation sets it, the form is SigV4.
+out=$(AWS_ACCESS_KEY_ID=$AK AWS_SECRET_ACCESS_KEY=$SK AWS_DEFAULT_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null \
+  AWS_SHARED_CREDENTIALS_FILE=/dev/null EP=$EP "$PY" - <<'EOF' 2>&1
+import json, os, urllib.parse, boto3, requests
+from botocore.config import Config
+ep = os.environ["EP"]
+s3 = boto3.client("s3", endpoint_url=ep, config=Config(signature_version="s3v4"))
+s3.create_bucket(Bucket="forms")
+origin = "https://app.example.com"
+s3.put_bucket_cors(Bucket="forms", CORSConfiguration={"CORSRules": [
+    {"AllowedOrigins": ["https://*.example.com"], "AllowedMethods": ["GET", "POST"], "AllowedHeaders": ["*"],
+     "ExposeHeaders": ["ETag"], "MaxAgeSeconds": 60}]})
+rules = s3.get_bucket_cors(Bucket="forms")["CORSRules"]
+assert rules[0]["AllowedOrigins"] == ["https://*.example.com"] and rules[0]["MaxAgeSeconds"] == 60, rules
+r = requests.options(f"{ep}/forms", headers={"Origin": origin, "Access-Control-Request-Method": "POST",
+                                             "Access-Control-Request-Headers": "content-type"})
+assert r.status_code == 200 and r.headers["Access-Control-Allow-Origin"] == origin, (r.status_code, r.headers, r.text)
+assert r.headers["Access-Control-Allow-Methods"] == "GET, POST", r.headers
+r = requests.options(f"{ep}/forms", headers={"Origin": "https://evil.test", "Access-Control-Request-Method": "POST"})
+assert r.status_code == 403 and "<Code>AccessForbidden</Code>" in r.text, (r.status_code, r.text)
+
+def post(p, data, extra=None, **kw):
+    fields = dict(p["fields"], **(extra or {}))
+    return requests.post(p["url"], data=fields, files={"file": ("hello.txt", data)}, headers={"Origin": origin}, **kw)
+
+def code(r):
+    return r.text.split("<Code>")[1].split("</Code>")[0] if "<Code>" in r.text else r.status_code
+
+rng = ["content-length-range", 1, 2 * 1024 * 1024]
+p = boto3.client("s3", endpoint_url=ep).generate_presigned_post("forms", "up/${filename}", Conditions=[rng])
+if "signature" in p["fields"]:  # SigV2
+    r = post(p, b"x")
+    assert code(r) == "InvalidRequest" and "s3v4" in r.text, r.text
+p = s3.generate_presigned_post("forms", "up/${filename}", Conditions=[rng])
+assert "x-amz-signature" in p["fields"] and p["fields"]["x-amz-algorithm"] == "AWS4-HMAC-SHA256", p["fields"]
+r = post(p, b"hello form")
+assert r.status_code == 204 and r.headers["Access-Control-Allow-Origin"] == origin and r.headers["ETag"], (r.status_code, r.headers, r.text)
+assert s3.get_object(Bucket="forms", Key="up/hello.txt")["Body"].read() == b"hello form"
+p = s3.generate_presigned_post("forms", "up/201.txt", Fields={"success_action_status": "201", "Content-Type": "text/plain"},
+                               Conditions=[{"success_action_status": "201"}, {"Content-Type": "text/plain"}, rng])
+r = post(p, b"x")
+assert r.status_code == 201 and "<Key>up/201.txt</Key>" in r.text, (r.status_code, r.text)
+assert s3.head_object(Bucket="forms", Key="up/201.txt")["ContentType"] == "text/plain"
+p = s3.generate_presigned_post("forms", "up/r.txt", Fields={"success_action_redirect": origin + "/done"},
+                               Conditions=[{"success_action_redirect": origin + "/done"}, rng])
+r = post(p, b"x", allow_redirects=False)
+q = urllib.parse.parse_qs(urllib.parse.urlparse(r.headers.get("Location", "")).query)
+assert r.status_code == 303 and q["bucket"] == ["forms"] and q["key"] == ["up/r.txt"] and q["etag"][0].startswith('"'), (r.status_code, r.headers)
+
+p = s3.generate_presigned_post("forms", "up/${filename}", Conditions=[rng])
+assert code(post(p, b"x", {"key": "other/x"})) == "AccessDenied"
+assert code(post(p, b"x" * (3 * 1024 * 1024))) == "EntityTooLarge"
+assert code(post(p, b"")) == "EntityTooSmall"
+r = post(p, b"x", {"x-amz-meta-extra": "1"})
+assert code(r) == "AccessDenied" and "Extra input fields: x-amz-meta-extra" in r.text, r.text
+assert code(post(p, b"x", {"x-amz-signature": "0" * 64})) == "SignatureDoesNotMatch"
+r = post(s3.generate_presigned_post("forms", "up/late", Conditions=[rng], ExpiresIn=-60), b"x")
+assert code(r) == "AccessDenied" and "Policy expired" in r.text, r.text
+for k in ["other/x", "up/late"]:
+    assert s3.list_objects_v2(Bucket="forms", Prefix=k)["KeyCount"] == 0, k
+
+def anon():
+    return requests.post(f"{ep}/forms", data={"key": "drop/${filename}"}, files={"file": ("anon.txt", b"anon")})
+assert code(anon()) == "AccessDenied"
+s3.put_bucket_policy(Bucket="forms", Policy=json.dumps({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Principal": "*", "Action": "s3:PutObject", "Resource": "arn:aws:s3:::forms/drop/*"}]}))
+r = anon()
+assert r.status_code == 204, (r.status_code, r.text)
+assert s3.get_object(Bucket="forms", Key="drop/anon.txt")["Body"].read() == b"anon"
+s3.delete_bucket_cors(Bucket="forms")
+r = requests.options(f"{ep}/forms", headers={"Origin": origin, "Access-Control-Request-Method": "POST"})
+assert r.status_code == 403 and "CORS is not enabled" in r.text, r.text
+print("boto3 forms ok")
+EOF
+) || fail "boto3 presigned POST and CORS: $out"
+check "boto3 forms" "boto3 forms ok" "$(echo "$out" | tail -1)"
+echo "boto3 presigned POST and CORS: ok (${SECONDS}s)"
 
 echo "PASS: s3cmd, rclone and boto3 at their defaults ($pass checks)"

@@ -17,7 +17,7 @@ const (
 	CodeAccessDenied                         = "AccessDenied"
 	CodeAuthorizationHeaderMalformed         = "AuthorizationHeaderMalformed"
 	CodeAuthorizationQueryParametersError    = "AuthorizationQueryParametersError"
-	CodeBadRequest                           = "BadRequest"
+	CodeBadRequest                           = "BadRequest" // too many tags; a CORS preflight without Origin or Access-Control-Request-Method
 	CodeBadDigest                            = "BadDigest"
 	CodeBucketAlreadyExists                  = "BucketAlreadyExists"
 	CodeBucketAlreadyOwnedByYou              = "BucketAlreadyOwnedByYou"
@@ -43,6 +43,7 @@ const (
 	CodeKeyTooLongError                      = "KeyTooLongError"
 	CodeMalformedTrailerError                = "MalformedTrailerError"
 	CodeMalformedXML                         = "MalformedXML"
+	CodeMaxPostPreDataLengthExceeded         = "MaxPostPreDataLengthExceeded"
 	CodeMetadataTooLarge                     = "MetadataTooLarge"
 	CodeMethodNotAllowed                     = "MethodNotAllowed"
 	CodeMissingContentLength                 = "MissingContentLength"
@@ -114,6 +115,7 @@ var table = map[string]row{
 	CodeKeyTooLongError:                      {http.StatusBadRequest, "Your key is too long"},
 	CodeMalformedTrailerError:                {http.StatusBadRequest, "The request contained trailing data that was not well-formed or did not conform to our published schema."},
 	CodeMalformedXML:                         {http.StatusBadRequest, "The XML you provided was not well-formed or did not validate against our published schema"},
+	CodeMaxPostPreDataLengthExceeded:         {http.StatusBadRequest, "Your POST request fields preceding the upload file were too large."},
 	CodeMetadataTooLarge:                     {http.StatusBadRequest, "Your metadata headers exceed the maximum allowed metadata size."},
 	CodeMethodNotAllowed:                     {http.StatusMethodNotAllowed, "The specified method is not allowed against this resource."},
 	CodeMissingContentLength:                 {http.StatusLengthRequired, "You must provide the Content-Length HTTP header."},
