@@ -205,20 +205,29 @@ func (s *Server) postObject(q *request) error {
 // form without a policy or signature is anonymous. It returns the parsed
 // policy (nil for an anonymous form).
 func (s *Server) authenticatePost(q *request, form *postForm) (*postPolicy, error) {
+	f := form.fields
+	var ak string
+	var err error
 	switch {
 	case form.has("awsaccesskeyid") || form.has("signature"):
-		return nil, s3err.New(s3err.CodeInvalidRequest, "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256. (This form is signed with SigV2: its AWSAccessKeyId and signature fields. Older botocore and boto3 sign presigned POSTs so unless the client is made with Config(signature_version=\"s3v4\").)")
+		// SigV2, as boto3 signs presigned POSTs at its defaults.
+		for _, name := range []string{"policy", "awsaccesskeyid", "signature"} {
+			if !form.has(name) {
+				return nil, missingField(name)
+			}
+		}
+		ak, err = s.verifier.VerifyPostV2(f["awsaccesskeyid"], f["policy"], f["signature"])
 	case !form.has("policy") && !form.has("x-amz-signature") && !form.has("x-amz-credential"):
 		return nil, nil
-	}
-	for _, name := range []string{"policy", "x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature"} {
-		if !form.has(name) {
-			return nil, missingField(name)
+	default:
+		for _, name := range []string{"policy", "x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature"} {
+			if !form.has(name) {
+				return nil, missingField(name)
+			}
 		}
+		ak, err = s.verifier.VerifyPost(sigv4.PostForm{Algorithm: f["x-amz-algorithm"], Credential: f["x-amz-credential"],
+			Date: f["x-amz-date"], Policy: f["policy"], Signature: f["x-amz-signature"]})
 	}
-	f := form.fields
-	ak, err := s.verifier.VerifyPost(sigv4.PostForm{Algorithm: f["x-amz-algorithm"], Credential: f["x-amz-credential"],
-		Date: f["x-amz-date"], Policy: f["policy"], Signature: f["x-amz-signature"]})
 	if err != nil {
 		return nil, err
 	}
@@ -485,7 +494,7 @@ func policyInt(v json.RawMessage, out *int64) bool {
 // postExempt reports the fields S3 does not ask a policy to name.
 func postExempt(name string) bool {
 	switch name {
-	case "file", "policy", "x-amz-signature":
+	case "file", "policy", "x-amz-signature", "signature", "awsaccesskeyid":
 		return true
 	}
 	return strings.HasPrefix(name, "x-ignore-")

@@ -231,8 +231,13 @@ func TestPostObjectRefused(t *testing.T) {
 	wantPostErr(t, resp, body, 400, "InvalidArgument", "POST requires exactly one file upload per request.")
 	resp, body = e.postForm("/up", form("user/x", append(rootPost(conds...), field{"x-ignore-pad", strings.Repeat("p", 21<<10)})), "f", strings.NewReader("abc"))
 	wantPostErr(t, resp, body, 400, "MaxPostPreDataLengthExceeded", "")
+	// SigV2 forms (boto3's presigned POST at its defaults) are checked too.
 	resp, body = e.postForm("/up", form("user/x", []field{{"AWSAccessKeyId", "AK"}, {"policy", "e30="}, {"signature", "sig"}}), "f", strings.NewReader("abc"))
-	wantPostErr(t, resp, body, 400, "InvalidRequest", "AWS4-HMAC-SHA256")
+	wantPostErr(t, resp, body, 403, "InvalidAccessKeyId", "")
+	resp, body = e.postForm("/up", form("user/x", []field{{"AWSAccessKeyId", gatewaytest.RootAccessKey}, {"policy", "e30="}, {"signature", "sig"}}), "f", strings.NewReader("abc"))
+	wantPostErr(t, resp, body, 403, "SignatureDoesNotMatch", "")
+	resp, body = e.postForm("/up", form("user/x", []field{{"AWSAccessKeyId", gatewaytest.RootAccessKey}, {"policy", "e30="}}), "f", strings.NewReader("abc"))
+	wantPostErr(t, resp, body, 400, "InvalidArgument", "Bucket POST must contain a field named 'signature'")
 	resp, body = e.postForm("/nosuch", form("k", rootPost(map[string]string{"bucket": "nosuch"}, map[string]string{"key": "k"})), "f", strings.NewReader("abc"))
 	wantPostErr(t, resp, body, 404, "NoSuchBucket", "")
 	for _, k := range []string{"user/x", "other/x", "user/ok"} {

@@ -103,6 +103,9 @@ func New(cfg Config) (*Server, error) {
 		Service: "s3",
 		Lookup:  cfg.Backend.Users().SecretFor,
 		Now:     cfg.Now,
+		VirtualHost: func(host string) (string, bool) {
+			return VirtualHostBucket(host, cfg.Domain)
+		},
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])

@@ -43,6 +43,9 @@ type Verifier struct {
 	MaxSkew time.Duration
 	// MaxPresignExpiry caps X-Amz-Expires; default and upper bound 7 days.
 	MaxPresignExpiry time.Duration
+	// VirtualHost, when set, names the bucket of a virtual-hosted-style
+	// Host header: a SigV2 presigned URL's canonical resource starts with it.
+	VirtualHost func(host string) (bucket string, ok bool)
 
 	keys keyCache
 }
@@ -102,7 +105,7 @@ func (v *Verifier) maxPresignExpiry() time.Duration {
 //   - AuthorizationHeaderMalformed / AuthorizationQueryParametersError: a
 //     malformed header or presign parameters, or a scope for another
 //     region or service;
-//   - InvalidRequest: SigV2 or SigV4A, or no x-amz-content-sha256;
+//   - InvalidRequest: a SigV2 header or SigV4A, or no x-amz-content-sha256;
 //   - InvalidArgument: two auth mechanisms, or a bad x-amz-content-sha256;
 //   - InvalidAccessKeyId: Lookup does not know the access key;
 //   - RequestTimeTooSkewed: the request time is more than MaxSkew from Now;
@@ -122,7 +125,7 @@ func (v *Verifier) Verify(r *http.Request) (Result, error) {
 	case presign:
 		return v.verifyPresign(r)
 	case v2presign:
-		return Result{}, s3err.New(s3err.CodeInvalidRequest, "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.")
+		return v.verifyPresignV2(r)
 	}
 	return anonymous(r)
 }

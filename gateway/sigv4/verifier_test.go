@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -263,6 +264,44 @@ func TestVerifyAnonymous(t *testing.T) {
 	}
 	r = toServer(t, newRequest(t, http.MethodGet, "k", "AWSAccessKeyId=AK&Signature=x&Expires=1", nil))
 	_, err = newVerifier(testTime).Verify(r)
+	wantCode(t, err, s3err.CodeAccessDenied) // a SigV2 presigned URL, expired
+}
+
+// TestVerifyPresignV2 checks AWS's documented SigV2 query-string example
+// (the S3 developer guide, "Query string request authentication").
+func TestVerifyPresignV2(t *testing.T) {
+	const secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+	v := &Verifier{Region: "us-east-1", Lookup: func(ak string) (string, bool) { return secret, ak == "AKIAIOSFODNN7EXAMPLE" },
+		Now: func() time.Time { return time.Unix(1175139620-600, 0) }}
+	target := "/johnsmith/photos/puppy.jpg?AWSAccessKeyId=AKIAIOSFODNN7EXAMPLE&Expires=1175139620&Signature=NpgCjnDzrM%2BWFzoENXmpNDUsSn8%3D"
+	r := httptest.NewRequest(http.MethodGet, target, nil)
+	res, err := v.Verify(r)
+	if err != nil || res.AccessKey != "AKIAIOSFODNN7EXAMPLE" || !res.Presigned {
+		t.Fatalf("AWS's example: %+v, %v", res, err)
+	}
+	// The same URL for virtual-hosted style names the bucket in Host.
+	v.VirtualHost = func(host string) (string, bool) {
+		return "johnsmith", host == "johnsmith.s3.example.test"
+	}
+	r = httptest.NewRequest(http.MethodGet, strings.TrimPrefix(target, "/johnsmith"), nil)
+	r.Host = "johnsmith.s3.example.test"
+	if _, err := v.Verify(r); err != nil {
+		t.Fatalf("virtual-hosted: %v", err)
+	}
+	for _, bad := range []string{
+		strings.Replace(target, "puppy", "kitty", 1),
+		strings.Replace(target, "Expires=1175139620", "Expires=1175139621", 1),
+	} {
+		_, err := v.Verify(httptest.NewRequest(http.MethodGet, bad, nil))
+		wantCode(t, err, s3err.CodeSignatureDoesNotMatch)
+	}
+	v.Now = func() time.Time { return time.Unix(1175139621, 0) }
+	_, err = v.Verify(httptest.NewRequest(http.MethodGet, target, nil))
+	wantCode(t, err, s3err.CodeAccessDenied)
+	// SigV2 in the Authorization header stays refused.
+	r = httptest.NewRequest(http.MethodGet, "/b/k", nil)
+	r.Header.Set("Authorization", "AWS AKIAIOSFODNN7EXAMPLE:sig")
+	_, err = v.Verify(r)
 	wantCode(t, err, s3err.CodeInvalidRequest)
 }
 
