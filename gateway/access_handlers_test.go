@@ -289,3 +289,27 @@ func TestPublicAccessBlock(t *testing.T) {
 		t.Errorf("anonymous GET after the default is lifted = %d", code)
 	}
 }
+
+// A user allowed to write objects may send the ACLs tools send by default,
+// but granting to others needs s3:PutObjectAcl too.
+func TestWriterACLNeedsPutObjectAcl(t *testing.T) {
+	e := newEnv(t)
+	e.bucket("datasets")
+	e.grant("datasets", "write")
+	_, err := e.user.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("datasets"), Key: aws.String("a"), Body: strings.NewReader("a"), ACL: types.ObjectCannedACLPrivate})
+	noErr(t, err)
+	_, err = e.user.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("datasets"), Key: aws.String("b"), Body: strings.NewReader("b"), ACL: types.ObjectCannedACLBucketOwnerFullControl})
+	noErr(t, err)
+	_, err = e.user.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("datasets"), Key: aws.String("c"), Body: strings.NewReader("c"), ACL: types.ObjectCannedACLPublicRead})
+	wantErr(t, err, "AccessDenied", 403)
+	if _, _, ok := e.fake.Object("datasets", "c"); ok {
+		t.Error("a refused public-read PUT stored the object")
+	}
+	noErr(t, e.putPolicy("datasets", `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::000000000000:user/alice"},
+		"Action":"s3:PutObjectAcl","Resource":"arn:aws:s3:::datasets/*"}]}`))
+	_, err = e.user.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("datasets"), Key: aws.String("c"), Body: strings.NewReader("c"), ACL: types.ObjectCannedACLPublicRead})
+	noErr(t, err)
+	if code, _ := e.anon("GET", "/datasets/c", nil); code != 200 {
+		t.Errorf("anonymous GET of alice's public-read object = %d", code)
+	}
+}

@@ -410,6 +410,14 @@ func (s *Server) objectACLFrom(q *request, b backend.Bucket) (string, error) {
 	if err != nil || !ok {
 		return "", err
 	}
+	// An ACL that grants to anyone but the owner needs s3:PutObjectAcl
+	// as well as the write (as in S3); "private" and the bucket-owner
+	// ACLs that tools send by default need only the write.
+	if a.GrantsBeyondOwner() {
+		if v := s.decide(q, b, "s3:PutObjectAcl", q.key); v != vAllow {
+			return "", s.denied(q, b, "s3:PutObjectAcl", v)
+		}
+	}
 	return a.Encode(), nil
 }
 

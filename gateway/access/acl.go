@@ -225,6 +225,17 @@ func (a ACL) Permits(p Principal, perm string, ignorePublic bool) bool {
 	return false
 }
 
+// GrantsBeyondOwner reports whether a grants anything to a grantee other
+// than its owner.
+func (a ACL) GrantsBeyondOwner() bool {
+	for _, g := range a.Grants {
+		if g.Type != TypeCanonicalUser || g.ID != a.Owner {
+			return true
+		}
+	}
+	return false
+}
+
 // Public reports whether a grants anything to AllUsers or
 // AuthenticatedUsers (S3's test for BlockPublicAcls and policy status).
 func (a ACL) Public() bool {
