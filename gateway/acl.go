@@ -46,7 +46,7 @@ func (s *Server) routeAccess(m string, has func(string) bool, bucket, key string
 		case http.MethodPut:
 			return "PutBucketPolicy", s.putBucketPolicy
 		case http.MethodDelete:
-			return "DeleteBucketPolicy", s.deleteBucketPolicy
+			return "DeleteBucketPolicy", s.deleteConfig(backend.ConfPolicy)
 		}
 	case has("requestPayment") && m == http.MethodGet:
 		return "GetBucketRequestPayment", s.getBucketRequestPayment
@@ -59,13 +59,30 @@ func (s *Server) routeAccess(m string, has func(string) bool, bucket, key string
 		case http.MethodPut:
 			return "PutPublicAccessBlock", s.putPublicAccessBlock
 		case http.MethodDelete:
-			return "DeletePublicAccessBlock", s.deletePublicAccessBlock
+			return "DeletePublicAccessBlock", s.deleteConfig(backend.ConfPublicAccess)
 		}
 	default:
 		return "", nil
 	}
 	return "Unsupported", func(*request) error {
 		return s3err.New(s3err.CodeMethodNotAllowed, "The specified method is not allowed against this resource.")
+	}
+}
+
+// deleteConfig is the handler of DeleteBucketPolicy, DeletePublicAccessBlock,
+// DeleteBucketTagging and DeleteBucketCors: it removes one configuration
+// of the bucket (204 also when there was none, as in S3).
+func (s *Server) deleteConfig(kind string) handlerFunc {
+	return func(q *request) error {
+		b, err := s.bucketFor(q)
+		if err != nil {
+			return err
+		}
+		if err := b.SetConfig(q.r.Context(), kind, ""); err != nil {
+			return err
+		}
+		q.w.WriteHeader(http.StatusNoContent)
+		return nil
 	}
 }
 
@@ -136,16 +153,7 @@ func (s *Server) putBucketACL(q *request) error {
 }
 
 func (s *Server) getObjectACL(q *request) error {
-	b, check, err := s.objectFor(q)
-	if err != nil {
-		return err
-	}
-	info, err := b.Stat(q.r.Context(), q.key)
-	if check != nil {
-		if err := check(info, err); err != nil {
-			return err
-		}
-	}
+	b, info, err := s.statObject(q)
 	if err != nil {
 		return err
 	}
@@ -154,16 +162,7 @@ func (s *Server) getObjectACL(q *request) error {
 }
 
 func (s *Server) putObjectACL(q *request) error {
-	b, check, err := s.objectFor(q)
-	if err != nil {
-		return err
-	}
-	info, err := b.Stat(q.r.Context(), q.key)
-	if check != nil {
-		if err := check(info, err); err != nil {
-			return err
-		}
-	}
+	b, info, err := s.statObject(q)
 	if err != nil {
 		return err
 	}
@@ -276,18 +275,6 @@ func (s *Server) putBucketPolicy(q *request) error {
 	return nil
 }
 
-func (s *Server) deleteBucketPolicy(q *request) error {
-	b, err := s.bucketFor(q)
-	if err != nil {
-		return err
-	}
-	if err := b.SetConfig(q.r.Context(), backend.ConfPolicy, ""); err != nil {
-		return err
-	}
-	q.w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
 type policyStatus struct {
 	XMLName  struct{} `xml:"PolicyStatus"`
 	Xmlns    string   `xml:"xmlns,attr"`
@@ -343,18 +330,6 @@ func (s *Server) putPublicAccessBlock(q *request) error {
 		return err
 	}
 	q.w.WriteHeader(http.StatusOK)
-	return nil
-}
-
-func (s *Server) deletePublicAccessBlock(q *request) error {
-	b, err := s.bucketFor(q)
-	if err != nil {
-		return err
-	}
-	if err := b.SetConfig(q.r.Context(), backend.ConfPublicAccess, ""); err != nil {
-		return err
-	}
-	q.w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 

@@ -86,16 +86,7 @@ func (s *Server) getObjectAttributes(q *request) error {
 	if err != nil {
 		return err
 	}
-	b, check, err := s.objectFor(q)
-	if err != nil {
-		return err
-	}
-	info, err := b.Stat(q.r.Context(), q.key)
-	if check != nil {
-		if err := check(info, err); err != nil {
-			return err
-		}
-	}
+	_, info, err := s.statObject(q)
 	if err != nil {
 		return err
 	}

@@ -368,6 +368,26 @@ func (s *Server) objectNamed(q *request, name, key, action string) (backend.Buck
 	}
 }
 
+// statObject authorizes the request's action on its object and returns the
+// object's info: objectFor, the Stat, the object ACL check, and a missing
+// key hidden from a caller who may not list the bucket.
+func (s *Server) statObject(q *request) (backend.Bucket, store.ObjectInfo, error) {
+	b, check, err := s.objectFor(q)
+	if err != nil {
+		return nil, store.ObjectInfo{}, err
+	}
+	info, err := b.Stat(q.r.Context(), q.key)
+	if check != nil {
+		if err := check(info, err); err != nil {
+			return nil, store.ObjectInfo{}, err
+		}
+	}
+	if err != nil {
+		return nil, store.ObjectInfo{}, s.hideMissing(q, b, err)
+	}
+	return b, info, nil
+}
+
 // hideMissing turns a missing object into AccessDenied for a caller who
 // may not list the bucket, as S3 does: only a caller allowed
 // s3:ListBucket learns that a key does not exist.

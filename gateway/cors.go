@@ -42,7 +42,7 @@ func (s *Server) routeBrowser(r *http.Request, q url.Values, bucket, key string)
 	case key == "" && m == http.MethodPut:
 		return "PutBucketCors", s.putBucketCORS
 	case key == "" && m == http.MethodDelete:
-		return "DeleteBucketCors", s.deleteBucketCORS
+		return "DeleteBucketCors", s.deleteConfig(backend.ConfCORS)
 	}
 	return "Unsupported", func(*request) error { return errMethodNotAllowed }
 }
@@ -385,18 +385,6 @@ func (s *Server) putBucketCORS(q *request) error {
 		return err
 	}
 	q.w.WriteHeader(http.StatusOK)
-	return nil
-}
-
-func (s *Server) deleteBucketCORS(q *request) error {
-	b, err := s.bucketFor(q)
-	if err != nil {
-		return err
-	}
-	if err := b.SetConfig(q.r.Context(), backend.ConfCORS, ""); err != nil {
-		return err
-	}
-	q.w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 

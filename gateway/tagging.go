@@ -70,7 +70,7 @@ func (s *Server) routeTagging(m string, has func(string) bool, bucket, key strin
 	case key == "" && m == http.MethodPut:
 		return "PutBucketTagging", s.putBucketTagging
 	case key == "" && m == http.MethodDelete:
-		return "DeleteBucketTagging", s.deleteBucketTagging
+		return "DeleteBucketTagging", s.deleteConfig(backend.ConfTagging)
 	}
 	return "Unsupported", func(*request) error {
 		return s3err.New(s3err.CodeMethodNotAllowed, "The specified method is not allowed against this resource.")
@@ -267,11 +267,7 @@ func (q *request) readTagging(max int) ([]tag, error) {
 }
 
 func (s *Server) getObjectTagging(q *request) error {
-	b, err := s.bucketFor(q)
-	if err != nil {
-		return err
-	}
-	info, err := b.Stat(q.r.Context(), q.key)
+	_, info, err := s.statObject(q)
 	if err != nil {
 		return err
 	}
@@ -303,11 +299,7 @@ func (s *Server) putObjectTagging(q *request) error {
 }
 
 func (s *Server) deleteObjectTagging(q *request) error {
-	b, err := s.bucketFor(q)
-	if err != nil {
-		return err
-	}
-	info, err := b.Stat(q.r.Context(), q.key)
+	b, info, err := s.statObject(q)
 	if err != nil {
 		return err
 	}
@@ -373,18 +365,6 @@ func (s *Server) putBucketTagging(q *request) error {
 		doc = sb.String()
 	}
 	if err := b.SetConfig(q.r.Context(), backend.ConfTagging, doc); err != nil {
-		return err
-	}
-	q.w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-func (s *Server) deleteBucketTagging(q *request) error {
-	b, err := s.bucketFor(q)
-	if err != nil {
-		return err
-	}
-	if err := b.SetConfig(q.r.Context(), backend.ConfTagging, ""); err != nil {
 		return err
 	}
 	q.w.WriteHeader(http.StatusNoContent)
