@@ -36,6 +36,8 @@ require (
 	google.golang.org/api v0.316.0
 )
 
+require github.com/google/btree v1.1.3
+
 require (
 	cel.dev/expr v0.25.3 // indirect
 	cloud.google.com/go v0.123.0 // indirect

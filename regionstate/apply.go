@@ -149,9 +149,10 @@ func (c *CreateBucket) apply(b *batch) error {
 	bk.Created = b.stamp(bk.Created)
 	b.buckets()[bk.Name] = bk
 	b.put(tBucket, bk.Name, mustJSON(bk))
-	// A configuration left by an earlier bucket of this name (one set
-	// while it was being deleted) must not apply to the new one.
+	// A configuration or versions left by an earlier bucket of this name
+	// (set while it was being deleted) must not apply to the new one.
 	b.clearBucketConfig(bk.Name)
+	b.dropBucketVersions(bk.Name)
 	return nil
 }
 
@@ -172,6 +173,7 @@ func (c *DeleteBucket) apply(b *batch) error {
 		b.setGrant(user, c.Name, 0)
 	}
 	b.clearBucketConfig(c.Name)
+	b.dropBucketVersions(c.Name)
 	return nil
 }
 

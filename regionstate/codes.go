@@ -31,6 +31,7 @@ const (
 	CodeClosed           = "closed"
 	CodeCanceled         = "canceled"
 	CodeDeadlineExceeded = "deadline_exceeded"
+	CodeNoSuchVersion    = "no_such_version"
 	// CodeInternal is any other error (a disk or network failure).
 	CodeInternal = "internal"
 )
@@ -50,6 +51,7 @@ var codes = []struct {
 	{CodeRootUser, ErrRootUser},
 	{CodeUploadExists, ErrUploadExists},
 	{CodeNoSuchUpload, ErrNoSuchUpload},
+	{CodeNoSuchVersion, ErrNoSuchVersion},
 	{CodeStalePolicy, ErrStalePolicy},
 	{CodeSuperseded, ErrSuperseded},
 	{CodeDrainClaimed, ErrDrainClaimed},

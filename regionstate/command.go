@@ -55,6 +55,11 @@ const (
 	// TypeSetBucketConfig is not ignorable: a node that skipped a bucket
 	// policy or ACL would not enforce it.
 	TypeSetBucketConfig CommandType = 26
+	// The version index (versions.go) is not ignorable: a node that
+	// skipped it would serve other versions than its region.
+	TypePutVersion            CommandType = 27
+	TypeDeleteVersion         CommandType = 28
+	TypeCollectVersionGarbage CommandType = 29
 )
 
 // Command is a typed FSM command. Type must return a constant.
@@ -116,6 +121,9 @@ var commands = [IgnoreUnknown]commandDef{
 	TypeSetRegionID &^ IgnoreUnknown: def[SetRegionID]("SetRegionID"),
 	TypeClaimUpload &^ IgnoreUnknown: def[ClaimUpload]("ClaimUpload"),
 	TypeSetBucketConfig:              def[SetBucketConfig]("SetBucketConfig"),
+	TypePutVersion:                   def[PutVersion]("PutVersion"),
+	TypeDeleteVersion:                def[DeleteVersion]("DeleteVersion"),
+	TypeCollectVersionGarbage:        def[CollectVersionGarbage]("CollectVersionGarbage"),
 }
 
 // Encode returns the log entry for cmd: its type byte and JSON body.
@@ -309,10 +317,13 @@ const (
 	BucketConfPublicAccess = "public-access-block"
 	BucketConfTagging      = "tagging"
 	BucketConfCORS         = "cors"
+	// BucketConfVersioning is "Enabled" or "Suspended" (absent: never
+	// versioned).
+	BucketConfVersioning = "versioning"
 )
 
 // BucketConfigKinds are the kinds SetBucketConfig accepts.
-var BucketConfigKinds = []string{BucketConfPolicy, BucketConfACL, BucketConfPublicAccess, BucketConfTagging, BucketConfCORS}
+var BucketConfigKinds = []string{BucketConfPolicy, BucketConfACL, BucketConfPublicAccess, BucketConfTagging, BucketConfCORS, BucketConfVersioning}
 
 // MaxBucketConfig bounds one configuration document (S3's bucket policy
 // limit is 20 KiB; a CORS configuration of 100 rules fits too).

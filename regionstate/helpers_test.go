@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -128,6 +130,13 @@ func sample(i int) []Command {
 		AddEgress{Rows: []EgressRow{{Hour: 490000 + int64(i), Src: "aws:us-east-1", Dst: "gcp:us-central1", Bucket: s("data%d"), Store: "s3", Direction: "read", Bytes: 11}}},
 		SetBucketConfig{Bucket: s("data%d"), Kind: BucketConfPolicy, Value: s(`{"Version":"2012-10-17","Statement":[] %d}`)},
 		SetBucketConfig{Bucket: "imagenet", Kind: BucketConfACL, Value: "public-read"},
+		SetBucketConfig{Bucket: s("data%d"), Kind: BucketConfVersioning, Value: "Enabled"},
+		PutVersion{Version: ObjectVersion{Bucket: s("data%d"), Key: "ckpt/latest.pt", ID: s("v1-%d"), Store: "posix", StoreKey: s("v/ckpt/latest.pt/v1-%d"), Size: 3, ETag: "e1"}},
+		PutVersion{Version: ObjectVersion{Bucket: s("data%d"), Key: "ckpt/latest.pt", ID: s("v2-%d"), Store: "posix", StoreKey: s("v/ckpt/latest.pt/v2-%d"), Size: 4, ETag: "e2",
+			Meta: ObjectMeta{User: map[string]string{"step": "200"}}}},
+		PutVersion{Version: ObjectVersion{Bucket: s("data%d"), Key: "ckpt/old.pt", ID: s("v3-%d"), Store: "posix", StoreKey: s("v/ckpt/old.pt/v3-%d"), Size: 1}},
+		DeleteVersion{Bucket: s("data%d"), Key: "ckpt/old.pt", ID: s("v3-%d")},
+		PutVersion{Version: ObjectVersion{Bucket: s("data%d"), Key: "ckpt/gone.pt", ID: s("dm-%d"), DeleteMarker: true}},
 	}
 }
 
@@ -144,6 +153,8 @@ type dump struct {
 	Jobs     []PreloadJob
 	Egress   []EgressRow
 	BConf    map[string]map[string]string
+	Versions []ObjectVersion
+	Garbage  []VersionGarbage
 }
 
 func dumpState(s *State) dump {
@@ -161,6 +172,11 @@ func dumpState(s *State) dump {
 	d.Journal, d.Pins, d.Jobs = s.Journal("", ""), s.Pins(), s.Jobs()
 	d.Egress = s.Egress(0, 1<<40)
 	d.BConf = s.BucketConfigs()
+	for _, b := range d.Buckets {
+		s.ListVersions(b.Name, "", "", 0, func(v ObjectVersion) bool { d.Versions = append(d.Versions, v); return true })
+	}
+	d.Garbage = s.PendingVersionGarbage()
+	slices.SortFunc(d.Garbage, func(a, b VersionGarbage) int { return strings.Compare(a.key(), b.key()) })
 	return d
 }
 

@@ -37,8 +37,14 @@ const (
 	// ignorable: a node that skipped them would not enforce a bucket's
 	// policy.
 	tBucketConf table = 13
+	// tVersion holds the versions of versioned buckets: key bucket NUL key
+	// NUL uint64 big-endian Seq, JSON ObjectVersion.
+	tVersion table = 14
+	// tVersionGarbage holds version bytes to delete: key store NUL store
+	// key, JSON VersionGarbage.
+	tVersionGarbage table = 15
 
-	tLast = tBucketConf // the highest tag in use
+	tLast = tVersionGarbage // the highest tag in use
 
 	tagIgnorable table = 0x80
 )
@@ -59,7 +65,9 @@ var tableNames = map[table][]byte{
 	tJob:     []byte("jobs"),
 	tEgress:  []byte("egress"),
 
-	tBucketConf: []byte("bucketconf"),
+	tBucketConf:     []byte("bucketconf"),
+	tVersion:        []byte("versions"),
+	tVersionGarbage: []byte("versiongarbage"),
 }
 
 var (
@@ -149,6 +157,16 @@ func (c *catalog) load(t table, key, val []byte) (bool, error) {
 		if err = json.Unmarshal(val, &j); err == nil {
 			c.jobs[j.ID] = j
 		}
+	case tVersion:
+		var v ObjectVersion
+		if err = json.Unmarshal(val, &v); err == nil {
+			c.versions.add(v)
+		}
+	case tVersionGarbage:
+		var g VersionGarbage
+		if err = json.Unmarshal(val, &g); err == nil {
+			c.versions.garbage[g.key()] = g
+		}
 	case tBucketConf:
 		bucket, kind, ok := strings.Cut(string(key), "\x00")
 		if !ok {
@@ -185,7 +203,11 @@ type fsmSnapshot struct {
 	uploads []*uploadRec    // sorted by id
 	journal []*JournalEntry // sorted by bucket, key
 	egress  []EgressRow     // sorted by key
-	applied uint64
+	// versions are every object version in record-key order, garbage
+	// by key.
+	versions []ObjectVersion
+	garbage  []VersionGarbage
+	applied  uint64
 }
 
 func capture(c *catalog, applied uint64) *fsmSnapshot {
@@ -218,7 +240,21 @@ func capture(c *catalog, applied uint64) *fsmSnapshot {
 	}
 	et.mu.RUnlock()
 	slices.SortFunc(egress, func(a, b EgressRow) int { return strings.Compare(a.key(), b.key()) })
-	return &fsmSnapshot{cat: c, uploads: ups, journal: entries, egress: egress, applied: applied}
+	vt := c.versions
+	vt.mu.RLock()
+	var versions []ObjectVersion
+	for _, bucket := range slices.Sorted(maps.Keys(vt.buckets)) {
+		vt.buckets[bucket].Ascend(func(vk *versionedKey) bool {
+			for _, v := range vk.versions {
+				versions = append(versions, v.clone())
+			}
+			return true
+		})
+	}
+	garbage := slices.Collect(maps.Values(vt.garbage))
+	vt.mu.RUnlock()
+	slices.SortFunc(garbage, func(a, b VersionGarbage) int { return strings.Compare(a.key(), b.key()) })
+	return &fsmSnapshot{cat: c, uploads: ups, journal: entries, egress: egress, versions: versions, garbage: garbage, applied: applied}
 }
 
 // writeTo streams the snapshot's records: the applied index first, then
@@ -268,6 +304,12 @@ func (s *fsmSnapshot) writeTo(w *bufio.Writer) error {
 	}
 	for _, r := range s.egress {
 		rec(tEgress, r.key(), mustJSON(r))
+	}
+	for _, v := range s.versions {
+		rec(tVersion, versionRecordKey(v.Bucket, v.Key, v.Seq), mustJSON(v))
+	}
+	for _, g := range s.garbage {
+		rec(tVersionGarbage, g.key(), mustJSON(g))
 	}
 	for _, bucket := range slices.Sorted(maps.Keys(c.bconf)) {
 		for _, kind := range slices.Sorted(maps.Keys(c.bconf[bucket])) {

@@ -27,6 +27,7 @@ type catalog struct {
 	jobs     map[string]PreloadJob // id -> job
 	egress   *egressTable
 	bconf    map[string]map[string]string // bucket -> kind -> value
+	versions *versionTable
 }
 
 func newCatalog() *catalog {
@@ -42,6 +43,7 @@ func newCatalog() *catalog {
 		jobs:     map[string]PreloadJob{},
 		egress:   &egressTable{m: map[string]EgressRow{}},
 		bconf:    map[string]map[string]string{},
+		versions: newVersionTable(),
 	}
 }
 

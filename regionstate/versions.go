@@ -1,0 +1,346 @@
+package regionstate
+
+import (
+	"errors"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/btree"
+)
+
+// Object versions of versioned buckets (docs/versioning.md). Raft holds
+// every version of every key of a versioned bucket: its id, its order
+// (the Raft index of the write that made it, the same on every node) and
+// where its bytes are in the bucket's store. The bytes are written under a
+// key of their own before the version is committed, so a version is never
+// visible before its bytes are durable, and a write whose commit failed
+// leaves only bytes nothing refers to. A version dropped from the index
+// (deleted by id, a null version replaced, a bucket deleted) leaves its
+// bytes on the garbage list until a collector removes them from the store
+// (CollectVersionGarbage), so a crash between the two loses nothing and
+// leaks nothing.
+
+// NullVersionID is the id S3 gives the version written while versioning is
+// suspended (and every object of a never-versioned bucket).
+const NullVersionID = "null"
+
+// Version errors.
+var (
+	// ErrNoSuchVersion: DeleteVersion named a version the key does not have.
+	ErrNoSuchVersion = errors.New("raft: no such object version")
+)
+
+// ObjectVersion is one version of a key: an object or a delete marker.
+type ObjectVersion struct {
+	Bucket string
+	Key    string
+	// ID is the version id clients see: "null" or an opaque string chosen
+	// by the writer (unique in the bucket).
+	ID string
+	// Seq is the Raft index of the write that created the version (set by
+	// the FSM): a key's versions are ordered by it, newest last.
+	Seq          uint64
+	DeleteMarker bool `json:",omitempty"`
+	// Store and StoreKey are where the version's bytes are (none for a
+	// delete marker).
+	Store     string `json:",omitempty"`
+	StoreKey  string `json:",omitempty"`
+	Size      int64
+	ETag      string            `json:",omitempty"`
+	Meta      ObjectMeta        `json:",omitempty"`
+	Checksums map[string]string `json:",omitempty"`
+	Created   time.Time
+}
+
+func (v ObjectVersion) clone() ObjectVersion {
+	v.Meta = v.Meta.clone()
+	v.Checksums = maps.Clone(v.Checksums)
+	return v
+}
+
+// VersionGarbage is the bytes of a version that no index entry refers to
+// any more: they are to be deleted from Store.
+type VersionGarbage struct {
+	Store    string
+	StoreKey string
+	// Seq is the index of the version whose bytes these are; with StoreKey
+	// it names the garbage entry.
+	Seq uint64
+}
+
+func (g VersionGarbage) key() string { return g.Store + "\x00" + g.StoreKey }
+
+// versionedKey is one key's versions, oldest first.
+type versionedKey struct {
+	key      string
+	versions []ObjectVersion
+}
+
+func lessKey(a, b *versionedKey) bool { return a.key < b.key }
+
+// versionTable is the index of every versioned bucket. Only the FSM
+// goroutine writes it, under mu.
+type versionTable struct {
+	mu      sync.RWMutex
+	buckets map[string]*btree.BTreeG[*versionedKey]
+	garbage map[string]VersionGarbage // by VersionGarbage.key
+}
+
+func newVersionTable() *versionTable {
+	return &versionTable{buckets: map[string]*btree.BTreeG[*versionedKey]{}, garbage: map[string]VersionGarbage{}}
+}
+
+func (t *versionTable) tree(bucket string, create bool) *btree.BTreeG[*versionedKey] {
+	tr := t.buckets[bucket]
+	if tr == nil && create {
+		tr = btree.NewG(32, lessKey)
+		t.buckets[bucket] = tr
+	}
+	return tr
+}
+
+// add inserts v (loading a record or applying a command) under t.mu.
+func (t *versionTable) add(v ObjectVersion) {
+	tr := t.tree(v.Bucket, true)
+	probe := &versionedKey{key: v.Key}
+	vk, ok := tr.Get(probe)
+	if !ok {
+		vk = probe
+		tr.ReplaceOrInsert(vk)
+	}
+	// Keep Seq order (records load in key order, so usually an append).
+	i := len(vk.versions)
+	for i > 0 && vk.versions[i-1].Seq > v.Seq {
+		i--
+	}
+	vk.versions = append(vk.versions, ObjectVersion{})
+	copy(vk.versions[i+1:], vk.versions[i:])
+	vk.versions[i] = v
+}
+
+func versionRecordKey(bucket, key string, seq uint64) string {
+	return bucket + "\x00" + key + "\x00" + string(u64(seq))
+}
+
+// PutVersion adds a version to a key of a versioned bucket. A null
+// version replaces the key's null version, if any (its bytes become
+// garbage). The FSM sets Seq and stamps a zero Created.
+type PutVersion struct {
+	Version ObjectVersion
+}
+
+// DeleteVersion removes one version of a key by id; its bytes become
+// garbage. ErrNoSuchVersion when the key has no such version.
+type DeleteVersion struct {
+	Bucket string
+	Key    string
+	ID     string
+}
+
+// CollectVersionGarbage forgets garbage entries whose bytes the collector
+// has deleted from their stores.
+type CollectVersionGarbage struct {
+	Garbage []VersionGarbage
+}
+
+func (PutVersion) Type() CommandType            { return TypePutVersion }
+func (DeleteVersion) Type() CommandType         { return TypeDeleteVersion }
+func (CollectVersionGarbage) Type() CommandType { return TypeCollectVersionGarbage }
+
+func (c *PutVersion) apply(b *batch) error {
+	v := c.Version.clone()
+	switch {
+	case validName("bucket name", v.Bucket) != nil:
+		return validName("bucket name", v.Bucket)
+	case validName("key", v.Key) != nil:
+		return validName("key", v.Key)
+	case validName("version id", v.ID) != nil:
+		return validName("version id", v.ID)
+	case !v.DeleteMarker && v.StoreKey == "":
+		return invalid("version %q of %q has no store key", v.ID, v.Key)
+	}
+	v.Seq = b.index
+	v.Created = b.stamp(v.Created)
+	t := b.cat.versions
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tr := t.tree(v.Bucket, false); tr != nil {
+		if vk, ok := tr.Get(&versionedKey{key: v.Key}); ok {
+			for _, old := range vk.versions {
+				if old.ID == v.ID && v.ID != NullVersionID {
+					return invalid("version %q of %q exists", v.ID, v.Key)
+				}
+			}
+			if v.ID == NullVersionID {
+				b.dropVersionLocked(t, tr, vk, NullVersionID)
+			}
+		}
+	}
+	t.add(v)
+	b.put(tVersion, versionRecordKey(v.Bucket, v.Key, v.Seq), mustJSON(v))
+	return nil
+}
+
+func (c *DeleteVersion) apply(b *batch) error {
+	t := b.cat.versions
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tr := t.tree(c.Bucket, false)
+	if tr == nil {
+		return ErrNoSuchVersion
+	}
+	vk, ok := tr.Get(&versionedKey{key: c.Key})
+	if !ok || !b.dropVersionLocked(t, tr, vk, c.ID) {
+		return ErrNoSuchVersion
+	}
+	return nil
+}
+
+func (c *CollectVersionGarbage) apply(b *batch) error {
+	t := b.cat.versions
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, g := range c.Garbage {
+		cur, ok := t.garbage[g.key()]
+		if !ok || cur.Seq != g.Seq {
+			continue // collected already, or the key's bytes were reused
+		}
+		delete(t.garbage, g.key())
+		b.del(tVersionGarbage, g.key())
+	}
+	return nil
+}
+
+// dropVersionLocked removes version id of vk, turning its bytes into
+// garbage; it reports whether vk had it.
+func (b *batch) dropVersionLocked(t *versionTable, tr *btree.BTreeG[*versionedKey], vk *versionedKey, id string) bool {
+	for i, v := range vk.versions {
+		if v.ID != id {
+			continue
+		}
+		vk.versions = append(vk.versions[:i:i], vk.versions[i+1:]...)
+		if len(vk.versions) == 0 {
+			tr.Delete(vk)
+		}
+		b.del(tVersion, versionRecordKey(v.Bucket, v.Key, v.Seq))
+		b.addGarbageLocked(t, v)
+		return true
+	}
+	return false
+}
+
+func (b *batch) addGarbageLocked(t *versionTable, v ObjectVersion) {
+	if v.DeleteMarker || v.StoreKey == "" {
+		return
+	}
+	g := VersionGarbage{Store: v.Store, StoreKey: v.StoreKey, Seq: v.Seq}
+	t.garbage[g.key()] = g
+	b.put(tVersionGarbage, g.key(), mustJSON(g))
+}
+
+// dropBucketVersions removes every version of bucket (DeleteBucket,
+// CreateBucket of a name that had some); their bytes become garbage.
+func (b *batch) dropBucketVersions(bucket string) {
+	t := b.cat.versions
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tr := t.tree(bucket, false)
+	if tr == nil {
+		return
+	}
+	tr.Ascend(func(vk *versionedKey) bool {
+		for _, v := range vk.versions {
+			b.del(tVersion, versionRecordKey(v.Bucket, v.Key, v.Seq))
+			b.addGarbageLocked(t, v)
+		}
+		return true
+	})
+	delete(t.buckets, bucket)
+}
+
+// Versions returns the versions of bucket/key, newest first.
+func (s *State) Versions(bucket, key string) []ObjectVersion {
+	t := s.load().versions
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	tr := t.tree(bucket, false)
+	if tr == nil {
+		return nil
+	}
+	vk, ok := tr.Get(&versionedKey{key: key})
+	if !ok {
+		return nil
+	}
+	out := make([]ObjectVersion, 0, len(vk.versions))
+	for i := len(vk.versions) - 1; i >= 0; i-- {
+		out = append(out, vk.versions[i].clone())
+	}
+	return out
+}
+
+// HasVersions reports whether bucket has any version or delete marker.
+func (s *State) HasVersions(bucket string) bool {
+	t := s.load().versions
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	tr := t.tree(bucket, false)
+	return tr != nil && tr.Len() > 0
+}
+
+// ListVersions calls yield for the versions of bucket's keys that start
+// with prefix, in S3's order (keys ascending, each key's versions newest
+// first), starting after a marker: afterKey "" starts at the beginning;
+// otherwise afterSeq 0 skips every version of afterKey, and afterSeq > 0
+// lists afterKey's versions older than afterSeq first. It stops when yield
+// returns false. The index is read in pages, so yield may take its time
+// without holding the FSM up.
+func (s *State) ListVersions(bucket, prefix, afterKey string, afterSeq uint64, yield func(ObjectVersion) bool) {
+	const page = 256
+	start := max(prefix, afterKey)
+	for {
+		var batch []ObjectVersion
+		var lastKey string
+		t := s.load().versions
+		t.mu.RLock()
+		if tr := t.tree(bucket, false); tr != nil {
+			tr.AscendGreaterOrEqual(&versionedKey{key: start}, func(vk *versionedKey) bool {
+				if !strings.HasPrefix(vk.key, prefix) {
+					return false // keys at or after prefix that lack it are past it
+				}
+				for i := len(vk.versions) - 1; i >= 0; i-- {
+					v := vk.versions[i]
+					if vk.key == afterKey && (afterSeq == 0 || v.Seq >= afterSeq) {
+						continue
+					}
+					batch = append(batch, v.clone())
+				}
+				lastKey = vk.key
+				return len(batch) < page
+			})
+		}
+		t.mu.RUnlock()
+		for _, v := range batch {
+			if !yield(v) {
+				return
+			}
+		}
+		if len(batch) < page {
+			return
+		}
+		start, afterKey, afterSeq = lastKey, lastKey, 0 // next page: after all of lastKey
+	}
+}
+
+// PendingVersionGarbage returns the bytes waiting to be deleted.
+func (s *State) PendingVersionGarbage() []VersionGarbage {
+	t := s.load().versions
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make([]VersionGarbage, 0, len(t.garbage))
+	for _, g := range t.garbage {
+		out = append(out, g)
+	}
+	return out
+}
