@@ -3,6 +3,8 @@ package backend
 import (
 	"errors"
 	"fmt"
+
+	"github.com/fedgate/fedgate/federation/store"
 )
 
 // Errors of the namespace (federation re-exports them under the same
@@ -30,7 +32,32 @@ var (
 	// ErrLengthRequired: the write must say its length in advance (a
 	// write-back bucket reserves staging room for it).
 	ErrLengthRequired = errors.New("federation: the write needs its length in advance")
+	// ErrNoSuchVersion: a version id the key does not have.
+	ErrNoSuchVersion = errors.New("federation: no such object version")
+	// ErrVersioningAtOrigin: a bucket mounted from an origin has the
+	// origin's versioning, not fedgate's.
+	ErrVersioningAtOrigin = errors.New("federation: the bucket is mounted from an origin; its versioning is managed at the origin")
+	// ErrVersioningNotSupported: a bucket kind fedgate cannot version yet.
+	ErrVersioningNotSupported = errors.New("federation: versioning is not supported for this bucket yet")
+	// ErrInvalidArgument: a malformed request argument.
+	ErrInvalidArgument = errors.New("federation: invalid argument")
 )
+
+// DeleteMarkerError is a read of a key whose newest version is a delete
+// marker, or of a delete marker by its id. It matches store.ErrNotFound
+// (errors.Is) so that every reader treats the key as missing.
+type DeleteMarkerError struct {
+	Key       string
+	VersionID string
+	Latest    bool // the marker is the key's newest version
+}
+
+func (e *DeleteMarkerError) Error() string {
+	return fmt.Sprintf("store: not found: %s (its version %s is a delete marker)", e.Key, e.VersionID)
+}
+
+// Is matches store.ErrNotFound.
+func (e *DeleteMarkerError) Is(target error) bool { return target == store.ErrNotFound }
 
 // Errors of the region's replicated state, as the namespace reports them
 // (federation translates its Raft node's errors into these). The gateway

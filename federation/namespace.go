@@ -248,7 +248,7 @@ func (n *Namespace) buildView(p *policies.Policy, stores map[string]store.Store,
 			continue
 		}
 		b := &Bucket{Name: pb.Name, Owner: RootUser, Global: true, Created: n.created,
-			store: st, prefix: prefix, ns: n, cache: rules}
+			store: st, prefix: prefix, ns: n, cache: rules, origin: pb.Origin != nil}
 		b.path = pathFor(b, pb.Write == policies.WriteBack)
 		v.global[pb.Name] = b
 	}
@@ -338,6 +338,8 @@ type Bucket struct {
 	Created time.Time
 	// Global: declared in the policy file (owned by root, not deletable).
 	Global bool
+	// origin: mounted from an existing bucket of a store (policy origin:).
+	origin bool
 	store  store.Store
 	prefix string
 	ns     *Namespace
@@ -477,8 +479,8 @@ func (n *Namespace) DeleteBucket(ctx context.Context, b *Bucket) error {
 		}
 		return ErrBucketNotEmpty
 	}
-	if len(n.rs.State().Journal(b.Name, "")) > 0 {
-		return ErrBucketNotEmpty
+	if len(n.rs.State().Journal(b.Name, "")) > 0 || n.rs.State().HasVersions(b.Name) {
+		return ErrBucketNotEmpty // S3: versions and delete markers count too
 	}
 	// Unfinished multipart uploads go with the bucket, as in S3 and MinIO
 	// (a script that left one behind could never delete the bucket).
@@ -498,8 +500,15 @@ func (n *Namespace) DeleteBucket(ctx context.Context, b *Bucket) error {
 func (b *Bucket) Store() store.Store { return b.store }
 
 // LocalFiler returns the store's local-file ability with the bucket's key
-// prefix applied, or nil.
-func (b *Bucket) LocalFiler() (store.LocalFiler, string) { return b.path.localFiler() }
+// prefix applied, or nil. A versioned bucket's files are found through
+// its version index (versionedFiler).
+func (b *Bucket) LocalFiler() (store.LocalFiler, string) {
+	lf, prefix := b.path.localFiler()
+	if lf != nil && b.versioned() {
+		return versionedFiler{b: b, lf: lf}, ""
+	}
+	return lf, prefix
+}
 
 // LocalRead accounts for a read the caller serves straight from the
 // store's local file (LocalFiler): it refuses it, like any read from the
@@ -515,8 +524,11 @@ func (b *Bucket) LocalRead(ctx context.Context, key string) (sent func(n int64),
 	}, nil
 }
 
-// Put writes an object.
+// Put writes an object (a new version in a versioned bucket).
 func (b *Bucket) Put(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
+	if b.versioned() {
+		return b.putVersioned(ctx, key, body, size, opts)
+	}
 	return b.path.put(ctx, key, body, size, opts)
 }
 
@@ -531,10 +543,26 @@ func (b *Bucket) touch(ctx context.Context, key string) error {
 	return b.ns.rs.Apply(context.WithoutCancel(ctx), regionstate.Touch{Store: b.store.Name(), Key: b.prefix + key})
 }
 
-// Delete removes an object; deleting a missing key is not an error.
-func (b *Bucket) Delete(ctx context.Context, key string) error { return b.path.delete(ctx, key) }
+// Delete removes an object; deleting a missing key is not an error. In a
+// versioned bucket it adds a delete marker (DeleteObject answers its id).
+func (b *Bucket) Delete(ctx context.Context, key string) error {
+	_, err := b.DeleteLatest(ctx, key)
+	return err
+}
+
+// DeleteLatest is Delete, returning the delete marker's version id in a
+// versioned bucket ("" in an unversioned one).
+func (b *Bucket) DeleteLatest(ctx context.Context, key string) (string, error) {
+	if b.versioned() {
+		return b.deleteVersioned(ctx, key)
+	}
+	return "", b.path.delete(ctx, key)
+}
 
 // List lists the bucket's objects; keys and prefixes are relative to the bucket.
 func (b *Bucket) List(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error] {
+	if b.versioned() {
+		return b.listVersioned(ctx, opts)
+	}
 	return b.path.list(ctx, opts)
 }

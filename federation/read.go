@@ -221,6 +221,9 @@ func (c *statCache) drop(k statKey) {
 // Stat returns an object's info, from the metadata cache while the bucket's
 // TTL allows, else from the store (with the read retry budget).
 func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error) {
+	if b.versioned() {
+		return b.statVersioned(ctx, key)
+	}
 	if info, known, err := b.path.lookup(ctx, key); err != nil || known {
 		return info, err
 	}
@@ -277,6 +280,9 @@ func (b *Bucket) Open(ctx context.Context, info store.ObjectInfo, off, n int64) 
 		return b.openStaged(ctx, info, off, n)
 	}
 	skey := b.prefix + info.Key
+	if info.StoreKey != "" {
+		skey = info.StoreKey // a version's own key
+	}
 	tag := egressTag{bucket: b.Name, key: info.Key}
 	if !b.cache.Chunked || b.ns.cache == nil {
 		if err := b.ns.checkColdRead(ctx, b.Name, b.store); err != nil {

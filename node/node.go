@@ -374,6 +374,7 @@ func (n *Node) startLoops(ctx context.Context, pm *policyManager) {
 		ns.RunDrainer(loopCtx)
 	}()
 	go ns.RunPreloader(loopCtx)
+	go ns.RunVersionCollector(loopCtx)
 	go ns.CheckStoresEvery(loopCtx, federation.StoreCheckInterval)
 	go pm.run(loopCtx)
 	go func() {

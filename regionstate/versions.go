@@ -129,6 +129,11 @@ func versionRecordKey(bucket, key string, seq uint64) string {
 // garbage). The FSM sets Seq and stamps a zero Created.
 type PutVersion struct {
 	Version ObjectVersion
+	// Conditional makes the write fail with ErrChanged unless the key's
+	// newest version is the one whose Seq is IfLatest (0: the key has no
+	// version): a conditional S3 write checked against IfLatest.
+	Conditional bool   `json:",omitempty"`
+	IfLatest    uint64 `json:",omitempty"`
 }
 
 // DeleteVersion removes one version of a key by id; its bytes become
@@ -166,6 +171,17 @@ func (c *PutVersion) apply(b *batch) error {
 	t := b.cat.versions
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if c.Conditional {
+		var latest uint64
+		if tr := t.tree(v.Bucket, false); tr != nil {
+			if vk, ok := tr.Get(&versionedKey{key: v.Key}); ok {
+				latest = vk.versions[len(vk.versions)-1].Seq
+			}
+		}
+		if latest != c.IfLatest {
+			return ErrChanged
+		}
+	}
 	if tr := t.tree(v.Bucket, false); tr != nil {
 		if vk, ok := tr.Get(&versionedKey{key: v.Key}); ok {
 			for _, old := range vk.versions {
@@ -174,6 +190,11 @@ func (c *PutVersion) apply(b *batch) error {
 				}
 			}
 			if v.ID == NullVersionID {
+				for _, old := range vk.versions {
+					if old.ID == NullVersionID && old.StoreKey == v.StoreKey && v.StoreKey != "" {
+						return nil // adopting the same object again: nothing to do
+					}
+				}
 				b.dropVersionLocked(t, tr, vk, NullVersionID)
 			}
 		}

@@ -77,6 +77,12 @@ type ObjectInfo struct {
 	ETag      string
 	Validator Validator
 	Metadata
+	// VersionID is the object's version id in a versioned bucket ("" in an
+	// unversioned one). Stores leave it empty; the namespace sets it.
+	VersionID string
+	// StoreKey, when set, is the key of the object's bytes in the bucket's
+	// store (a version's own key) instead of the bucket's prefix + Key.
+	StoreKey string
 }
 
 // PartInfo describes one uploaded part of a multipart upload.

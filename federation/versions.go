@@ -1,0 +1,471 @@
+package federation
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fedgate/fedgate/backend"
+	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/regionstate"
+)
+
+// Versioned buckets (docs/versioning.md). A version's bytes are an object
+// of their own in the bucket's store, under versionStoreKey; Raft's
+// version index (regionstate.ObjectVersion) says which versions a key has,
+// in which order, and where their bytes are. The bytes are written first,
+// then the version is committed: a version is never visible before it is
+// durable, and an acknowledged one is in Raft. Objects written before
+// versioning was turned on stay where they are and are each key's "null"
+// version until a versioned write adopts them into the index.
+
+// Versioning states of a bucket ("" : never versioned).
+const (
+	VersioningEnabled   = "Enabled"
+	VersioningSuspended = "Suspended"
+)
+
+// Versioning errors.
+var (
+	ErrVersioningAtOrigin     = backend.ErrVersioningAtOrigin
+	ErrVersioningNotSupported = backend.ErrVersioningNotSupported
+	ErrNoSuchVersion          = backend.ErrNoSuchVersion
+	ErrInvalidArgument        = backend.ErrInvalidArgument
+)
+
+// DeleteMarkerError is a read of a key whose latest version is a delete
+// marker, or of a delete marker by id. It matches store.ErrNotFound.
+type DeleteMarkerError = backend.DeleteMarkerError
+
+// versionsPrefix is where the bytes of versions live in a store.
+const versionsPrefix = "_fedgate/versions/"
+
+func versionStoreKey(bucket, vid string) string { return versionsPrefix + bucket + "/" + vid }
+
+func newVersionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Versioning returns the bucket's versioning state: "", Enabled or
+// Suspended.
+func (b *Bucket) Versioning() string {
+	v, _ := b.ns.rs.State().BucketConfig(b.Name, regionstate.BucketConfVersioning)
+	return v
+}
+
+// SetVersioning turns versioning on (Enabled) or suspends it.
+func (b *Bucket) SetVersioning(ctx context.Context, status string) error {
+	switch {
+	case status != VersioningEnabled && status != VersioningSuspended:
+		return fmt.Errorf("%w: versioning status %q (expected Enabled or Suspended)", ErrInvalidArgument, status)
+	case b.origin:
+		return ErrVersioningAtOrigin
+	case b.WriteBack():
+		return fmt.Errorf("%w: bucket %q is write-back", ErrVersioningNotSupported, b.Name)
+	}
+	return b.ns.rs.Apply(ctx, regionstate.SetBucketConfig{Bucket: b.Name, Kind: regionstate.BucketConfVersioning, Value: status})
+}
+
+// versioned reports a bucket whose objects are in the version index.
+func (b *Bucket) versioned() bool { return b.Versioning() != "" }
+
+// versionInfo is a version as the gateway sees an object.
+func versionInfo(v regionstate.ObjectVersion) store.ObjectInfo {
+	meta := fromRaftMeta(v.Meta)
+	meta.Checksums = v.Checksums
+	return store.ObjectInfo{Key: v.Key, Size: v.Size, ModTime: v.Created, ETag: v.ETag,
+		Validator: store.Validator("v:" + v.ID + ":" + v.ETag), Metadata: meta, VersionID: v.ID, StoreKey: v.StoreKey}
+}
+
+// latestVersion returns the key's newest version from the index, after a
+// read barrier (a version acknowledged anywhere in the region is seen).
+func (b *Bucket) latestVersion(ctx context.Context, key string) (regionstate.ObjectVersion, bool, error) {
+	if err := b.ns.readBarrier(ctx); err != nil {
+		return regionstate.ObjectVersion{}, false, err
+	}
+	vs := b.ns.rs.State().Versions(b.Name, key)
+	if len(vs) == 0 {
+		return regionstate.ObjectVersion{}, false, nil
+	}
+	return vs[0], true, nil
+}
+
+// statVersioned is Stat of a versioned bucket: the newest version in the
+// index, else the key's object from before versioning (its null version).
+func (b *Bucket) statVersioned(ctx context.Context, key string) (store.ObjectInfo, error) {
+	v, ok, err := b.latestVersion(ctx, key)
+	switch {
+	case err != nil:
+		return store.ObjectInfo{}, err
+	case ok && v.DeleteMarker:
+		return store.ObjectInfo{}, &DeleteMarkerError{Key: key, VersionID: v.ID, Latest: true}
+	case ok:
+		return versionInfo(v), nil
+	}
+	info, err := b.statPlain(ctx, key)
+	if err == nil {
+		info.VersionID = regionstate.NullVersionID
+	}
+	return info, err
+}
+
+// StatVersion returns one version of key by id ("null" included).
+func (b *Bucket) StatVersion(ctx context.Context, key, id string) (store.ObjectInfo, error) {
+	if err := b.ns.readBarrier(ctx); err != nil {
+		return store.ObjectInfo{}, err
+	}
+	vs := b.ns.rs.State().Versions(b.Name, key)
+	for i, v := range vs {
+		if v.ID != id {
+			continue
+		}
+		if v.DeleteMarker {
+			return store.ObjectInfo{}, &DeleteMarkerError{Key: key, VersionID: v.ID, Latest: i == 0}
+		}
+		return versionInfo(v), nil
+	}
+	if id == regionstate.NullVersionID && !hasNull(vs) {
+		// An object from before versioning that no write adopted yet.
+		info, err := b.statPlain(ctx, key)
+		if err == nil {
+			info.VersionID = regionstate.NullVersionID
+			return info, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return store.ObjectInfo{}, err
+		}
+	}
+	return store.ObjectInfo{}, fmt.Errorf("%w: %s version %s", ErrNoSuchVersion, key, id)
+}
+
+func hasNull(vs []regionstate.ObjectVersion) bool {
+	for _, v := range vs {
+		if v.ID == regionstate.NullVersionID {
+			return true
+		}
+	}
+	return false
+}
+
+// putVersioned writes a new version of key: its bytes under a key of their
+// own, then the version in the index. Under Suspended the version is the
+// key's null version (replacing the previous null version).
+func (b *Bucket) putVersioned(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
+	if err := b.ns.writeBarrier(ctx); err != nil {
+		return store.ObjectInfo{}, err
+	}
+	if err := b.adoptPlain(ctx, key); err != nil {
+		return store.ObjectInfo{}, err
+	}
+	cond, err := b.checkVersionedConditions(ctx, key, opts)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	vid := newVersionID()
+	id := vid
+	if b.Versioning() == VersioningSuspended {
+		id = regionstate.NullVersionID
+	}
+	skey := versionStoreKey(b.Name, vid)
+	tag := egressTag{bucket: b.Name, key: key}
+	info, err := b.store.Put(withEgressTag(ctx, tag), skey, body, size, store.PutOptions{Metadata: opts.Metadata, LateChecksums: opts.LateChecksums})
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	b.ns.countWrite(b.Name, b.store, info.Size)
+	v := regionstate.ObjectVersion{Bucket: b.Name, Key: key, ID: id, Store: b.store.Name(), StoreKey: skey,
+		Size: info.Size, ETag: info.ETag, Meta: toRaftMeta(info.Metadata, ""), Checksums: info.Checksums}
+	cmd := regionstate.PutVersion{Version: v}
+	if cond != nil {
+		cmd.Conditional, cmd.IfLatest = true, *cond
+	}
+	if err := b.ns.rs.Apply(ctx, cmd); err != nil {
+		if !errors.Is(err, ErrOutcomeUnknown) {
+			_ = b.store.Delete(context.WithoutCancel(ctx), skey) // nothing refers to these bytes
+		}
+		if errors.Is(err, regionstate.ErrChanged) {
+			return store.ObjectInfo{}, store.ErrPreconditionFailed
+		}
+		return store.ObjectInfo{}, err
+	}
+	info.Key, info.VersionID, info.StoreKey = key, id, skey
+	info.Validator = store.Validator("v:" + id + ":" + info.ETag)
+	return info, nil
+}
+
+// checkVersionedConditions checks If-None-Match / If-Match against the
+// key's newest version. For a conditional write it returns the Seq it saw
+// (0: none), which the commit requires to be still the newest.
+func (b *Bucket) checkVersionedConditions(ctx context.Context, key string, opts store.PutOptions) (*uint64, error) {
+	if !opts.IfNoneMatch && opts.IfMatch == "" {
+		return nil, nil
+	}
+	v, ok, err := b.latestVersion(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	seen := v.Seq
+	exists := ok && !v.DeleteMarker
+	if opts.IfNoneMatch && exists || opts.IfMatch != "" && (!exists || versionInfo(v).Validator != opts.IfMatch) {
+		return nil, store.ErrPreconditionFailed
+	}
+	return &seen, nil
+}
+
+// adoptPlain makes the key's object from before versioning its null
+// version in the index, before the key's first versioned write (so that it
+// stays listed and readable as a noncurrent version). Adopting twice is
+// harmless.
+func (b *Bucket) adoptPlain(ctx context.Context, key string) error {
+	if len(b.ns.rs.State().Versions(b.Name, key)) > 0 {
+		return nil
+	}
+	plain, err := b.statPlain(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	null := regionstate.ObjectVersion{Bucket: b.Name, Key: key, ID: regionstate.NullVersionID, Store: b.store.Name(),
+		StoreKey: b.prefix + key, Size: plain.Size, ETag: plain.ETag, Meta: toRaftMeta(plain.Metadata, ""),
+		Checksums: plain.Checksums, Created: plain.ModTime}
+	return b.ns.rs.Apply(ctx, regionstate.PutVersion{Version: null})
+}
+
+// statPlain stats the key's object from before versioning.
+func (b *Bucket) statPlain(ctx context.Context, key string) (store.ObjectInfo, error) {
+	info, err := b.store.Stat(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key)
+	info.Key = key
+	return info, err
+}
+
+// deleteVersioned is DeleteObject without a version id: a new delete
+// marker (under Suspended, the null delete marker replacing the null
+// version). It returns the marker's id.
+func (b *Bucket) deleteVersioned(ctx context.Context, key string) (string, error) {
+	if err := b.ns.writeBarrier(ctx); err != nil {
+		return "", err
+	}
+	id := newVersionID()
+	if b.Versioning() == VersioningSuspended {
+		id = regionstate.NullVersionID
+	}
+	if err := b.adoptPlain(ctx, key); err != nil {
+		return "", err
+	}
+	v := regionstate.ObjectVersion{Bucket: b.Name, Key: key, ID: id, DeleteMarker: true}
+	if err := b.ns.rs.Apply(ctx, regionstate.PutVersion{Version: v}); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// DeleteVersion removes one version of key for good (a delete marker
+// too); its bytes are removed from the store by the garbage collector.
+// It reports whether the version was a delete marker.
+func (b *Bucket) DeleteVersion(ctx context.Context, key, id string) (marker bool, err error) {
+	if err := b.ns.writeBarrier(ctx); err != nil {
+		return false, err
+	}
+	vs := b.ns.rs.State().Versions(b.Name, key)
+	for _, v := range vs {
+		if v.ID == id {
+			marker = v.DeleteMarker
+			err := b.ns.rs.Apply(ctx, regionstate.DeleteVersion{Bucket: b.Name, Key: key, ID: id})
+			if errors.Is(err, regionstate.ErrNoSuchVersion) {
+				return marker, nil // deleted meanwhile: S3 deletes are idempotent
+			}
+			return marker, err
+		}
+	}
+	if id == regionstate.NullVersionID && !hasNull(vs) {
+		// The pre-versioning object of a key no versioned write adopted.
+		return false, b.store.Delete(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key)
+	}
+	return false, nil // S3: deleting a version that does not exist succeeds
+}
+
+// listVersioned is List of a versioned bucket: each key's newest version
+// (delete markers hide the key) merged with the objects from before
+// versioning, in key order, with delimiter folding.
+func (b *Bucket) listVersioned(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error] {
+	return func(yield func(store.Entry, error) bool) {
+		if err := b.ns.readBarrier(ctx); err != nil {
+			yield(store.Entry{}, err)
+			return
+		}
+		// Newest version per key, as a sorted sequence of entries (folded
+		// into common prefixes where opts.Delimiter says).
+		index := func(yield func(store.Entry) bool) {
+			last, lastPrefix := "", ""
+			b.ns.rs.State().ListVersions(b.Name, opts.Prefix, opts.StartAfter, 0, func(v regionstate.ObjectVersion) bool {
+				if v.Key == last {
+					return true // an older version of a key already seen
+				}
+				last = v.Key
+				if p, ok := foldPrefix(v.Key, opts); ok {
+					if p == lastPrefix || p <= opts.StartAfter {
+						return true
+					}
+					lastPrefix = p
+					return yield(store.Entry{Key: p, IsPrefix: true})
+				}
+				if v.DeleteMarker {
+					return yield(store.Entry{Key: v.Key, IsPrefix: false, Info: store.ObjectInfo{VersionID: deletedMarker}})
+				}
+				return yield(store.Entry{Key: v.Key, Info: versionInfo(v)})
+			})
+		}
+		next, stop := iter.Pull(index)
+		defer stop()
+		pending, havePending := next()
+		emitIndex := func(e store.Entry) bool {
+			if e.Info.VersionID == deletedMarker {
+				return true
+			}
+			return yield(e, nil)
+		}
+		for e, err := range b.listStore(ctx, opts) {
+			if err != nil {
+				yield(e, err)
+				return
+			}
+			if strings.HasPrefix(e.Key, versionsPrefix) {
+				continue
+			}
+			for havePending && pending.Key < e.Key {
+				if !emitIndex(pending) {
+					return
+				}
+				pending, havePending = next()
+			}
+			if havePending && pending.Key == e.Key {
+				// The index has the key (or the same common prefix): it wins.
+				if !emitIndex(pending) {
+					return
+				}
+				pending, havePending = next()
+				continue
+			}
+			if !e.IsPrefix {
+				e.Info.VersionID = regionstate.NullVersionID
+			}
+			if !yield(e, nil) {
+				return
+			}
+		}
+		for havePending {
+			if !emitIndex(pending) {
+				return
+			}
+			pending, havePending = next()
+		}
+	}
+}
+
+// deletedMarker marks a listing entry of a key whose newest version is a
+// delete marker: it hides the key's object from before versioning.
+const deletedMarker = "\x00delete-marker"
+
+// foldPrefix returns the common prefix key folds into under opts.
+func foldPrefix(key string, opts store.ListOptions) (string, bool) {
+	if opts.Delimiter == "" {
+		return "", false
+	}
+	rest := key[len(opts.Prefix):]
+	i := strings.Index(rest, opts.Delimiter)
+	if i < 0 {
+		return "", false
+	}
+	return opts.Prefix + rest[:i+len(opts.Delimiter)], true
+}
+
+// versionedFiler opens the local file of a versioned bucket's newest
+// version (or of its object from before versioning), so GETs of a
+// versioned bucket on a posix store are still sent with sendfile. Keys
+// passed to OpenLocal are bucket keys (the bucket's prefix is "").
+type versionedFiler struct {
+	b  *Bucket
+	lf store.LocalFiler
+}
+
+func (f versionedFiler) OpenLocal(ctx context.Context, key string) (*os.File, int64, store.ObjectInfo, error) {
+	info, err := f.b.statVersioned(ctx, key)
+	if err != nil {
+		return nil, 0, info, err
+	}
+	skey := info.StoreKey
+	if skey == "" {
+		skey = f.b.prefix + key
+	}
+	file, off, linfo, err := f.lf.OpenLocal(ctx, skey)
+	if err != nil {
+		return nil, 0, info, err
+	}
+	if linfo.ETag != info.ETag || linfo.Size != info.Size {
+		file.Close()
+		return nil, 0, info, fmt.Errorf("%w: %s changed while it was opened", store.ErrPreconditionFailed, key)
+	}
+	return file, off, info, nil
+}
+
+// versionGCInterval is how often each node removes the bytes of versions
+// the index dropped.
+const versionGCInterval = 30 * time.Second
+
+// RunVersionCollector deletes from their stores the bytes of versions the
+// index no longer refers to (deleted by id, a replaced null version, a
+// deleted bucket), then forgets them in Raft, until ctx ends. Every node
+// runs it; deleting twice is harmless, and a crash before the Raft commit
+// only means the next round deletes again.
+func (n *Namespace) RunVersionCollector(ctx context.Context) {
+	t := time.NewTicker(versionGCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n.CollectVersionGarbage(ctx)
+	}
+}
+
+// CollectVersionGarbage runs one round of RunVersionCollector and returns
+// how many version bytes it removed.
+func (n *Namespace) CollectVersionGarbage(ctx context.Context) int {
+	stores := n.v().stores
+	var done []regionstate.VersionGarbage
+	for _, g := range n.rs.State().PendingVersionGarbage() {
+		st, ok := stores[g.Store]
+		if !ok {
+			continue // a store this node does not have (yet): another node collects it
+		}
+		if err := st.Delete(ctx, g.StoreKey); err != nil {
+			n.log.Warn("version bytes not deleted yet", "store", g.Store, "key", g.StoreKey, "error", err)
+			continue
+		}
+		done = append(done, g)
+		if len(done) == 500 {
+			break
+		}
+	}
+	if len(done) == 0 {
+		return 0
+	}
+	if err := n.rs.Apply(ctx, regionstate.CollectVersionGarbage{Garbage: done}); err != nil {
+		n.log.Warn("collected version bytes not recorded yet", "count", len(done), "error", err)
+		return 0
+	}
+	return len(done)
+}
