@@ -80,6 +80,24 @@ type Bucket interface {
 	Put(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error)
 	// Delete removes an object; a missing key is not an error.
 	Delete(ctx context.Context, key string) error
+	// DeleteLatest is Delete that answers, in a versioned bucket, the id of
+	// the delete marker it added ("" in an unversioned bucket).
+	DeleteLatest(ctx context.Context, key string) (markerID string, err error)
+
+	// Versioning returns "", "Enabled" or "Suspended".
+	Versioning() string
+	// SetVersioning enables or suspends versioning: ErrVersioningAtOrigin,
+	// ErrVersioningNotSupported, ErrInvalidArgument.
+	SetVersioning(ctx context.Context, status string) error
+	// StatVersion returns one version of key: ErrNoSuchVersion, or a
+	// *DeleteMarkerError for a delete marker.
+	StatVersion(ctx context.Context, key, id string) (store.ObjectInfo, error)
+	// DeleteVersion removes one version for good; deleting one that does
+	// not exist is not an error. marker: it was a delete marker.
+	DeleteVersion(ctx context.Context, key, id string) (marker bool, err error)
+	// ListVersions lists versions in S3's order (keys ascending, newest
+	// version first), with common prefixes.
+	ListVersions(ctx context.Context, opts VersionListOptions) iter.Seq2[VersionEntry, error]
 	// List lists the bucket's objects in key order.
 	List(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error]
 	// LocalFiler returns the store's local-file ability and the key prefix

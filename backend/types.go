@@ -1,6 +1,26 @@
 package backend
 
-import "time"
+import (
+	"time"
+
+	"github.com/fedgate/fedgate/federation/store"
+)
+
+// VersionListOptions selects a version listing (ListObjectVersions).
+type VersionListOptions struct {
+	Prefix, Delimiter          string
+	KeyMarker, VersionIDMarker string
+}
+
+// VersionEntry is one row of a version listing: a version (an object, or a
+// delete marker) or a common prefix. Info.VersionID is the version's id.
+type VersionEntry struct {
+	Key          string
+	IsPrefix     bool
+	DeleteMarker bool
+	IsLatest     bool
+	Info         store.ObjectInfo
+}
 
 // RootUser is the name of the region's root user.
 const RootUser = "root"

@@ -469,3 +469,162 @@ func (n *Namespace) CollectVersionGarbage(ctx context.Context) int {
 	}
 	return len(done)
 }
+
+// VersionEntry is one row of a version listing: a version (an object or a
+// delete marker) or a common prefix.
+type VersionEntry = backend.VersionEntry
+
+// VersionListOptions selects a version listing (ListObjectVersions).
+type VersionListOptions = backend.VersionListOptions
+
+// ListVersions lists the bucket's versions in S3's order: keys ascending,
+// each key's versions newest first, common prefixes folded by Delimiter,
+// starting after (KeyMarker, VersionIDMarker). In an unversioned bucket
+// every object is its key's one, null, version.
+func (b *Bucket) ListVersions(ctx context.Context, opts VersionListOptions) iter.Seq2[VersionEntry, error] {
+	lo := store.ListOptions{Prefix: opts.Prefix, Delimiter: opts.Delimiter, StartAfter: opts.KeyMarker}
+	plain := func(yield func(VersionEntry, error) bool) {
+		for e, err := range b.path.list(ctx, lo) {
+			if err != nil {
+				yield(VersionEntry{}, err)
+				return
+			}
+			if strings.HasPrefix(e.Key, versionsPrefix) {
+				continue
+			}
+			if e.IsPrefix {
+				if !yield(VersionEntry{Key: e.Key, IsPrefix: true}, nil) {
+					return
+				}
+				continue
+			}
+			e.Info.VersionID = regionstate.NullVersionID
+			if !yield(VersionEntry{Key: e.Key, Info: e.Info, IsLatest: true}, nil) {
+				return
+			}
+		}
+	}
+	if !b.versioned() {
+		if opts.KeyMarker != "" && opts.VersionIDMarker != "" {
+			// The marker's key has one version, listed already.
+			lo.StartAfter = opts.KeyMarker
+		}
+		return plain
+	}
+	return func(yield func(VersionEntry, error) bool) {
+		if err := b.ns.readBarrier(ctx); err != nil {
+			yield(VersionEntry{}, err)
+			return
+		}
+		st := b.ns.rs.State()
+		afterKey, afterSeq := opts.KeyMarker, uint64(0)
+		if opts.KeyMarker != "" && opts.VersionIDMarker != "" {
+			for _, v := range st.Versions(b.Name, opts.KeyMarker) {
+				if v.ID == opts.VersionIDMarker {
+					afterSeq = v.Seq
+				}
+			}
+		}
+		// The index's rows, each key's versions newest first.
+		index := func(yield func(VersionEntry) bool) {
+			lastKey, lastPrefix := "", ""
+			st.ListVersions(b.Name, opts.Prefix, afterKey, afterSeq, func(v regionstate.ObjectVersion) bool {
+				if p, ok := foldPrefix(v.Key, lo); ok {
+					if p == lastPrefix || p <= opts.KeyMarker {
+						return true
+					}
+					lastPrefix = p
+					return yield(VersionEntry{Key: p, IsPrefix: true})
+				}
+				latest := v.Key != lastKey
+				lastKey = v.Key
+				e := VersionEntry{Key: v.Key, IsLatest: latest, DeleteMarker: v.DeleteMarker}
+				if v.DeleteMarker {
+					e.Info = store.ObjectInfo{Key: v.Key, ModTime: v.Created, VersionID: v.ID}
+				} else {
+					e.Info = versionInfo(v)
+				}
+				return yield(e)
+			})
+		}
+		next, stop := iter.Pull(index)
+		defer stop()
+		pending, ok := next()
+		for e, err := range plain {
+			if err != nil {
+				yield(e, err)
+				return
+			}
+			for ok && pending.Key < e.Key {
+				if !yield(pending, nil) {
+					return
+				}
+				pending, ok = next()
+			}
+			if ok && pending.Key == e.Key {
+				// The key is in the index (or both fold into one prefix):
+				// every version of it comes from there.
+				for ok && pending.Key == e.Key {
+					if !yield(pending, nil) {
+						return
+					}
+					pending, ok = next()
+				}
+				continue
+			}
+			if e.Key == opts.KeyMarker && opts.VersionIDMarker != "" {
+				continue // its one null version was the marker
+			}
+			if !yield(e, nil) {
+				return
+			}
+		}
+		for ok {
+			if !yield(pending, nil) {
+				return
+			}
+			pending, ok = next()
+		}
+	}
+}
+
+// uploadStoreKey is the store key a multipart upload assembles into.
+func (b *Bucket) uploadStoreKey(up Upload) string {
+	if up.StoreKey != "" {
+		return up.StoreKey
+	}
+	return b.prefix + up.Key
+}
+
+// commitUploadVersion makes a completed upload of a versioned bucket its
+// key's newest version. An upload started before versioning was turned on
+// assembled at the key's plain place: that object becomes the key's null
+// version. Under Suspended the version is the null version.
+func (b *Bucket) commitUploadVersion(ctx context.Context, up Upload, info store.ObjectInfo, cond *uint64) (store.ObjectInfo, error) {
+	id, skey := up.VersionID, up.StoreKey
+	if skey == "" || b.Versioning() == VersioningSuspended {
+		id = regionstate.NullVersionID
+	}
+	if skey == "" {
+		skey = b.prefix + up.Key
+	}
+	meta := info.Metadata
+	if meta.ContentType == "" && meta.User == nil {
+		meta = fromRaftMeta(up.Meta)
+	}
+	v := regionstate.ObjectVersion{Bucket: b.Name, Key: up.Key, ID: id, Store: b.store.Name(), StoreKey: skey,
+		Size: info.Size, ETag: info.ETag, Meta: toRaftMeta(meta, up.Meta.ChecksumAlgorithm), Checksums: info.Checksums}
+	cmd := regionstate.PutVersion{Version: v}
+	if cond != nil {
+		cmd.Conditional, cmd.IfLatest = true, *cond
+	}
+	if err := b.ns.rs.Apply(ctx, cmd); err != nil {
+		if errors.Is(err, regionstate.ErrChanged) {
+			return store.ObjectInfo{}, store.ErrPreconditionFailed
+		}
+		return store.ObjectInfo{}, err
+	}
+	info.VersionID, info.StoreKey = id, skey
+	info.Validator = store.Validator("v:" + id + ":" + info.ETag)
+	return info, nil
+}

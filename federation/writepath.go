@@ -129,16 +129,21 @@ func (p directPath) createUpload(ctx context.Context, u User, key string, meta s
 	if err != nil {
 		return Upload{}, err
 	}
-	sid, err := mp.CreateMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key, store.PutOptions{Metadata: meta})
+	up := Upload{ID: newUploadID(), Bucket: b.Name, Key: key, Store: b.store.Name(),
+		Initiator: u.Name, Created: n.now().UTC(), Meta: toRaftMeta(meta, checksumAlg)}
+	if b.versioned() {
+		// The upload assembles the new version under its own key.
+		up.VersionID = newVersionID()
+		up.StoreKey = versionStoreKey(b.Name, up.VersionID)
+	}
+	skey := b.uploadStoreKey(up)
+	sid, err := mp.CreateMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), skey, store.PutOptions{Metadata: meta})
 	if err != nil {
 		return Upload{}, err
 	}
-	up := Upload{
-		ID: newUploadID(), Bucket: b.Name, Key: key, Store: b.store.Name(), StoreUploadID: sid,
-		Initiator: u.Name, Created: n.now().UTC(), Meta: toRaftMeta(meta, checksumAlg),
-	}
+	up.StoreUploadID = sid
 	if err := n.rs.Apply(ctx, regionstate.CreateUpload{Upload: up}); err != nil {
-		_ = mp.AbortMultipart(withEgressTag(context.WithoutCancel(ctx), egressTag{bucket: b.Name, key: key}), b.prefix+key, sid)
+		_ = mp.AbortMultipart(withEgressTag(context.WithoutCancel(ctx), egressTag{bucket: b.Name, key: key}), skey, sid)
 		return Upload{}, err
 	}
 	return up, nil
@@ -150,7 +155,7 @@ func (p directPath) uploadPart(ctx context.Context, up Upload, number int, body 
 	if err != nil {
 		return store.PartInfo{}, err
 	}
-	pi, err := mp.UploadPart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.prefix+up.Key, up.StoreUploadID, number, body, size)
+	pi, err := mp.UploadPart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.uploadStoreKey(up), up.StoreUploadID, number, body, size)
 	if err != nil {
 		return store.PartInfo{}, err
 	}
@@ -180,13 +185,33 @@ func (p directPath) complete(ctx context.Context, up Upload, parts []store.PartI
 		return store.ObjectInfo{}, err
 	}
 	opts := store.PutOptions{IfNoneMatch: ifNoneMatch, Metadata: fromRaftMeta(up.Meta)}
-	info, err := mp.CompleteMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.prefix+up.Key, up.StoreUploadID, parts, opts)
+	var cond *uint64
+	if up.StoreKey != "" || b.versioned() {
+		// A versioned bucket checks If-None-Match against the key's
+		// newest version, and the commit below makes the version current.
+		if err := b.adoptPlain(ctx, up.Key); err != nil {
+			release()
+			return store.ObjectInfo{}, err
+		}
+		if cond, err = b.checkVersionedConditions(ctx, up.Key, store.PutOptions{IfNoneMatch: ifNoneMatch}); err != nil {
+			release()
+			return store.ObjectInfo{}, err
+		}
+		opts.IfNoneMatch = false
+	}
+	info, err := mp.CompleteMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.uploadStoreKey(up), up.StoreUploadID, parts, opts)
 	b.invalidate(up.Key)
 	if err != nil {
 		release()
 		return store.ObjectInfo{}, err
 	}
 	info.Key = up.Key
+	if up.StoreKey != "" || b.versioned() {
+		if info, err = b.commitUploadVersion(ctx, up, info, cond); err != nil {
+			release()
+			return store.ObjectInfo{}, err
+		}
+	}
 	if err := b.touch(ctx, up.Key); err != nil {
 		return store.ObjectInfo{}, err
 	}
@@ -208,7 +233,7 @@ func (p directPath) abort(ctx context.Context, up Upload) error {
 	if err != nil {
 		return err
 	}
-	if err := mp.AbortMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.prefix+up.Key, up.StoreUploadID); err != nil {
+	if err := mp.AbortMultipart(withEgressTag(ctx, egressTag{bucket: b.Name, key: up.Key}), b.uploadStoreKey(up), up.StoreUploadID); err != nil {
 		release()
 		return err
 	}

@@ -116,7 +116,12 @@ type MultipartUpload struct {
 	Meta          ObjectMeta
 	// WriteBack: parts are staged on the region's nodes, and completion
 	// journals the object instead of assembling it in the store.
-	WriteBack bool         `json:",omitempty"`
+	WriteBack bool `json:",omitempty"`
+	// StoreKey, when set, is the store key the upload assembles into (a
+	// version's own key in a versioned bucket) instead of the bucket's
+	// prefix + Key; VersionID is the id the version gets.
+	StoreKey  string       `json:",omitempty"`
+	VersionID string       `json:",omitempty"`
 	Parts     map[int]Part `json:",omitempty"` // by part number
 	// Claim and ClaimedAt: the completion or abort under way (ClaimUpload).
 	Claim     string    `json:",omitempty"`

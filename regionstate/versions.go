@@ -190,12 +190,16 @@ func (c *PutVersion) apply(b *batch) error {
 				}
 			}
 			if v.ID == NullVersionID {
+				keepBytes := false
 				for _, old := range vk.versions {
 					if old.ID == NullVersionID && old.StoreKey == v.StoreKey && v.StoreKey != "" {
-						return nil // adopting the same object again: nothing to do
+						if old.ETag == v.ETag && old.Size == v.Size {
+							return nil // adopting the same object again: nothing to do
+						}
+						keepBytes = true // rewritten in place: its bytes are the new ones
 					}
 				}
-				b.dropVersionLocked(t, tr, vk, NullVersionID)
+				b.dropVersionLocked(t, tr, vk, NullVersionID, keepBytes)
 			}
 		}
 	}
@@ -213,7 +217,7 @@ func (c *DeleteVersion) apply(b *batch) error {
 		return ErrNoSuchVersion
 	}
 	vk, ok := tr.Get(&versionedKey{key: c.Key})
-	if !ok || !b.dropVersionLocked(t, tr, vk, c.ID) {
+	if !ok || !b.dropVersionLocked(t, tr, vk, c.ID, false) {
 		return ErrNoSuchVersion
 	}
 	return nil
@@ -235,8 +239,8 @@ func (c *CollectVersionGarbage) apply(b *batch) error {
 }
 
 // dropVersionLocked removes version id of vk, turning its bytes into
-// garbage; it reports whether vk had it.
-func (b *batch) dropVersionLocked(t *versionTable, tr *btree.BTreeG[*versionedKey], vk *versionedKey, id string) bool {
+// garbage unless keepBytes; it reports whether vk had it.
+func (b *batch) dropVersionLocked(t *versionTable, tr *btree.BTreeG[*versionedKey], vk *versionedKey, id string, keepBytes bool) bool {
 	for i, v := range vk.versions {
 		if v.ID != id {
 			continue
@@ -246,7 +250,9 @@ func (b *batch) dropVersionLocked(t *versionTable, tr *btree.BTreeG[*versionedKe
 			tr.Delete(vk)
 		}
 		b.del(tVersion, versionRecordKey(v.Bucket, v.Key, v.Seq))
-		b.addGarbageLocked(t, v)
+		if !keepBytes {
+			b.addGarbageLocked(t, v)
+		}
 		return true
 	}
 	return false

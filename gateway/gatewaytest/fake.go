@@ -987,3 +987,54 @@ func (f *Fake) Repair(_ context.Context, bucketName, _ string, _ func(placement.
 	}
 	return placement.RepairStats{}, backend.ErrNothingToRepair
 }
+
+// The fake keeps no versions: every object is its key's null version, and
+// versioning cannot be turned on (versioning is tested against the real
+// namespace).
+
+// DeleteLatest deletes key; there is no delete marker.
+func (b *bucket) DeleteLatest(ctx context.Context, key string) (string, error) {
+	return "", b.Delete(ctx, key)
+}
+
+// Versioning is always "" (never versioned).
+func (b *bucket) Versioning() string { return "" }
+
+// SetVersioning is refused.
+func (b *bucket) SetVersioning(context.Context, string) error {
+	return fmt.Errorf("%w: the test fake keeps no versions", backend.ErrVersioningNotSupported)
+}
+
+// StatVersion knows the null version only.
+func (b *bucket) StatVersion(ctx context.Context, key, id string) (store.ObjectInfo, error) {
+	if id != "null" {
+		return store.ObjectInfo{}, backend.ErrNoSuchVersion
+	}
+	info, err := b.Stat(ctx, key)
+	info.VersionID = "null"
+	return info, err
+}
+
+// DeleteVersion deletes the null version.
+func (b *bucket) DeleteVersion(ctx context.Context, key, id string) (bool, error) {
+	if id != "null" {
+		return false, nil
+	}
+	return false, b.Delete(ctx, key)
+}
+
+// ListVersions lists every object as its null, latest, version.
+func (b *bucket) ListVersions(ctx context.Context, opts backend.VersionListOptions) iter.Seq2[backend.VersionEntry, error] {
+	return func(yield func(backend.VersionEntry, error) bool) {
+		for e, err := range b.List(ctx, store.ListOptions{Prefix: opts.Prefix, Delimiter: opts.Delimiter, StartAfter: opts.KeyMarker}) {
+			if err != nil {
+				yield(backend.VersionEntry{}, err)
+				return
+			}
+			e.Info.VersionID = "null"
+			if !yield(backend.VersionEntry{Key: e.Key, IsPrefix: e.IsPrefix, IsLatest: !e.IsPrefix, Info: e.Info}, nil) {
+				return
+			}
+		}
+	}
+}
