@@ -20,6 +20,9 @@ func (s *Server) routeAccess(m string, has func(string) bool, bucket, key string
 	}
 	switch {
 	case key != "" && has("acl"):
+		if has("versionId") {
+			return "", nil // routeVersion: not on a specific version yet
+		}
 		switch m {
 		case http.MethodGet:
 			return "GetObjectAcl", s.getObjectACL
@@ -48,6 +51,8 @@ func (s *Server) routeAccess(m string, has func(string) bool, bucket, key string
 		case http.MethodDelete:
 			return "DeleteBucketPolicy", s.deleteConfig(backend.ConfPolicy)
 		}
+	case has("versioning") && m == http.MethodPut:
+		return "PutBucketVersioning", s.putBucketVersioning
 	case has("requestPayment") && m == http.MethodGet:
 		return "GetBucketRequestPayment", s.getBucketRequestPayment
 	case has("lifecycle") && m == http.MethodGet:

@@ -70,7 +70,7 @@ var opActions = map[string]string{
 // write adds to it. Everything else (policies, ACLs, Block Public Access,
 // deleting the bucket) is for the owner and root.
 var (
-	readActions = set("s3:GetObject", "s3:ListBucket", "s3:ListBucketVersions", "s3:ListBucketMultipartUploads",
+	readActions = set("s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:ListBucketVersions", "s3:ListBucketMultipartUploads",
 		"s3:ListMultipartUploadParts", "s3:GetBucketLocation", "s3:GetBucketVersioning", "s3:GetObjectTagging",
 		"s3:GetObjectAttributes", "s3:GetBucketTagging", "s3:GetBucketCORS")
 	writeActions = set("s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:PutObjectTagging",
@@ -88,7 +88,7 @@ var (
 		"s3:GetBucketAcl":         access.PermReadACP, "s3:PutBucketAcl": access.PermWriteACP,
 	}
 	objectACLPerms = map[string]string{
-		"s3:GetObject": access.PermRead, "s3:GetObjectAttributes": access.PermRead,
+		"s3:GetObject": access.PermRead, "s3:GetObjectVersion": access.PermRead, "s3:GetObjectAttributes": access.PermRead,
 		"s3:GetObjectAcl": access.PermReadACP, "s3:PutObjectAcl": access.PermWriteACP,
 	}
 )

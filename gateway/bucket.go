@@ -113,14 +113,6 @@ func (s *Server) getBucketLocation(q *request) error {
 	return nil
 }
 
-func (s *Server) getBucketVersioning(q *request) error {
-	if _, err := s.bucketFor(q); err != nil {
-		return err
-	}
-	writeXML(q.w, http.StatusOK, versioningConfiguration{Xmlns: s3NS})
-	return nil
-}
-
 // maxDeleteObjects is S3's limit on keys per DeleteObjects request.
 const maxDeleteObjects = 1000
 
@@ -162,24 +154,34 @@ func (s *Server) deleteObjects(q *request) error {
 		if err == nil && o.Key == "" {
 			err = s3err.New(s3err.CodeInvalidArgument, "An object key may not be empty.")
 		}
-		if err == nil && o.VersionID != "" && o.VersionID != "null" {
-			err = errNotImplemented("Deleting a specific object version")
+		action := "s3:DeleteObject"
+		if o.VersionID != "" {
+			action = "s3:DeleteObjectVersion"
 		}
 		if err == nil {
-			if v := s.decide(q, b, "s3:DeleteObject", o.Key); v != vAllow {
-				err = s.denied(q, b, "s3:DeleteObject", v)
+			if v := s.decide(q, b, action, o.Key); v != vAllow {
+				err = s.denied(q, b, action, v)
 			}
 		}
+		done := deletedElem{Key: o.Key, VersionID: o.VersionID}
 		if err == nil {
-			err = b.Delete(ctx, o.Key)
+			if o.VersionID != "" {
+				done.DeleteMarker, err = b.DeleteVersion(ctx, o.Key, o.VersionID)
+				if done.DeleteMarker {
+					done.DeleteMarkerVersionID = o.VersionID
+				}
+			} else {
+				done.DeleteMarkerVersionID, err = b.DeleteLatest(ctx, o.Key)
+				done.DeleteMarker = done.DeleteMarkerVersionID != ""
+			}
 		}
 		if err != nil {
 			se := toS3(err)
-			res.Errors = append(res.Errors, deleteErrorElem{Key: o.Key, Code: se.Code, Message: se.Message})
+			res.Errors = append(res.Errors, deleteErrorElem{Key: o.Key, VersionID: o.VersionID, Code: se.Code, Message: se.Message})
 			continue
 		}
 		if !req.Quiet {
-			res.Deleted = append(res.Deleted, deletedElem{Key: o.Key, VersionID: o.VersionID})
+			res.Deleted = append(res.Deleted, done)
 		}
 	}
 	writeXML(q.w, http.StatusOK, res)

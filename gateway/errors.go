@@ -66,6 +66,14 @@ func toS3(err error) *s3err.Error {
 		return s3err.Newf(s3err.CodeInvalidBucketState, "%v", err)
 	case errors.Is(err, backend.ErrInvalidBucketName):
 		return s3err.Newf(s3err.CodeInvalidBucketName, "%v", err)
+	case errors.Is(err, backend.ErrNoSuchVersion):
+		return s3err.New(s3err.CodeNoSuchVersion, "The specified version does not exist.")
+	case errors.Is(err, backend.ErrVersioningAtOrigin):
+		return s3err.Newf(s3err.CodeInvalidBucketState, "%v: turn versioning on or off in the origin bucket itself.", err)
+	case errors.Is(err, backend.ErrVersioningNotSupported):
+		return s3err.Newf(s3err.CodeNotImplemented, "%v (docs/versioning.md lists the bucket kinds that can be versioned).", err)
+	case errors.Is(err, backend.ErrInvalidArgument):
+		return s3err.Newf(s3err.CodeInvalidArgument, "%v", err)
 	case errors.Is(err, store.ErrNotFound):
 		return errNoSuchKey
 	case errors.Is(err, store.ErrPreconditionFailed):

@@ -153,31 +153,36 @@ func (s *Server) listObjectVersions(q *request) error {
 	if vidMarker != "" && keyMarker == "" {
 		return s3err.New(s3err.CodeInvalidArgument, "A version-id marker cannot be specified without a key marker.")
 	}
-	if vidMarker != "" && vidMarker != nullVersion {
-		return s3err.New(s3err.CodeInvalidArgument, "Invalid version id specified")
-	}
 	res := listVersionsResult{Xmlns: s3NS, Name: l.b.Name(), Prefix: l.enc(prefix), Delimiter: l.enc(delim), MaxKeys: l.max,
 		EncodingType: l.encType, KeyMarker: l.enc(keyMarker), VersionIDMarker: vidMarker}
 	if l.max > 0 {
-		// Every key has one version, so the versions of key-marker
-		// (whatever version-id-marker says) are done: start after it.
-		page, err := listBucket(q, l.b, prefix, delim, keyMarker, l.max)
-		if err != nil {
-			return err
-		}
 		who := &owner{ID: l.b.Owner(), DisplayName: l.b.Owner()}
-		for _, e := range page.objects {
-			res.Versions = append(res.Versions, versionElem{Key: l.enc(e.Key), VersionID: nullVersion, IsLatest: true,
-				LastModified: s3Time(e.Info.ModTime), ETag: `"` + e.Info.ETag + `"`, Size: e.Info.Size, Owner: who, StorageClass: "STANDARD"})
-		}
-		for _, p := range page.prefixes {
-			res.CommonPrefixes = append(res.CommonPrefixes, prefixElem{Prefix: l.enc(p)})
-		}
-		res.IsTruncated = page.truncated
-		if page.truncated {
-			res.NextKeyMarker = l.enc(page.last)
-			if !strings.HasSuffix(page.last, delim) || delim == "" {
-				res.NextVersionIDMarker = nullVersion
+		n := 0
+		var last backend.VersionEntry
+		opts := backend.VersionListOptions{Prefix: prefix, Delimiter: delim, KeyMarker: keyMarker, VersionIDMarker: vidMarker}
+		for e, err := range l.b.ListVersions(q.r.Context(), opts) {
+			if err != nil {
+				return err
+			}
+			if n == l.max {
+				res.IsTruncated = true
+				res.NextKeyMarker = l.enc(last.Key)
+				if !last.IsPrefix {
+					res.NextVersionIDMarker = last.Info.VersionID
+				}
+				break
+			}
+			n++
+			last = e
+			switch {
+			case e.IsPrefix:
+				res.Entries = append(res.Entries, prefixEntry{Prefix: l.enc(e.Key)})
+			case e.DeleteMarker:
+				res.Entries = append(res.Entries, deleteMarkerElem{Key: l.enc(e.Key), VersionID: e.Info.VersionID, IsLatest: e.IsLatest,
+					LastModified: s3Time(e.Info.ModTime), Owner: who})
+			default:
+				res.Entries = append(res.Entries, versionElem{Key: l.enc(e.Key), VersionID: e.Info.VersionID, IsLatest: e.IsLatest,
+					LastModified: s3Time(e.Info.ModTime), ETag: `"` + e.Info.ETag + `"`, Size: e.Info.Size, Owner: who, StorageClass: "STANDARD"})
 			}
 		}
 	}

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -225,6 +224,9 @@ func (s *Server) putObject(q *request) error {
 	}
 	h := q.w.Header()
 	h.Set("ETag", `"`+info.ETag+`"`)
+	if info.VersionID != "" {
+		h.Set("x-amz-version-id", info.VersionID)
+	}
 	setChecksumHeaders(h, info.Checksums)
 	q.w.WriteHeader(http.StatusOK)
 	return nil
@@ -301,25 +303,10 @@ func (s *Server) serveObject(q *request, withBody bool) error {
 		}
 	}
 	if err != nil {
+		deleteMarkerAnswer(q.w, err)
 		return s.hideMissing(q, b, err)
 	}
-	return s.sendObject(q, info, withBody, func(start, n int64) (io.Reader, func(), error) {
-		rc, err := b.Open(ctx, info, start, n)
-		if err == nil {
-			// Wait for the first bytes before the status line: an origin
-			// that keeps failing becomes a clean S3 error, not a short 200.
-			br := bufio.NewReaderSize(rc, 64<<10)
-			if _, err = br.Peek(1); err == nil || errors.Is(err, io.EOF) {
-				return br, func() { rc.Close() }, nil
-			}
-			rc.Close()
-		}
-		if errors.Is(err, store.ErrPreconditionFailed) {
-			b.Forget(q.key) // the next request looks the object up afresh
-			return nil, nil, errObjectChanged
-		}
-		return nil, nil, err
-	})
+	return s.sendObject(q, info, withBody, s.opener(q, b, info))
 }
 
 // errObjectChanged: the object was replaced in its store between the
@@ -403,6 +390,9 @@ func setObjectHeaders(h http.Header, info store.ObjectInfo, q url.Values) {
 	h.Set("ETag", `"`+info.ETag+`"`)
 	h.Set("Last-Modified", info.ModTime.UTC().Format(http.TimeFormat))
 	h.Set("Accept-Ranges", "bytes")
+	if info.VersionID != "" {
+		h.Set("x-amz-version-id", info.VersionID)
+	}
 	for name, v := range map[string]string{"Cache-Control": info.CacheControl, "Content-Disposition": info.ContentDisposition,
 		"Content-Encoding": info.ContentEncoding, "Content-Language": info.ContentLanguage, "Expires": info.Expires} {
 		if v != "" {
@@ -437,48 +427,64 @@ func (s *Server) deleteObject(q *request) error {
 	if err != nil {
 		return err
 	}
-	if err := b.Delete(q.r.Context(), q.key); err != nil {
+	marker, err := b.DeleteLatest(q.r.Context(), q.key)
+	if err != nil {
 		return err
+	}
+	if marker != "" {
+		q.w.Header().Set("x-amz-delete-marker", "true")
+		q.w.Header().Set("x-amz-version-id", marker)
 	}
 	q.w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
 // copySource parses x-amz-copy-source: "[/]bucket/key[?versionId=...]", URL-encoded.
-func copySource(h string) (bucket, key string, err error) {
+func copySource(h string) (bucket, key, versionID string, err error) {
 	src, version, _ := strings.Cut(h, "?")
 	if version != "" {
 		v, _ := url.ParseQuery(version)
-		if vid := v.Get("versionId"); vid != "" && vid != "null" {
-			return "", "", errNotImplemented("Copying a specific object version")
-		}
+		versionID = v.Get("versionId")
 	}
 	dec, uerr := url.PathUnescape(src)
 	if uerr != nil {
-		return "", "", s3err.New(s3err.CodeInvalidArgument, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
+		return "", "", "", s3err.New(s3err.CodeInvalidArgument, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
 	}
 	bucket, key, ok := strings.Cut(strings.TrimPrefix(dec, "/"), "/")
 	if !ok || bucket == "" || key == "" {
-		return "", "", s3err.New(s3err.CodeInvalidArgument, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
+		return "", "", "", s3err.New(s3err.CodeInvalidArgument, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
 	}
 	if err := checkKey(key); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
-	return bucket, key, nil
+	return bucket, key, versionID, nil
 }
 
-// openCopySource resolves, authorizes and stats a copy source and checks the
-// x-amz-copy-source-if-* conditions.
+// openCopySource resolves, authorizes and stats a copy source (a version,
+// when it names one) and checks the x-amz-copy-source-if-* conditions.
 func (s *Server) openCopySource(q *request) (backend.Bucket, store.ObjectInfo, error) {
-	sb, sk, err := copySource(q.r.Header.Get("x-amz-copy-source"))
+	sb, sk, vid, err := copySource(q.r.Header.Get("x-amz-copy-source"))
 	if err != nil {
 		return nil, store.ObjectInfo{}, err
 	}
-	src, check, err := s.objectNamed(q, sb, sk, "s3:GetObject")
+	action := "s3:GetObject"
+	if vid != "" {
+		action = "s3:GetObjectVersion"
+	}
+	src, check, err := s.objectNamed(q, sb, sk, action)
 	if err != nil {
 		return nil, store.ObjectInfo{}, err
 	}
-	info, err := src.Stat(q.r.Context(), sk)
+	var info store.ObjectInfo
+	if vid != "" {
+		info, err = src.StatVersion(q.r.Context(), sk, vid)
+		var dm *backend.DeleteMarkerError
+		if errors.As(err, &dm) {
+			err = s3err.New(s3err.CodeInvalidRequest, "The source of a copy request may not specifically refer to a delete marker by version id.")
+		}
+	} else {
+		info, err = src.Stat(q.r.Context(), sk)
+	}
 	if check != nil {
 		if err := check(info, err); err != nil {
 			return nil, store.ObjectInfo{}, err
@@ -489,6 +495,9 @@ func (s *Server) openCopySource(q *request) (backend.Bucket, store.ObjectInfo, e
 	}
 	if err := checkConditions(q.r.Header, "x-amz-copy-source-", info); err != nil {
 		return nil, store.ObjectInfo{}, err
+	}
+	if info.VersionID != "" {
+		q.w.Header().Set("x-amz-copy-source-version-id", info.VersionID)
 	}
 	return src, info, nil
 }
@@ -506,7 +515,7 @@ func (s *Server) copyObject(q *request) error {
 	var meta store.Metadata
 	switch directive {
 	case "", "COPY":
-		if src.Name() == dst.Name() && info.Key == q.key {
+		if src.Name() == dst.Name() && info.Key == q.key && !strings.Contains(q.r.Header.Get("x-amz-copy-source"), "versionId=") {
 			return s3err.New(s3err.CodeInvalidRequest, "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
 		}
 		meta = info.Metadata
@@ -542,6 +551,9 @@ func (s *Server) copyObject(q *request) error {
 	out, err := dst.Put(ctx, q.key, rc, info.Size, opts)
 	if err != nil {
 		return err
+	}
+	if out.VersionID != "" {
+		q.w.Header().Set("x-amz-version-id", out.VersionID)
 	}
 	writeXML(q.w, http.StatusOK, copyObjectResult{Xmlns: s3NS, LastModified: s3Time(out.ModTime), ETag: `"` + out.ETag + `"`})
 	return nil

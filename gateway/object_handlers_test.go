@@ -177,7 +177,7 @@ func TestGetObject(t *testing.T) {
 		{name: "part 2", in: s3.GetObjectInput{PartNumber: aws.Int32(2)}, code: "InvalidPartNumber", status: 416},
 		{name: "missing key", in: s3.GetObjectInput{Key: aws.String("nope")}, code: "NoSuchKey", status: 404},
 		{name: "missing bucket", in: s3.GetObjectInput{Bucket: aws.String("nope")}, code: "NoSuchBucket", status: 404},
-		{name: "version", in: s3.GetObjectInput{VersionId: aws.String("v1")}, code: "NotImplemented", status: 501},
+		{name: "version", in: s3.GetObjectInput{VersionId: aws.String("v1")}, code: "NoSuchVersion", status: 404},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.in
@@ -339,8 +339,9 @@ func TestDeleteObject(t *testing.T) {
 	wantErr(t, err, "AccessDenied", 403)
 	_, err = e.root.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("nope"), Key: aws.String("k")})
 	wantErr(t, err, "NoSuchBucket", 404)
+	// Deleting a version that does not exist succeeds, as in S3.
 	_, err = e.root.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k"), VersionId: aws.String("3")})
-	wantErr(t, err, "NotImplemented", 501)
+	noErr(t, err)
 	e.fake.Fail(gatewaytest.OpDelete, backend.ErrNoLeader)
 	_, err = e.root.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("bkt"), Key: aws.String("k")})
 	wantErr(t, err, "SlowDown", 503)
@@ -373,7 +374,7 @@ func TestDeleteObjects(t *testing.T) {
 		{name: "bad keys", del: objs("a", "x/../y", "b"), deleted: []string{"a", "b"},
 			errs: []string{"x/../y:InvalidArgument"}, remains: []string{"c"}},
 		{name: "version", del: &types.Delete{Objects: []types.ObjectIdentifier{{Key: aws.String("a"), VersionId: aws.String("7")}}},
-			errs: []string{"a:NotImplemented"}, remains: []string{"a", "b", "c"}},
+			deleted: []string{"a"}, remains: []string{"a", "b", "c"}},
 		{name: "per-key backend errors", del: objs("a", "b"), fail: store.ErrThrottled,
 			errs: []string{"a:SlowDown", "b:SlowDown"}, remains: []string{"a", "b", "c"}},
 		{name: "quiet keeps errors", del: &types.Delete{Quiet: aws.Bool(true), Objects: objs("a").Objects}, fail: store.ErrAccessDenied,
@@ -502,7 +503,7 @@ func TestCopyObject(t *testing.T) {
 		{name: "missing source key", in: s3.CopyObjectInput{CopySource: aws.String("src/nope")}, code: "NoSuchKey", status: 404},
 		{name: "missing source bucket", in: s3.CopyObjectInput{CopySource: aws.String("nope/obj")}, code: "NoSuchBucket", status: 404},
 		{name: "bad source", in: s3.CopyObjectInput{CopySource: aws.String("srconly")}, code: "InvalidArgument", status: 400},
-		{name: "source version", in: s3.CopyObjectInput{CopySource: aws.String("src/obj?versionId=3")}, code: "NotImplemented", status: 501},
+		{name: "source version", in: s3.CopyObjectInput{CopySource: aws.String("src/obj?versionId=3")}, code: "NoSuchVersion", status: 404},
 		{name: "missing destination bucket", in: s3.CopyObjectInput{Bucket: aws.String("nope")}, code: "NoSuchBucket", status: 404},
 		{name: "source not readable", in: s3.CopyObjectInput{Bucket: aws.String("dst")}, userGrant: "none", code: "AccessDenied", status: 403},
 		{name: "source readable", in: s3.CopyObjectInput{Bucket: aws.String("dst")}, userGrant: "read",

@@ -108,8 +108,10 @@ func (s *Server) route(r *http.Request, q url.Values, bucket, key string) (strin
 	}
 	has := func(k string) bool { _, ok := q[k]; return ok }
 	m := r.Method
-	if key != "" && has("versionId") && q.Get("versionId") != "null" {
-		return r.Method + "-version", func(*request) error { return errNotImplemented("Object versions (versionId)") }
+	if key != "" && has("versionId") {
+		if op, fn := s.routeVersion(r, q); fn != nil {
+			return op, fn
+		}
 	}
 	if op, fn := s.routeTagging(m, has, bucket, key); fn != nil {
 		return op, fn

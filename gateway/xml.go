@@ -159,32 +159,50 @@ type listBucketResultV1 struct {
 
 // listVersionsResult is ListObjectVersions' answer.
 type listVersionsResult struct {
-	XMLName             xml.Name      `xml:"ListVersionsResult"`
-	Xmlns               string        `xml:"xmlns,attr"`
-	Name                string        `xml:"Name"`
-	Prefix              string        `xml:"Prefix"`
-	KeyMarker           string        `xml:"KeyMarker"`
-	VersionIDMarker     string        `xml:"VersionIdMarker"`
-	NextKeyMarker       string        `xml:"NextKeyMarker,omitempty"`
-	NextVersionIDMarker string        `xml:"NextVersionIdMarker,omitempty"`
-	MaxKeys             int           `xml:"MaxKeys"`
-	Delimiter           string        `xml:"Delimiter,omitempty"`
-	EncodingType        string        `xml:"EncodingType,omitempty"`
-	IsTruncated         bool          `xml:"IsTruncated"`
-	Versions            []versionElem `xml:"Version"`
-	CommonPrefixes      []prefixElem  `xml:"CommonPrefixes"`
+	XMLName             xml.Name `xml:"ListVersionsResult"`
+	Xmlns               string   `xml:"xmlns,attr"`
+	Name                string   `xml:"Name"`
+	Prefix              string   `xml:"Prefix"`
+	KeyMarker           string   `xml:"KeyMarker"`
+	VersionIDMarker     string   `xml:"VersionIdMarker"`
+	NextKeyMarker       string   `xml:"NextKeyMarker,omitempty"`
+	NextVersionIDMarker string   `xml:"NextVersionIdMarker,omitempty"`
+	MaxKeys             int      `xml:"MaxKeys"`
+	Delimiter           string   `xml:"Delimiter,omitempty"`
+	EncodingType        string   `xml:"EncodingType,omitempty"`
+	IsTruncated         bool     `xml:"IsTruncated"`
+	// Entries are Version, DeleteMarker and CommonPrefixes elements in
+	// listing order, as S3 interleaves them.
+	Entries []any
+}
+
+// deleteMarkerElem is a delete marker in a version listing.
+type deleteMarkerElem struct {
+	XMLName      xml.Name `xml:"DeleteMarker"`
+	Key          string   `xml:"Key"`
+	VersionID    string   `xml:"VersionId"`
+	IsLatest     bool     `xml:"IsLatest"`
+	LastModified string   `xml:"LastModified"`
+	Owner        *owner   `xml:"Owner,omitempty"`
+}
+
+// prefixEntry is a common prefix in a version listing.
+type prefixEntry struct {
+	XMLName xml.Name `xml:"CommonPrefixes"`
+	Prefix  string   `xml:"Prefix"`
 }
 
 // versionElem is one version of an object in a version listing.
 type versionElem struct {
-	Key          string `xml:"Key"`
-	VersionID    string `xml:"VersionId"`
-	IsLatest     bool   `xml:"IsLatest"`
-	LastModified string `xml:"LastModified"`
-	ETag         string `xml:"ETag"`
-	Size         int64  `xml:"Size"`
-	Owner        *owner `xml:"Owner,omitempty"`
-	StorageClass string `xml:"StorageClass"`
+	XMLName      xml.Name `xml:"Version"`
+	Key          string   `xml:"Key"`
+	VersionID    string   `xml:"VersionId"`
+	IsLatest     bool     `xml:"IsLatest"`
+	LastModified string   `xml:"LastModified"`
+	ETag         string   `xml:"ETag"`
+	Size         int64    `xml:"Size"`
+	Owner        *owner   `xml:"Owner,omitempty"`
+	StorageClass string   `xml:"StorageClass"`
 }
 
 type copyObjectResult struct {
@@ -212,14 +230,17 @@ type deleteRequest struct {
 }
 
 type deletedElem struct {
-	Key       string `xml:"Key"`
-	VersionID string `xml:"VersionId,omitempty"`
+	Key                   string `xml:"Key"`
+	VersionID             string `xml:"VersionId,omitempty"`
+	DeleteMarker          bool   `xml:"DeleteMarker,omitempty"`
+	DeleteMarkerVersionID string `xml:"DeleteMarkerVersionId,omitempty"`
 }
 
 type deleteErrorElem struct {
-	Key     string `xml:"Key"`
-	Code    string `xml:"Code"`
-	Message string `xml:"Message"`
+	Key       string `xml:"Key"`
+	VersionID string `xml:"VersionId,omitempty"`
+	Code      string `xml:"Code"`
+	Message   string `xml:"Message"`
 }
 
 type deleteResult struct {
@@ -314,6 +335,8 @@ type listMultipartUploadsResult struct {
 }
 
 type versioningConfiguration struct {
-	XMLName xml.Name `xml:"VersioningConfiguration"`
-	Xmlns   string   `xml:"xmlns,attr"`
+	XMLName   xml.Name `xml:"VersioningConfiguration"`
+	Xmlns     string   `xml:"xmlns,attr,omitempty"`
+	Status    string   `xml:"Status,omitempty"`
+	MfaDelete string   `xml:"MfaDelete,omitempty"`
 }
