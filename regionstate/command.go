@@ -309,13 +309,15 @@ const (
 	BucketConfPublicAccess = "public-access-block"
 	BucketConfTagging      = "tagging"
 	BucketConfCORS         = "cors"
+	BucketConfLifecycle    = "lifecycle"
 )
 
 // BucketConfigKinds are the kinds SetBucketConfig accepts.
-var BucketConfigKinds = []string{BucketConfPolicy, BucketConfACL, BucketConfPublicAccess, BucketConfTagging, BucketConfCORS}
+var BucketConfigKinds = []string{BucketConfPolicy, BucketConfACL, BucketConfPublicAccess, BucketConfTagging, BucketConfCORS, BucketConfLifecycle}
 
 // MaxBucketConfig bounds one configuration document (S3's bucket policy
-// limit is 20 KiB; a CORS configuration of 100 rules fits too).
+// limit is 20 KiB; a CORS configuration of 100 rules fits too; a
+// lifecycle configuration of 1000 rules may not, and is refused).
 const MaxBucketConfig = 64 << 10
 
 // SetBucketConfig sets (or, with Delete, removes) one S3 configuration of
