@@ -443,7 +443,7 @@ func (f Filter) out() *outFilter {
 			and.Prefix = &p
 		}
 		for _, t := range f.Tags {
-			and.Tags = append(and.Tags, outTag{t.Key, t.Value})
+			and.Tags = append(and.Tags, outTag(t))
 		}
 		of.And = and
 	}
