@@ -54,7 +54,12 @@ const (
 	ConfPublicAccess = "public-access-block"
 	ConfTagging      = "tagging"
 	ConfCORS         = "cors"
+	ConfLifecycle    = "lifecycle"
 )
+
+// MaxConfigSize bounds one configuration document (the region state's
+// limit, regionstate.MaxBucketConfig).
+const MaxConfigSize = 64 << 10
 
 // Bucket is one bucket of the namespace. Keys are relative to the bucket.
 type Bucket interface {

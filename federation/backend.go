@@ -160,10 +160,16 @@ func (h bucketHandle) Authorize(u backend.User, write bool) error {
 }
 
 func (h bucketHandle) Config(kind string) (string, bool) {
+	if kind == backend.ConfLifecycle {
+		return h.lifecycleDoc()
+	}
 	return h.ns.rs.State().BucketConfig(h.Bucket.Name, kind)
 }
 
 func (h bucketHandle) SetConfig(ctx context.Context, kind, value string) error {
+	if kind == backend.ConfLifecycle {
+		return h.setLifecycle(ctx, value)
+	}
 	return h.ns.rs.Apply(ctx, regionstate.SetBucketConfig{Bucket: h.Bucket.Name, Kind: kind, Value: value, Delete: value == ""})
 }
 

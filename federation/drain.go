@@ -74,6 +74,8 @@ func (n *Namespace) RegisterMetrics(reg prometheus.Registerer) error {
 	m := n.metrics
 	cs := []prometheus.Collector{m.stagedBytes, m.stagingWaits, m.drained, m.drainedBytes, m.drainErrors, m.superseded}
 	cs = append(cs, n.degraded.collectors()...)
+	cs = append(cs, n.lcMetrics.collectors()...)
+	cs = append(cs, n.lifecycleGauges()...)
 	if n.egress != nil {
 		cs = append(cs, n.egress.bytesTotal, n.egress.servedTotal, n.budget.used)
 	}

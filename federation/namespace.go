@@ -23,6 +23,7 @@ import (
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/lifecycle"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
 )
@@ -83,8 +84,10 @@ type Config struct {
 	// sees may be: they are re-evaluated at most this often (default
 	// DefaultBudgetRefresh, 5 s).
 	BudgetRefresh time.Duration
-	Logger        *slog.Logger
-	Now           func() time.Time
+	// Lifecycle configures the lifecycle runner (RunLifecycle).
+	Lifecycle LifecycleConfig
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
 
 // ChunkCache is the region's chunk cache as the namespace uses it; a
@@ -133,6 +136,14 @@ type Namespace struct {
 	drainWake chan struct{}
 	preloads  preloadRuns
 	degraded  *degradedTracker
+
+	// The lifecycle runner (lifecycle.go).
+	lc        LifecycleConfig
+	lcMetrics *lifecycleMetrics
+	lcWake    chan struct{}
+	lcMu      sync.Mutex // one pass at a time
+	lcParsed  lifecycleCache
+	lcHook    func(bucket, key string) // tests: between the look and the delete
 }
 
 // nsView is what the active policy makes of the namespace: its stores,
@@ -171,6 +182,9 @@ func New(cfg Config) (*Namespace, error) {
 	if cfg.Region == nil {
 		cfg.Region = soloRegion{id: "local"}
 	}
+	if cfg.Lifecycle.Every <= 0 {
+		cfg.Lifecycle.Every = DefaultLifecycleEvery
+	}
 	if cfg.WriteBack.Copies <= 0 {
 		cfg.WriteBack.Copies = 2
 	}
@@ -184,7 +198,7 @@ func New(cfg Config) (*Namespace, error) {
 	n := &Namespace{rs: rs, log: cfg.Logger, now: cfg.Now,
 		created: cfg.Now(), cache: cfg.Cache, fill: cfg.FillConcurrency,
 		region: cfg.Region, wb: cfg.WriteBack, metrics: newDrainMetrics(), drainWake: make(chan struct{}, 1),
-		degraded: newDegradedTracker()}
+		degraded: newDegradedTracker(), lc: cfg.Lifecycle, lcMetrics: newLifecycleMetrics(), lcWake: make(chan struct{}, 1)}
 	n.users = &Users{rs: rs, now: cfg.Now, catchUp: n.catchUp}
 	if cfg.RegionLocation != "" {
 		// Before the view: placements rank their members from the region's
@@ -244,11 +258,11 @@ func (n *Namespace) buildView(p *policies.Policy, stores map[string]store.Store,
 		if pb.Glob {
 			// Rules for buckets created through S3 whose names match; new
 			// ones are created in st.
-			v.globs = append(v.globs, globRule{pattern: pb.Name, store: st, cache: rules, writeBack: pb.Write == policies.WriteBack})
+			v.globs = append(v.globs, globRule{pattern: pb.Name, store: st, cache: rules, writeBack: pb.Write == policies.WriteBack, lifecycle: pb.Lifecycle})
 			continue
 		}
 		b := &Bucket{Name: pb.Name, Owner: RootUser, Global: true, Created: n.created,
-			store: st, prefix: prefix, ns: n, cache: rules, origin: pb.Origin != nil}
+			store: st, prefix: prefix, ns: n, cache: rules, origin: pb.Origin != nil, lifecycle: pb.Lifecycle}
 		b.path = pathFor(b, pb.Write == policies.WriteBack)
 		v.global[pb.Name] = b
 	}
@@ -272,6 +286,7 @@ type globRule struct {
 	store     store.Store
 	cache     CacheRules
 	writeBack bool // the policy entry's write mode
+	lifecycle []lifecycle.Rule
 }
 
 // glob returns the first glob rule matching a bucket name.
@@ -347,6 +362,9 @@ type Bucket struct {
 	// path is how objects are written: straight to the store, or staged
 	// and journaled, then drained (writepath.go, writeback.go).
 	path writePath
+	// lifecycle is the policy file's lifecycle rules for the bucket (nil:
+	// none; its S3 configuration applies).
+	lifecycle []lifecycle.Rule
 }
 
 // WriteBack reports whether the bucket's writes are write-back.
@@ -394,7 +412,7 @@ func (n *Namespace) fromRecord(rec regionstate.Bucket) (*Bucket, error) {
 		cache: CacheRules{Chunked: needsCache(st), ReadAhead: n.fill}}
 	writeBack := false
 	if g, ok := v.glob(rec.Name); ok {
-		b.cache, writeBack = g.cache, g.writeBack
+		b.cache, writeBack, b.lifecycle = g.cache, g.writeBack, g.lifecycle
 		b.cache.Chunked = needsCache(st) // the bucket stays where it was created
 	}
 	b.path = pathFor(b, writeBack)

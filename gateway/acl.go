@@ -55,8 +55,8 @@ func (s *Server) routeAccess(m string, has func(string) bool, bucket, key string
 		return "PutBucketVersioning", s.putBucketVersioning
 	case has("requestPayment") && m == http.MethodGet:
 		return "GetBucketRequestPayment", s.getBucketRequestPayment
-	case has("lifecycle") && m == http.MethodGet:
-		return "GetBucketLifecycleConfiguration", s.getBucketLifecycle
+	case has("lifecycle"):
+		return s.routeLifecycle(m)
 	case has("publicAccessBlock"):
 		switch m {
 		case http.MethodGet:
@@ -352,15 +352,4 @@ func (s *Server) getBucketRequestPayment(q *request) error {
 	}
 	writeXML(q.w, http.StatusOK, requestPaymentConfiguration{Xmlns: s3NS, Payer: "BucketOwner"})
 	return nil
-}
-
-// getBucketLifecycle answers that the bucket has no lifecycle
-// configuration: fedgate cannot set one yet (PutBucketLifecycleConfiguration
-// is NotImplemented), so none exists. s3cmd info and other tools ask.
-func (s *Server) getBucketLifecycle(q *request) error {
-	b, err := s.bucketFor(q)
-	if err != nil {
-		return err
-	}
-	return s3err.Newf(s3err.CodeNoSuchLifecycleConfiguration, "The lifecycle configuration does not exist: bucket %q has none.", b.Name())
 }

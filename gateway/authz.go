@@ -64,6 +64,8 @@ var opActions = map[string]string{
 	"PostObject":                      "s3:PutObject",
 	"GetBucketRequestPayment":         "s3:GetBucketRequestPayment",
 	"GetBucketLifecycleConfiguration": "s3:GetLifecycleConfiguration",
+	"PutBucketLifecycleConfiguration": "s3:PutLifecycleConfiguration",
+	"DeleteBucketLifecycle":           "s3:PutLifecycleConfiguration",
 }
 
 // grantActions are what `fedgate user grant` levels allow: read, and what

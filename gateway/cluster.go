@@ -40,6 +40,24 @@ type AdminCluster struct {
 	// DrainBacklog is the region's write-back journal: objects (and
 	// deletes) acknowledged but not yet in their stores.
 	DrainBacklog AdminBacklog `json:"drain_backlog"`
+	// Lifecycle is the region leader's lifecycle runner: its last finished
+	// pass and when the next is due (docs/lifecycle.md).
+	Lifecycle AdminLifecycle `json:"lifecycle"`
+}
+
+// AdminLifecycle is the lifecycle runner's state: the last finished pass
+// (zero LastEnd: none yet), its counts, and the next pass's due time.
+type AdminLifecycle struct {
+	LastStart    time.Time `json:"last_start,omitzero"`
+	LastEnd      time.Time `json:"last_end,omitzero"`
+	LastNode     string    `json:"last_node,omitempty"`
+	Next         time.Time `json:"next"`
+	EverySeconds float64   `json:"every_seconds"`
+	Scanned      int64     `json:"scanned"`
+	Expired      int64     `json:"expired"`
+	Aborted      int64     `json:"aborted"`
+	Skipped      int64     `json:"skipped"`
+	Errors       int64     `json:"errors"`
 }
 
 // AdminBacklog is the size of the write-back journal.

@@ -389,7 +389,8 @@ func (s *Server) putBucketCORS(q *request) error {
 }
 
 // readDigested reads a configuration body of at most limit bytes that S3
-// requires an integrity check for (PutBucketCors): Content-MD5 or an
+// requires an integrity check for (PutBucketCors,
+// PutBucketLifecycleConfiguration): Content-MD5 or an
 // x-amz-checksum-*, verified as it is read.
 func (q *request) readDigested(limit int) ([]byte, error) {
 	if !hasBodyDigest(q.r.Header) {

@@ -43,7 +43,7 @@ type handlerFunc func(*request) error
 // one gets NotImplemented instead of being mistaken for a plain operation.
 var unsupportedSubresources = []string{
 	"accelerate", "analytics", "encryption", "intelligent-tiering",
-	"inventory", "legal-hold", "lifecycle", "logging", "metadataTable", "metrics", "notification",
+	"inventory", "legal-hold", "logging", "metadataTable", "metrics", "notification",
 	"object-lock", "ownershipControls",
 	"replication", "requestPayment", "restore", "retention", "select", "torrent",
 	"website", "renameObject", "session",

@@ -14,6 +14,7 @@ import (
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/checksum"
 	"github.com/fedgate/fedgate/gateway/s3err"
+	"github.com/fedgate/fedgate/lifecycle"
 )
 
 // Object tags live with the object, in the reserved user-metadata entry
@@ -21,7 +22,7 @@ import (
 // given) like x-amz-tagging. Bucket tags are the bucket's ConfTagging
 // configuration, a Tagging XML document.
 const (
-	metaTagging = reservedMeta + "tagging"
+	metaTagging = lifecycle.TaggingMetaKey // "fedgate-tagging": the lifecycle runner reads it too
 
 	// S3's limits: tags per object and per bucket, and the length of a
 	// key and a value in Unicode characters.

@@ -325,6 +325,10 @@ func (c *cluster) ClusterStatus(ctx context.Context) (gateway.AdminCluster, erro
 	if c.ns != nil {
 		b := c.ns.Backlog()
 		out.DrainBacklog = gateway.AdminBacklog{Objects: b.Entries, Bytes: b.Bytes, OldestSeconds: b.OldestAge.Seconds()}
+		lc := c.ns.LifecycleStatus()
+		out.Lifecycle = gateway.AdminLifecycle{LastStart: lc.Last.Start, LastEnd: lc.Last.End, LastNode: lc.Last.Node, Next: lc.Next,
+			EverySeconds: lc.Every.Seconds(), Scanned: lc.Last.Scanned, Expired: lc.Last.Expired, Aborted: lc.Last.Aborted,
+			Skipped: lc.Last.Skipped, Errors: lc.Last.Errors}
 	}
 	return out, nil
 }

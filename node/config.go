@@ -72,6 +72,12 @@ type Config struct {
 	// EgressBudgetRefresh bounds how stale the budget statuses a cold read
 	// is checked against may be (default federation.DefaultBudgetRefresh).
 	EgressBudgetRefresh time.Duration
+	// LifecycleEvery is the time between the region leader's lifecycle
+	// passes (default federation.DefaultLifecycleEvery); LifecycleRate
+	// bounds their deletions and aborts per second (0: the default,
+	// negative: no bound).
+	LifecycleEvery time.Duration
+	LifecycleRate  float64
 	// RaftSnapshotThreshold and RaftTrailingLogs tune Raft snapshots.
 	RaftSnapshotThreshold, RaftTrailingLogs uint64
 	// RaftElectionTimeout is Raft's heartbeat and election timeout (0:
@@ -126,6 +132,8 @@ func DefaultConfig() Config {
 		StagingWait:           30 * time.Second,
 		EgressRetention:       400 * 24 * time.Hour,
 		EgressBudgetRefresh:   federation.DefaultBudgetRefresh,
+		LifecycleEvery:        federation.DefaultLifecycleEvery,
+		LifecycleRate:         federation.DefaultLifecycleRate,
 		RaftSnapshotThreshold: 8192,
 		RaftTrailingLogs:      10240,
 		ShutdownTimeout:       60 * time.Second,
@@ -168,6 +176,8 @@ func (c *Config) Validate() error {
 		return errors.New("--egress-retention: want a duration like 90d, or 0")
 	case c.EgressBudgetRefresh < 0:
 		return errors.New("--egress-budget-refresh: want a positive duration like 5s")
+	case c.LifecycleEvery < 0:
+		return errors.New("--lifecycle-every: want a positive duration like 1h")
 	case c.ShutdownTimeout < 0:
 		return errors.New("--shutdown-timeout must not be negative")
 	}

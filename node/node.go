@@ -291,6 +291,7 @@ func (n *Node) open(ctx context.Context) error {
 		RegionLocation:  regionLocation(pol, cfg.Region),
 		EgressRetention: cfg.EgressRetention,
 		BudgetRefresh:   cfg.EgressBudgetRefresh,
+		Lifecycle:       federation.LifecycleConfig{Every: cfg.LifecycleEvery, Rate: cfg.LifecycleRate, IsLeader: rn.IsLeader},
 		WriteBack: federation.WriteBackConfig{Staging: n.stage, Copies: cfg.WriteBackCopies, Wait: cfg.StagingWait,
 			PeerStall: peerStall(cfg.RaftElectionTimeout)}})
 	if err != nil {
@@ -362,8 +363,8 @@ func (n *Node) open(ctx context.Context) error {
 	return nil
 }
 
-// startLoops starts the namespace's drainer, preloader and egress
-// flusher, the policy manager and (multi-node) the cache ring's member
+// startLoops starts the namespace's drainer, preloader, lifecycle
+// runner and egress flusher, the policy manager and (multi-node) the cache ring's member
 // sync; n.halt stops them.
 func (n *Node) startLoops(ctx context.Context, pm *policyManager) {
 	ns := n.ns
@@ -376,6 +377,7 @@ func (n *Node) startLoops(ctx context.Context, pm *policyManager) {
 	go ns.RunPreloader(loopCtx)
 	go ns.RunVersionCollector(loopCtx)
 	go ns.CheckStoresEvery(loopCtx, federation.StoreCheckInterval)
+	go ns.RunLifecycle(loopCtx) // passes only while this node leads the region
 	go pm.run(loopCtx)
 	go func() {
 		defer close(egressDone)

@@ -20,7 +20,7 @@ type ref struct {
 
 type refs struct{ stores, buckets []ref }
 
-var bucketKeys = []string{"name", "origin", "placement", "write", "cache", "routing"}
+var bucketKeys = []string{"name", "origin", "placement", "write", "cache", "routing", "lifecycle"}
 
 func (d *decoder) buckets(e entry, r *refs) []Bucket {
 	items, _ := d.list(e.val, e.vpos, "buckets", "buckets")
@@ -65,6 +65,9 @@ func (d *decoder) buckets(e entry, r *refs) []Bucket {
 		}
 		if e, ok := m["routing"]; ok {
 			b.Routing = d.bucketRouting(e, join(pth, "routing"), b.Placement, r)
+		}
+		if e, ok := m["lifecycle"]; ok {
+			b.Lifecycle = d.lifecycle(e, join(pth, "lifecycle"))
 		}
 		out = append(out, b)
 	}

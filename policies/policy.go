@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fedgate/fedgate/lifecycle"
 )
 
 // Policy is one parsed and validated policy file. Treat it as read-only; the
@@ -115,6 +117,10 @@ type Bucket struct {
 	// Routing orders which member of a replicate or erasure placement
 	// reads use first; the zero value follows the file's routing.prefer.
 	Routing BucketRouting
+	// Lifecycle is the bucket's S3 lifecycle rules (nil: none in the file;
+	// the bucket's own S3 configuration, if any, applies). On a glob, the
+	// rules of the buckets it matches.
+	Lifecycle []lifecycle.Rule
 }
 
 // BucketRouting is a bucket's read routing: a rule, or an explicit order

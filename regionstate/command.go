@@ -317,16 +317,18 @@ const (
 	BucketConfPublicAccess = "public-access-block"
 	BucketConfTagging      = "tagging"
 	BucketConfCORS         = "cors"
+	BucketConfLifecycle    = "lifecycle"
 	// BucketConfVersioning is "Enabled" or "Suspended" (absent: never
 	// versioned).
 	BucketConfVersioning = "versioning"
 )
 
 // BucketConfigKinds are the kinds SetBucketConfig accepts.
-var BucketConfigKinds = []string{BucketConfPolicy, BucketConfACL, BucketConfPublicAccess, BucketConfTagging, BucketConfCORS, BucketConfVersioning}
+var BucketConfigKinds = []string{BucketConfPolicy, BucketConfACL, BucketConfPublicAccess, BucketConfTagging, BucketConfCORS, BucketConfLifecycle, BucketConfVersioning}
 
 // MaxBucketConfig bounds one configuration document (S3's bucket policy
-// limit is 20 KiB; a CORS configuration of 100 rules fits too).
+// limit is 20 KiB; a CORS configuration of 100 rules fits too; a
+// lifecycle configuration of 1000 rules may not, and is refused).
 const MaxBucketConfig = 64 << 10
 
 // SetBucketConfig sets (or, with Delete, removes) one S3 configuration of

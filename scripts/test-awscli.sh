@@ -90,6 +90,17 @@ aws s3api put-bucket-tagging --bucket cli-bucket --tagging 'TagSet=[{Key=cost-ce
 check "get-bucket-tagging" "cost-center ml 42" "$(aws s3api get-bucket-tagging --bucket cli-bucket --query 'TagSet[].[Key,Value]' --output text | tr '\t' ' ')"
 aws s3api delete-bucket-tagging --bucket cli-bucket >/dev/null
 expect_fail "bucket tags deleted" "NoSuchTagSet" aws s3api get-bucket-tagging --bucket cli-bucket
+expect_fail "no lifecycle" "NoSuchLifecycleConfiguration" aws s3api get-bucket-lifecycle-configuration --bucket cli-bucket
+aws s3api put-bucket-lifecycle-configuration --bucket cli-bucket --lifecycle-configuration \
+  '{"Rules":[{"ID":"old-runs","Status":"Enabled","Filter":{"Prefix":"runs/"},"Expiration":{"Days":7}},{"ID":"uploads","Status":"Enabled","Filter":{},"AbortIncompleteMultipartUpload":{"DaysAfterInitiation":2}}]}' >/dev/null
+check "get-bucket-lifecycle-configuration" "old-runs runs/ 7 uploads 2" \
+  "$(aws s3api get-bucket-lifecycle-configuration --bucket cli-bucket --query 'Rules[].[ID,Filter.Prefix,Expiration.Days,AbortIncompleteMultipartUpload.DaysAfterInitiation]' --output text | tr '\t\n' '  ' | sed 's/ None//g; s/ $//')"
+expect_fail "lifecycle Days 0" "InvalidArgument" aws s3api put-bucket-lifecycle-configuration --bucket cli-bucket --lifecycle-configuration \
+  '{"Rules":[{"Status":"Enabled","Filter":{},"Expiration":{"Days":0}}]}'
+expect_fail "lifecycle transition" "NotImplemented" aws s3api put-bucket-lifecycle-configuration --bucket cli-bucket --lifecycle-configuration \
+  '{"Rules":[{"Status":"Enabled","Filter":{},"Transitions":[{"Days":30,"StorageClass":"GLACIER"}]}]}'
+aws s3api delete-bucket-lifecycle --bucket cli-bucket >/dev/null
+expect_fail "lifecycle deleted" "NoSuchLifecycleConfiguration" aws s3api get-bucket-lifecycle-configuration --bucket cli-bucket
 check "get-object-attributes" "$(md5sum <"$WORK/tree/a/f3.txt" | cut -d' ' -f1) $(wc -c <"$WORK/tree/a/f3.txt" | tr -d ' ') STANDARD" \
   "$(aws s3api get-object-attributes --bucket cli-bucket --key tagged.txt --object-attributes ETag ObjectSize StorageClass --query '[ETag,ObjectSize,StorageClass]' --output text | tr '\t' ' ')"
 check "get-object-attributes parts" "3" "$(aws s3api get-object-attributes --bucket cli-bucket --key "dir/big file ü.bin" --object-attributes ObjectParts --query ObjectParts.TotalPartsCount --output text)"

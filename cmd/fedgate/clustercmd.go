@@ -81,6 +81,7 @@ another copy because a store lacked theirs); 'fedgate repair' rebuilds them.`,
 			b := st.DrainBacklog
 			fmt.Fprintf(cmd.OutOrStdout(), "Drain backlog: %d objects, %s, oldest %s\n", b.Objects, humanBytes(b.Bytes),
 				(time.Duration(b.OldestSeconds) * time.Second).String())
+			printLifecycle(cmd.OutOrStdout(), st.Lifecycle)
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tHTTP ADDRESS\tVOTER\tSTATE\tTERM\tAPPLIED\tCACHE\tSTAGING\tCLOCK\tHEALTHY")
 			for _, m := range st.Members {
@@ -210,4 +211,15 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// printLifecycle prints the lifecycle runner's line of cluster status.
+func printLifecycle(w io.Writer, lc gateway.AdminLifecycle) {
+	next := lc.Next.Local().Format(time.DateTime)
+	if lc.LastEnd.IsZero() {
+		fmt.Fprintf(w, "Lifecycle: no pass yet; next %s (every %s)\n", next, time.Duration(lc.EverySeconds*float64(time.Second)))
+		return
+	}
+	fmt.Fprintf(w, "Lifecycle: last pass %s on %s (%d scanned, %d expired, %d uploads aborted, %d skipped, %d errors); next %s\n",
+		lc.LastEnd.Local().Format(time.DateTime), lc.LastNode, lc.Scanned, lc.Expired, lc.Aborted, lc.Skipped, lc.Errors, next)
 }

@@ -29,7 +29,8 @@ type serverFlags struct {
 	fillConcurrency                                     int
 	stagingSize                                         string
 	writeBackCopies                                     int
-	stagingWait, budgetRefresh                          time.Duration
+	stagingWait, budgetRefresh, lifecycleEvery          time.Duration
+	lifecycleRate                                       int
 	egressRetention                                     string
 	raftSnapshotThreshold, raftTrailingLogs             uint64
 	internalAddr                                        string
@@ -56,7 +57,7 @@ func (f serverFlags) nodeConfig(log *slog.Logger) (node.Config, error) {
 		Listen: f.listen, CertFile: f.certFile, KeyFile: f.keyFile, CAFile: f.caFile, DataDir: f.dataDir, CacheDir: f.cacheDir, PolicyFile: f.config, Region: f.region,
 		SigningRegion: f.s3Region, Domain: f.domain, AccessKey: f.accessKey, SecretKey: f.secretKey, NodeID: f.nodeID,
 		Logger: log, Version: version, FillConcurrency: f.fillConcurrency, WriteBackCopies: f.writeBackCopies,
-		StagingWait: f.stagingWait, EgressBudgetRefresh: f.budgetRefresh, RaftSnapshotThreshold: f.raftSnapshotThreshold, RaftTrailingLogs: f.raftTrailingLogs,
+		StagingWait: f.stagingWait, EgressBudgetRefresh: f.budgetRefresh, LifecycleEvery: f.lifecycleEvery, LifecycleRate: float64(f.lifecycleRate), RaftSnapshotThreshold: f.raftSnapshotThreshold, RaftTrailingLogs: f.raftTrailingLogs,
 		DebugListen: f.debugListen, ShutdownTimeout: f.shutdownTimeout, RaftAddr: f.raftAddr, InternalAddr: f.internalAddr,
 		BootstrapExpect: f.bootstrapExpect, Join: f.join, Bootstrap: f.bootstrap,
 		PeerCertFile: f.peerCert, PeerKeyFile: f.peerKey, PeerCAFile: f.peerCA, PeerServerName: f.peerServerName,
@@ -138,6 +139,8 @@ environment. See docs/server-config.md.`,
 	fl.IntVar(&f.writeBackCopies, "write-back-copies", 2, "nodes that must hold a write-back write (fsynced) before it is acknowledged")
 	fl.Uint64Var(&f.raftSnapshotThreshold, "raft-snapshot-threshold", 8192, "Raft log entries between automatic snapshots")
 	fl.Uint64Var(&f.raftTrailingLogs, "raft-trailing-logs", 10240, "Raft log entries a snapshot keeps, so a briefly absent node catches up from the log, not a snapshot")
+	fl.DurationVar(&f.lifecycleEvery, "lifecycle-every", federation.DefaultLifecycleEvery, "time between the region leader's lifecycle passes (expiring objects, aborting stale multipart uploads; docs/lifecycle.md)")
+	fl.IntVar(&f.lifecycleRate, "lifecycle-rate", federation.DefaultLifecycleRate, "at most this many lifecycle deletions and upload aborts per second (negative: no bound)")
 	fl.DurationVar(&f.budgetRefresh, "egress-budget-refresh", federation.DefaultBudgetRefresh, "how often a node re-adds the month's egress cost to check budgets (cold reads see a spent budget at most this late)")
 	fl.DurationVar(&f.stagingWait, "staging-wait", 30*time.Second, "how long a write-back write waits for staging room before it gets 503 SlowDown")
 	fl.StringVar(&f.egressRetention, "egress-retention", "400d", "how long the egress ledger keeps its hourly rows, like 90d or 400d (0: for ever)")
