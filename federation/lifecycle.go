@@ -200,6 +200,11 @@ func (n *Namespace) RunLifecyclePass(ctx context.Context) (LifecycleRun, error) 
 		if err := n.expireObjects(ctx, b, rules, run.Start, p, &run); err != nil && ctx.Err() != nil {
 			return run, err
 		}
+		if b.versioned() {
+			if err := n.expireVersions(ctx, b, rules, run.Start, p, &run); err != nil && ctx.Err() != nil {
+				return run, err
+			}
+		}
 		if err := n.abortUploads(ctx, b, rules, run.Start, p, &run); err != nil {
 			return run, err
 		}
@@ -454,6 +459,9 @@ func (n *Namespace) abortUploads(ctx context.Context, b *Bucket, rules []lifecyc
 // is looked up in its store just before the delete, which leaves a window
 // of one store round trip in which an overwrite can still be lost.
 func (b *Bucket) deleteIfUnchanged(ctx context.Context, key string, seen store.ObjectInfo) (bool, error) {
+	if b.versioned() {
+		return b.markIfUnchanged(ctx, key, seen)
+	}
 	if _, wb := b.path.(writeBackPath); wb {
 		for try := 0; try < conditionRetries; try++ {
 			idx := max(b.ns.rs.State().AppliedIndex(), 1)
@@ -535,4 +543,105 @@ func (p *pacer) wait(ctx context.Context) error {
 	}
 	p.next = now.Add(p.gap)
 	return ctx.Err()
+}
+
+// markIfUnchanged expires the current version of a versioned bucket's key
+// (a delete marker, as S3 does) if it is still the version seen.
+func (b *Bucket) markIfUnchanged(ctx context.Context, key string, seen store.ObjectInfo) (bool, error) {
+	if err := b.ns.writeBarrier(ctx); err != nil {
+		return false, err
+	}
+	if err := b.adoptPlain(ctx, key); err != nil {
+		return false, err
+	}
+	latest, ok, err := b.latestVersion(ctx, key)
+	if err != nil || !ok || latest.DeleteMarker || latest.ID != seen.VersionID || latest.ETag != seen.ETag {
+		return false, err
+	}
+	id := newVersionID()
+	if b.Versioning() == VersioningSuspended {
+		id = regionstate.NullVersionID
+	}
+	marker := regionstate.ObjectVersion{Bucket: b.Name, Key: key, ID: id, DeleteMarker: true}
+	err = b.ns.rs.Apply(ctx, regionstate.PutVersion{Version: marker, Conditional: true, IfLatest: latest.Seq})
+	if errors.Is(err, regionstate.ErrChanged) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// expireVersions applies NoncurrentVersionExpiration and the removal of
+// expired delete markers to a versioned bucket: it walks the version index
+// key by key and removes, for good, what the rules say is due.
+func (n *Namespace) expireVersions(ctx context.Context, b *Bucket, rules []lifecycle.Rule, now time.Time, p *pacer, run *LifecycleRun) error {
+	var vr []lifecycle.Rule
+	for _, r := range rules {
+		if r.NoncurrentVersionExpiration != nil || r.RemovesExpiredMarker() {
+			vr = append(vr, r)
+		}
+	}
+	if len(vr) == 0 {
+		return nil
+	}
+	m := n.lcMetrics
+	var due []regionstate.ObjectVersion
+	var key []regionstate.ObjectVersion // one key's versions, newest first
+	flush := func() {
+		for i, v := range key {
+			tags := lifecycle.ObjectTags(v.Meta.User)
+			for _, r := range vr {
+				if !r.Filter.Matches(v.Key, v.Size, tags) {
+					continue
+				}
+				if i == 0 {
+					if len(key) == 1 && v.DeleteMarker && r.RemovesExpiredMarker() {
+						due = append(due, v)
+						break
+					}
+					continue
+				}
+				// Version i stopped being current when version i-1 was
+				// written; i-1 noncurrent versions are newer than it.
+				if r.ExpiresNoncurrent(key[i-1].Created, i-1, now) {
+					due = append(due, v)
+					break
+				}
+			}
+		}
+		key = key[:0]
+	}
+	n.rs.State().ListVersions(b.Name, "", "", 0, func(v regionstate.ObjectVersion) bool {
+		if len(key) > 0 && key[0].Key != v.Key {
+			flush()
+		}
+		key = append(key, v)
+		run.Scanned++
+		m.scanned.Inc()
+		return len(due) < 10000 // the rest waits for the next pass
+	})
+	flush()
+	for _, v := range due {
+		if err := p.wait(ctx); err != nil {
+			return err
+		}
+		if h := n.lcHook; h != nil {
+			h(b.Name, v.Key)
+		}
+		err := n.rs.Apply(ctx, regionstate.DeleteVersion{Bucket: b.Name, Key: v.Key, ID: v.ID})
+		switch {
+		case err == nil:
+			run.Expired++
+			m.expired.WithLabelValues(b.Name).Inc()
+		case errors.Is(err, regionstate.ErrNoSuchVersion):
+			run.Skipped++
+			m.skipped.WithLabelValues(b.Name).Inc()
+		case ctx.Err() != nil:
+			return ctx.Err()
+		default:
+			run.Errors++
+			m.errors.WithLabelValues(b.Name).Inc()
+			n.log.Warn("lifecycle: removing a version failed; next pass tries again", "bucket", b.Name, "key", v.Key, "version", v.ID, "error", err)
+		}
+	}
+	return nil
 }

@@ -83,7 +83,7 @@ func versionInfo(v regionstate.ObjectVersion) store.ObjectInfo {
 	meta := fromRaftMeta(v.Meta)
 	meta.Checksums = v.Checksums
 	return store.ObjectInfo{Key: v.Key, Size: v.Size, ModTime: v.Created, ETag: v.ETag,
-		Validator: store.Validator("v:" + v.ID + ":" + v.ETag), Metadata: meta, VersionID: v.ID, StoreKey: v.StoreKey}
+		Validator: store.Validator(v.Validator), Metadata: meta, VersionID: v.ID, StoreKey: v.StoreKey}
 }
 
 // latestVersion returns the key's newest version from the index, after a
@@ -183,7 +183,7 @@ func (b *Bucket) putVersioned(ctx context.Context, key string, body io.Reader, s
 	}
 	b.ns.countWrite(b.Name, b.store, info.Size)
 	v := regionstate.ObjectVersion{Bucket: b.Name, Key: key, ID: id, Store: b.store.Name(), StoreKey: skey,
-		Size: info.Size, ETag: info.ETag, Meta: toRaftMeta(info.Metadata, ""), Checksums: info.Checksums}
+		Size: info.Size, ETag: info.ETag, Validator: string(info.Validator), Meta: toRaftMeta(info.Metadata, ""), Checksums: info.Checksums}
 	cmd := regionstate.PutVersion{Version: v}
 	if cond != nil {
 		cmd.Conditional, cmd.IfLatest = true, *cond
@@ -198,7 +198,6 @@ func (b *Bucket) putVersioned(ctx context.Context, key string, body io.Reader, s
 		return store.ObjectInfo{}, err
 	}
 	info.Key, info.VersionID, info.StoreKey = key, id, skey
-	info.Validator = store.Validator("v:" + id + ":" + info.ETag)
 	return info, nil
 }
 
@@ -237,7 +236,7 @@ func (b *Bucket) adoptPlain(ctx context.Context, key string) error {
 		return err
 	}
 	null := regionstate.ObjectVersion{Bucket: b.Name, Key: key, ID: regionstate.NullVersionID, Store: b.store.Name(),
-		StoreKey: b.prefix + key, Size: plain.Size, ETag: plain.ETag, Meta: toRaftMeta(plain.Metadata, ""),
+		StoreKey: b.prefix + key, Size: plain.Size, ETag: plain.ETag, Validator: string(plain.Validator), Meta: toRaftMeta(plain.Metadata, ""),
 		Checksums: plain.Checksums, Created: plain.ModTime}
 	return b.ns.rs.Apply(ctx, regionstate.PutVersion{Version: null})
 }
@@ -613,7 +612,7 @@ func (b *Bucket) commitUploadVersion(ctx context.Context, up Upload, info store.
 		meta = fromRaftMeta(up.Meta)
 	}
 	v := regionstate.ObjectVersion{Bucket: b.Name, Key: up.Key, ID: id, Store: b.store.Name(), StoreKey: skey,
-		Size: info.Size, ETag: info.ETag, Meta: toRaftMeta(meta, up.Meta.ChecksumAlgorithm), Checksums: info.Checksums}
+		Size: info.Size, ETag: info.ETag, Validator: string(info.Validator), Meta: toRaftMeta(meta, up.Meta.ChecksumAlgorithm), Checksums: info.Checksums}
 	cmd := regionstate.PutVersion{Version: v}
 	if cond != nil {
 		cmd.Conditional, cmd.IfLatest = true, *cond
@@ -625,6 +624,5 @@ func (b *Bucket) commitUploadVersion(ctx context.Context, up Upload, info store.
 		return store.ObjectInfo{}, err
 	}
 	info.VersionID, info.StoreKey = id, skey
-	info.Validator = store.Validator("v:" + id + ":" + info.ETag)
 	return info, nil
 }

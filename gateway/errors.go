@@ -156,6 +156,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		case "X-Amz-Request-Id", "X-Amz-Id-2", "Server", "Date", "Retry-After":
 		case "Access-Control-Allow-Origin", "Access-Control-Allow-Credentials", "Access-Control-Allow-Methods",
 			"Access-Control-Expose-Headers", "Access-Control-Max-Age", "Vary": // CORS (cors.go)
+		case "X-Amz-Delete-Marker", "X-Amz-Version-Id", "Allow": // a delete marker's answer (versioning.go)
 		case "Content-Range":
 			if se.Status != http.StatusRequestedRangeNotSatisfiable {
 				delete(h, k)

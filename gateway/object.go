@@ -276,6 +276,7 @@ func (s *Server) serveObject(q *request, withBody bool) error {
 			}
 		}
 		if err != nil {
+			deleteMarkerAnswer(q.w, err)
 			return s.hideMissing(q, b, err)
 		}
 		defer f.Close()

@@ -66,16 +66,18 @@ type Tag struct{ Key, Value string }
 
 // Expiration expires current objects: Days after they were last modified
 // (rounded up to the next midnight UTC, as S3 does), or on Date (midnight
-// UTC) and after. ExpiredObjectDeleteMarker applies to versioned buckets
-// only; it is stored and returned.
+// UTC) and after (in a versioned bucket: a delete marker is added).
+// ExpiredObjectDeleteMarker removes delete markers that are their key's
+// only version (versioned buckets).
 type Expiration struct {
 	Days                      int
 	Date                      time.Time
 	ExpiredObjectDeleteMarker bool
 }
 
-// NoncurrentVersionExpiration applies to versioned buckets only; it is
-// stored and returned.
+// NoncurrentVersionExpiration applies to versioned buckets only: a
+// version NoncurrentDays after it stopped being current is removed for
+// good, except the NewerNoncurrentVersions newest noncurrent ones.
 type NoncurrentVersionExpiration struct {
 	NoncurrentDays          int
 	NewerNoncurrentVersions int
@@ -269,6 +271,26 @@ func (r *Rule) Expires(modTime, now time.Time) bool {
 		return !now.Before(e.Date)
 	}
 	return false
+}
+
+// ExpiresNoncurrent reports whether the rule's NoncurrentVersionExpiration
+// removes, at now, a noncurrent version that became noncurrent at since and
+// has newer noncurrent versions before it (0 for the newest noncurrent
+// version). S3 keeps NewerNoncurrentVersions of them whatever their age.
+func (r *Rule) ExpiresNoncurrent(since time.Time, newer int, now time.Time) bool {
+	e := r.NoncurrentVersionExpiration
+	if !r.Enabled || e == nil || e.NoncurrentDays <= 0 || newer < e.NewerNoncurrentVersions {
+		return false
+	}
+	return !now.Before(afterDays(since, e.NoncurrentDays))
+}
+
+// RemovesExpiredMarker reports whether the rule removes a delete marker
+// that is its key's only version (ExpiredObjectDeleteMarker; an Expiration
+// with Days or Date removes such markers too, as in S3).
+func (r *Rule) RemovesExpiredMarker() bool {
+	e := r.Expiration
+	return r.Enabled && e != nil && (e.ExpiredObjectDeleteMarker || e.Days > 0 || !e.Date.IsZero())
 }
 
 // AbortsUpload reports whether the rule aborts, at now, a multipart upload

@@ -45,10 +45,13 @@ type ObjectVersion struct {
 	DeleteMarker bool `json:",omitempty"`
 	// Store and StoreKey are where the version's bytes are (none for a
 	// delete marker).
-	Store     string `json:",omitempty"`
-	StoreKey  string `json:",omitempty"`
-	Size      int64
-	ETag      string            `json:",omitempty"`
+	Store    string `json:",omitempty"`
+	StoreKey string `json:",omitempty"`
+	Size     int64
+	ETag     string `json:",omitempty"`
+	// Validator is the store's validator of the version's bytes (reads
+	// are conditional on it).
+	Validator string            `json:",omitempty"`
 	Meta      ObjectMeta        `json:",omitempty"`
 	Checksums map[string]string `json:",omitempty"`
 	Created   time.Time
