@@ -544,9 +544,6 @@ func (b *Bucket) LocalRead(ctx context.Context, key string) (sent func(n int64),
 
 // Put writes an object (a new version in a versioned bucket).
 func (b *Bucket) Put(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
-	if b.versioned() {
-		return b.putVersioned(ctx, key, body, size, opts)
-	}
 	return b.path.put(ctx, key, body, size, opts)
 }
 
@@ -571,8 +568,8 @@ func (b *Bucket) Delete(ctx context.Context, key string) error {
 // DeleteLatest is Delete, returning the delete marker's version id in a
 // versioned bucket ("" in an unversioned one).
 func (b *Bucket) DeleteLatest(ctx context.Context, key string) (string, error) {
-	if b.versioned() {
-		return b.deleteVersioned(ctx, key)
+	if dp, ok := b.path.(directPath); ok {
+		return dp.deleteLatest(ctx, key)
 	}
 	return "", b.path.delete(ctx, key)
 }

@@ -159,10 +159,8 @@ func hasNull(vs []regionstate.ObjectVersion) bool {
 // putVersioned writes a new version of key: its bytes under a key of their
 // own, then the version in the index. Under Suspended the version is the
 // key's null version (replacing the previous null version).
+// The caller has passed the write barrier.
 func (b *Bucket) putVersioned(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
-	if err := b.ns.writeBarrier(ctx); err != nil {
-		return store.ObjectInfo{}, err
-	}
 	if err := b.adoptPlain(ctx, key); err != nil {
 		return store.ObjectInfo{}, err
 	}
@@ -251,10 +249,8 @@ func (b *Bucket) statPlain(ctx context.Context, key string) (store.ObjectInfo, e
 // deleteVersioned is DeleteObject without a version id: a new delete
 // marker (under Suspended, the null delete marker replacing the null
 // version). It returns the marker's id.
+// The caller has passed the write barrier.
 func (b *Bucket) deleteVersioned(ctx context.Context, key string) (string, error) {
-	if err := b.ns.writeBarrier(ctx); err != nil {
-		return "", err
-	}
 	id := newVersionID()
 	if b.Versioning() == VersioningSuspended {
 		id = regionstate.NullVersionID

@@ -89,6 +89,11 @@ func (p directPath) put(ctx context.Context, key string, body io.Reader, size in
 	if err := b.ns.writeBarrier(ctx); err != nil {
 		return store.ObjectInfo{}, err
 	}
+	// After the barrier: a bucket versioned through another node a moment
+	// ago is seen as versioned here.
+	if b.versioned() {
+		return b.putVersioned(ctx, key, body, size, opts)
+	}
 	defer b.invalidate(key)
 	info, err := b.store.Put(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key, body, size, opts)
 	info.Key = key
@@ -100,10 +105,25 @@ func (p directPath) put(ctx context.Context, key string, body io.Reader, size in
 }
 
 func (p directPath) delete(ctx context.Context, key string) error {
+	_, err := p.deleteLatest(ctx, key)
+	return err
+}
+
+// deleteLatest deletes key, or in a versioned bucket adds a delete marker
+// and returns its id.
+func (p directPath) deleteLatest(ctx context.Context, key string) (string, error) {
 	b := p.b
 	if err := b.ns.writeBarrier(ctx); err != nil {
-		return err
+		return "", err
 	}
+	if b.versioned() {
+		return b.deleteVersioned(ctx, key)
+	}
+	return "", p.deletePlain(ctx, key)
+}
+
+func (p directPath) deletePlain(ctx context.Context, key string) error {
+	b := p.b
 	defer b.invalidate(key)
 	if err := b.store.Delete(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key); err != nil {
 		return err
