@@ -140,6 +140,30 @@ aws s3api delete-bucket-policy --bucket cli-bucket
 check "policy deleted" "403" "$(status "$EP/cli-bucket/public/open.txt")"
 expect_fail "no policy" "NoSuchBucketPolicy" aws s3api get-bucket-policy --bucket cli-bucket
 
+# Versioning (issue 12): a checkpoint's versions, a delete marker, a rollback.
+aws s3 mb s3://cli-versions >/dev/null
+aws s3api put-bucket-versioning --bucket cli-versions --versioning-configuration Status=Enabled
+check "get-bucket-versioning" "Enabled" "$(aws s3api get-bucket-versioning --bucket cli-versions --query Status --output text)"
+v1=$(aws s3api put-object --bucket cli-versions --key latest.pt --body "$WORK/tree/a/f1.txt" --query VersionId --output text)
+aws s3api put-object --bucket cli-versions --key latest.pt --body "$WORK/tree/a/f2.txt" >/dev/null
+aws s3api put-object --bucket cli-versions --key latest.pt --body "$WORK/tree/a/f3.txt" >/dev/null
+check "three versions" "3" "$(aws s3api list-object-versions --bucket cli-versions --query 'length(Versions)' --output text)"
+aws s3api get-object --bucket cli-versions --key latest.pt --version-id "$v1" "$WORK/v1.out" >/dev/null
+check "get the first version" "file 1" "$(cat "$WORK/v1.out")"
+marker=$(aws s3api delete-object --bucket cli-versions --key latest.pt --query VersionId --output text)
+expect_fail "get after delete" "404" aws s3api head-object --bucket cli-versions --key latest.pt
+check "delete marker listed" "$marker" "$(aws s3api list-object-versions --bucket cli-versions --query 'DeleteMarkers[0].VersionId' --output text)"
+aws s3api delete-object --bucket cli-versions --key latest.pt --version-id "$marker" >/dev/null
+aws s3 cp s3://cli-versions/latest.pt "$WORK/back.out" >/dev/null
+check "marker removed: object back" "file 3" "$(cat "$WORK/back.out")"
+aws s3api copy-object --bucket cli-versions --key latest.pt --copy-source "cli-versions/latest.pt?versionId=$v1" >/dev/null
+aws s3 cp s3://cli-versions/latest.pt "$WORK/rolled.out" >/dev/null
+check "rollback by copy" "file 1" "$(cat "$WORK/rolled.out")"
+for v in $(aws s3api list-object-versions --bucket cli-versions --query 'Versions[].VersionId' --output text); do
+  aws s3api delete-object --bucket cli-versions --key latest.pt --version-id "$v" >/dev/null
+done
+aws s3 rb s3://cli-versions >/dev/null
+
 aws s3 rm --recursive s3://cli-bucket/ >/dev/null
 check "rm recursive" "0" "$(aws s3 ls --recursive s3://cli-bucket/ | wc -l | tr -d ' ')"
 aws s3 rb s3://cli-bucket >/dev/null
