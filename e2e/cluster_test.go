@@ -61,11 +61,11 @@ func settled(st gateway.AdminCluster, want int) bool {
 	return true
 }
 
-// TestCluster: three real processes form a region with --bootstrap-expect
-// and --join over a shared NAS default store; writes through followers are
-// forwarded; data and users are shared; the region survives SIGKILL of the
-// leader, and the killed node rejoins with its data dir.
-func TestCluster(t *testing.T) {
+// startCluster starts three real processes that form a region with
+// --bootstrap-expect and --join over a shared NAS default store, and
+// waits for 3 healthy members and a leader.
+func startCluster(t *testing.T) ([]*server, map[string]*server, gateway.AdminCluster) {
+	t.Helper()
 	nas := t.TempDir()
 	policy := writePolicy(t, nas)
 	addrs := freeAddrs(t, 9)
@@ -89,13 +89,21 @@ func TestCluster(t *testing.T) {
 	for _, n := range nodes {
 		n.WaitReady(t)
 	}
-
 	var st gateway.AdminCluster
 	waitFor(t, 20*time.Second, "3 healthy members and a leader", func() bool {
 		var err error
 		st, err = clusterStatus(nodes[0])
 		return err == nil && settled(st, 3)
 	})
+	return nodes, byID, st
+}
+
+// TestCluster: three real processes form a region with --bootstrap-expect
+// and --join over a shared NAS default store; writes through followers are
+// forwarded; data and users are shared; the region survives SIGKILL of the
+// leader, and the killed node rejoins with its data dir.
+func TestCluster(t *testing.T) {
+	nodes, byID, st := startCluster(t)
 	leader := byID[st.Leader]
 	var follower *server
 	for _, n := range nodes {
