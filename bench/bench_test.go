@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/internal/testserver"
@@ -117,10 +118,12 @@ type target struct {
 }
 
 type env struct {
-	fedgate, ceiling target
-	fg               *testserver.Process
-	client           *http.Client
-	s3               *s3.Client
+	// fedgate is an unversioned bucket, versioned the same server's bucket
+	// with versioning Enabled (every PUT a new version).
+	fedgate, versioned, ceiling target
+	fg                          *testserver.Process
+	client                      *http.Client
+	s3                          *s3.Client
 }
 
 func setup(b *testing.B) *env {
@@ -144,36 +147,50 @@ func setup(b *testing.B) *env {
 	if _, err := e.s3.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("bench")}); err != nil {
 		b.Fatal(err)
 	}
+	if _, err := e.s3.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("benchv")}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := e.s3.PutBucketVersioning(context.Background(), &s3.PutBucketVersioningInput{Bucket: aws.String("benchv"),
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		b.Fatal(err)
+	}
+	e.fedgate = e.presigned(b, "fedgate", "bench")
+	e.versioned = e.presigned(b, "versioned", "benchv")
+	e.ceiling = target{name: "ceiling",
+		getURL: func(key string) string { return ceilingURL + "/" + key },
+		putURL: func(key string) (string, http.Header) { return ceilingURL + "/" + key, http.Header{} },
+	}
+	return e
+}
+
+// presigned is a target that reads and writes bucket of the fedgate server
+// through presigned URLs (made once per GET key).
+func (e *env) presigned(b *testing.B, name, bucket string) target {
 	ps := s3.NewPresignClient(e.s3)
-	presigned := map[string]string{}
+	cache := map[string]string{}
 	var mu sync.Mutex
-	e.fedgate = target{name: "fedgate",
+	return target{name: name,
 		getURL: func(key string) string {
 			mu.Lock()
 			defer mu.Unlock()
-			if u, ok := presigned[key]; ok {
+			if u, ok := cache[key]; ok {
 				return u
 			}
-			req, err := ps.PresignGetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("bench"), Key: aws.String(key)}, s3.WithPresignExpires(6*time.Hour))
+			req, err := ps.PresignGetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}, s3.WithPresignExpires(6*time.Hour))
 			if err != nil {
 				b.Fatal(err)
 			}
-			presigned[key] = req.URL
+			cache[key] = req.URL
 			return req.URL
 		},
 		putURL: func(key string) (string, http.Header) {
-			req, err := ps.PresignPutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String("bench"), Key: aws.String(key)}, s3.WithPresignExpires(6*time.Hour))
+			req, err := ps.PresignPutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}, s3.WithPresignExpires(6*time.Hour))
 			if err != nil {
 				b.Fatal(err)
 			}
 			return req.URL, req.SignedHeader
 		},
 	}
-	e.ceiling = target{name: "ceiling",
-		getURL: func(key string) string { return ceilingURL + "/" + key },
-		putURL: func(key string) (string, http.Header) { return ceilingURL + "/" + key, http.Header{} },
-	}
-	return e
 }
 
 // reader yields size pseudo-random bytes without holding them all.
@@ -256,14 +273,14 @@ func BenchmarkGetPut(b *testing.B) {
 	e := setup(b)
 	for _, sz := range sizes {
 		// Objects to read: one per concurrent client.
-		for _, t := range []target{e.fedgate, e.ceiling} {
+		for _, t := range []target{e.fedgate, e.versioned, e.ceiling} {
 			for i := range sz.par {
 				e.put(b, t, fmt.Sprintf("get/%s/%d", sz.name, i), sz.size)
 			}
 		}
 		for _, op := range []string{"GET", "PUT"} {
 			for round := range *rounds {
-				for _, t := range []target{e.fedgate, e.ceiling} {
+				for _, t := range []target{e.fedgate, e.versioned, e.ceiling} {
 					b.Run(fmt.Sprintf("%s/%s/%s/round%d", op, sz.name, t.name, round), func(b *testing.B) {
 						b.SetBytes(sz.size)
 						var next sync.Mutex
@@ -346,8 +363,8 @@ func printSummary() {
 	}
 	var out bytes.Buffer
 	if len(results) > 0 {
-		fmt.Fprintln(&out, "\n| size | op | fedgate MB/s | ceiling MB/s | fedgate req/s | ceiling req/s | fedgate/ceiling: median (each round) |")
-		fmt.Fprintln(&out, "|---|---|---|---|---|---|---|")
+		fmt.Fprintln(&out, "\n| size | op | fedgate MB/s | ceiling MB/s | fedgate req/s | ceiling req/s | fedgate/ceiling: median (each round) | versioned bucket/ceiling: median (each round) |")
+		fmt.Fprintln(&out, "|---|---|---|---|---|---|---|---|")
 	}
 	for _, sz := range sizes {
 		ops := results[sz.name]
@@ -360,14 +377,17 @@ func printSummary() {
 		}
 		sort.Strings(keys)
 		for _, op := range keys {
-			fs, cs := ops[op]["fedgate"], ops[op]["ceiling"]
-			var ratios []float64
+			fs, vs, cs := ops[op]["fedgate"], ops[op]["versioned"], ops[op]["ceiling"]
+			var ratios, vratios []float64
 			for i := range min(len(fs), len(cs)) {
 				ratios = append(ratios, fs[i]/cs[i])
 			}
+			for i := range min(len(vs), len(cs)) {
+				vratios = append(vratios, vs[i]/cs[i])
+			}
 			f, c := median(fs), median(cs)
-			fmt.Fprintf(&out, "| %s | %s | %.1f | %.1f | %.0f | %.0f | %.2f (%s) |\n", sz.name, op, f/1e6, c/1e6,
-				f/float64(sz.size), c/float64(sz.size), median(ratios), spread(ratios))
+			fmt.Fprintf(&out, "| %s | %s | %.1f | %.1f | %.0f | %.0f | %.2f (%s) | %.2f (%s) |\n", sz.name, op, f/1e6, c/1e6,
+				f/float64(sz.size), c/float64(sz.size), median(ratios), spread(ratios), median(vratios), spread(vratios))
 		}
 	}
 	for _, n := range notes {
