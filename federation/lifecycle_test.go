@@ -11,6 +11,7 @@ import (
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/lifecycle"
 	"github.com/fedgate/fedgate/policies"
 )
@@ -24,24 +25,12 @@ type testClock struct {
 func (c *testClock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *testClock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
-func TestLifecycleRunner(t *testing.T) {
-	ctx := context.Background()
-	pol, err := policies.Parse("policy.yaml", []byte(`
-buckets:
-  - name: ckpt
-    lifecycle:
-      - id: old-runs
-        filter: {prefix: runs/}
-        expiration: {days: 7}
-      - id: tmp-tagged
-        filter: {prefix: tmp/, tags: {keep: "no"}, object_size_greater_than: 2}
-        expiration: {days: 1}
-      - id: logs-later
-        filter: {prefix: logs/}
-        expiration: {days: 30}
-      - id: stale-uploads
-        abort_incomplete_multipart_upload: {days_after_initiation: 2}
-`), policies.AllFeatures())
+// lifecycleNamespace is a one-store namespace with the policy yaml, a
+// settable clock and an unpaced lifecycle runner; it returns the bucket
+// "ckpt" of the policy.
+func lifecycleNamespace(t *testing.T, yaml string) (*federation.Namespace, *federation.Bucket, *testClock, *posix.Store) {
+	t.Helper()
+	pol, err := policies.Parse("policy.yaml", []byte(yaml), policies.AllFeatures())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +45,27 @@ buckets:
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ns, b, clock, local
+}
+
+func TestLifecycleRunner(t *testing.T) {
+	ctx := context.Background()
+	ns, b, clock, local := lifecycleNamespace(t, `
+buckets:
+  - name: ckpt
+    lifecycle:
+      - id: old-runs
+        filter: {prefix: runs/}
+        expiration: {days: 7}
+      - id: tmp-tagged
+        filter: {prefix: tmp/, tags: {keep: "no"}, object_size_greater_than: 2}
+        expiration: {days: 1}
+      - id: logs-later
+        filter: {prefix: logs/}
+        expiration: {days: 30}
+      - id: stale-uploads
+        abort_incomplete_multipart_upload: {days_after_initiation: 2}
+`)
 	put := func(key, body, tags string) {
 		t.Helper()
 		meta := store.Metadata{}

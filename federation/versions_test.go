@@ -9,7 +9,6 @@ import (
 
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/policies"
 )
 
 // Issue 12's lifecycle story: NoncurrentVersionExpiration 1 day with 2
@@ -18,7 +17,7 @@ import (
 // marker goes too. The clock is advanced, not slept.
 func TestLifecycleNoncurrentVersions(t *testing.T) {
 	ctx := context.Background()
-	pol, err := policies.Parse("policy.yaml", []byte(`
+	ns, b, clock, local := lifecycleNamespace(t, `
 buckets:
   - name: ckpt
     lifecycle:
@@ -26,21 +25,7 @@ buckets:
         noncurrent_version_expiration: {noncurrent_days: 1, newer_noncurrent_versions: 2}
       - id: markers
         expiration: {expired_object_delete_marker: true}
-`), policies.AllFeatures())
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := &testClock{t: time.Now()}
-	local := posixStore(t, "local", testLoc)
-	ns, err := federation.New(federation.Config{State: openState(t), Stores: map[string]store.Store{"local": local},
-		DefaultStore: "local", Policy: pol, Now: clock.now, Lifecycle: federation.LifecycleConfig{Rate: -1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ns.Bucket("ckpt")
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	if err := b.SetVersioning(ctx, federation.VersioningEnabled); err != nil {
 		t.Fatal(err)
 	}
