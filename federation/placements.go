@@ -13,6 +13,7 @@ import (
 	"github.com/fedgate/fedgate/federation/placement"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/regionstate"
 )
 
 // Composite placements (replicate, erasure) are stores made of the
@@ -221,10 +222,52 @@ func (n *Namespace) Repair(ctx context.Context, bucket, prefix string, progress 
 		ctx = placement.DryRun(ctx, func(key string, stores []string) { found(strings.TrimPrefix(key, b.prefix), stores) })
 	}
 	st, err := r.Repair(withEgressTag(ctx, egressTag{bucket: bucket}), b.prefix+prefix, progress)
+	if err == nil && n.rs.State().HasVersions(b.Name) {
+		// Every version's bytes are an object of their own: repair them too
+		// (a prefix selects the versions of its keys).
+		var vst placement.RepairStats
+		if vst, err = n.repairVersions(ctx, b, r, prefix, progress); err == nil {
+			st = addRepairStats(st, vst)
+		}
+	}
 	if err == nil && prefix == "" && placement.DryRunFunc(ctx) == nil {
 		if c, ok := b.store.(interface{ Stores() []store.Store }); ok {
 			n.clearWiped(c.Stores())
 		}
 	}
 	return st, err
+}
+
+// repairVersions repairs the version bytes of b's keys under prefix, one
+// version at a time.
+func (n *Namespace) repairVersions(ctx context.Context, b *Bucket, r Repairer, prefix string, progress func(placement.RepairProgress)) (placement.RepairStats, error) {
+	var total placement.RepairStats
+	var keys []string
+	n.rs.State().ListVersions(b.Name, prefix, "", 0, func(v regionstate.ObjectVersion) bool {
+		if !v.DeleteMarker && strings.HasPrefix(v.StoreKey, versionsPrefix) {
+			keys = append(keys, v.StoreKey)
+		}
+		return true
+	})
+	for _, k := range keys {
+		st, err := r.Repair(withEgressTag(ctx, egressTag{bucket: b.Name}), k, progress)
+		total = addRepairStats(total, st)
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func addRepairStats(a, b placement.RepairStats) placement.RepairStats {
+	a.Objects += b.Objects
+	a.Healthy += b.Healthy
+	a.Repaired += b.Repaired
+	a.Failed += b.Failed
+	a.Shards += b.Shards
+	a.Manifests += b.Manifests
+	a.Copies += b.Copies
+	a.OldVersions += b.OldVersions
+	a.BytesRead += b.BytesRead
+	return a
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 )
 
 // Issue 12's lifecycle story: NoncurrentVersionExpiration 1 day with 2
@@ -99,5 +100,57 @@ buckets:
 	}
 	if v := versionsOf("gone.pt"); len(v) != 0 {
 		t.Fatalf("the expired delete marker was not removed: %v", v)
+	}
+}
+
+// Repair rebuilds the copies of old versions too: each version's bytes are
+// an object of their own on every member of a replicated bucket.
+func TestRepairRestoresVersions(t *testing.T) {
+	ctx := context.Background()
+	pol, err := policies.Parse("policy.yaml", []byte(`
+stores:
+  - {name: a, kind: posix, location: onprem:lab, path: /unused/a}
+  - {name: b, kind: posix, location: onprem:lab, path: /unused/b}
+buckets:
+  - {name: ckpt, placement: {replicate: [a, b]}}
+`), policies.AllFeatures())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, sb := posixStore(t, "a", testLoc), posixStore(t, "b", testLoc)
+	ns, err := federation.New(federation.Config{State: openState(t), Stores: map[string]store.Store{"a": sa, "b": sb},
+		DefaultStore: "a", Policy: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ns.Bucket("ckpt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetVersioning(ctx, federation.VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	var infos []store.ObjectInfo
+	for i := range 2 {
+		body := strings.Repeat("x", 10+i)
+		info, err := b.Put(ctx, "latest.pt", strings.NewReader(body), int64(len(body)), store.PutOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, info)
+	}
+	// Member b loses the old version's copy.
+	if err := sb.Delete(ctx, infos[0].StoreKey); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ns.Repair(ctx, "ckpt", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Copies != 1 {
+		t.Fatalf("repair re-created %d copies, want 1 (the old version's): %+v", st.Copies, st)
+	}
+	if _, err := sb.Stat(ctx, infos[0].StoreKey); err != nil {
+		t.Fatalf("the old version's copy on b after repair: %v", err)
 	}
 }
