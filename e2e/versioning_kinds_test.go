@@ -61,10 +61,23 @@ func TestVersioningBucketKinds(t *testing.T) {
 				ids, datas = append(ids, aws.ToString(put(t, c, bucket, "k.bin", data).VersionId)), append(datas, data)
 			}
 			put(t, c, bucket, "pre.bin", []byte("after"))
+			cold := s.metric("fedgate_cache_origin_bytes_total")
 			for i, id := range ids {
 				got, _ := getBytes(t, c, bucket, "k.bin", func(in *s3.GetObjectInput) { in.VersionId = aws.String(id) })
 				if !bytes.Equal(got, datas[i]) {
 					t.Fatalf("version %d reads back different bytes", i)
+				}
+			}
+			if bucket == "on-s3" {
+				// A cloud bucket's versions go through the chunk cache: an old
+				// version read again comes from it, not from the cloud.
+				before := s.metric("fedgate_cache_origin_bytes_total")
+				if before <= cold {
+					t.Fatal("the first reads of the versions did not go through the cache")
+				}
+				got, _ := getBytes(t, c, bucket, "k.bin", func(in *s3.GetObjectInput) { in.VersionId = aws.String(ids[0]) })
+				if after := s.metric("fedgate_cache_origin_bytes_total"); !bytes.Equal(got, datas[0]) || after != before {
+					t.Fatalf("an old version read again: %d origin bytes (want 0)", int64(after-before))
 				}
 			}
 			if got, _ := getBytes(t, c, bucket, "pre.bin", func(in *s3.GetObjectInput) { in.VersionId = aws.String("null") }); string(got) != "from before versioning" {
