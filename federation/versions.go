@@ -120,6 +120,18 @@ func (b *Bucket) statVersioned(ctx context.Context, key string) (store.ObjectInf
 
 // StatVersion returns one version of key by id ("null" included).
 func (b *Bucket) StatVersion(ctx context.Context, key, id string) (store.ObjectInfo, error) {
+	if !b.versioned() && !b.ns.rs.State().HasVersions(b.Name) {
+		// Every object of an unversioned bucket is its null version (and a
+		// write-back one may not be in the store yet: Stat knows).
+		if id != regionstate.NullVersionID {
+			return store.ObjectInfo{}, fmt.Errorf("%w: %s version %s", ErrNoSuchVersion, key, id)
+		}
+		info, err := b.Stat(ctx, key)
+		if err == nil {
+			info.VersionID = regionstate.NullVersionID
+		}
+		return info, err
+	}
 	if err := b.ns.readBarrier(ctx); err != nil {
 		return store.ObjectInfo{}, err
 	}
@@ -271,6 +283,12 @@ func (b *Bucket) deleteVersioned(ctx context.Context, key string) (string, error
 func (b *Bucket) DeleteVersion(ctx context.Context, key, id string) (marker bool, err error) {
 	if err := b.ns.writeBarrier(ctx); err != nil {
 		return false, err
+	}
+	if !b.versioned() && !b.ns.rs.State().HasVersions(b.Name) {
+		if id != regionstate.NullVersionID {
+			return false, nil // S3: deleting a version that does not exist succeeds
+		}
+		return false, b.path.delete(ctx, key) // the object itself, through its write path
 	}
 	vs := b.ns.rs.State().Versions(b.Name, key)
 	for _, v := range vs {

@@ -99,3 +99,32 @@ func TestVersionsAcrossNodes(t *testing.T) {
 		}
 	}
 }
+
+// In an unversioned write-back bucket the null version of a key is the
+// object, wherever it is (staged or drained): GET and DELETE with
+// versionId=null go through the bucket's write path.
+func TestNullVersionOfWriteBackObject(t *testing.T) {
+	r := nodetest.MakeRegion(t, 3, nodetest.Options{})
+	ctx := testCtx(t, time.Minute)
+	r.WaitForLeader()
+	bk, key := aws.String("ckpt"), aws.String("staged.pt")
+	data := randomBytes(32<<10, 9)
+	if _, err := r.Client(0).PutObject(ctx, &s3.PutObjectInput{Bucket: bk, Key: key, Body: bytes.NewReader(data)}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := r.Client(1).GetObject(ctx, &s3.GetObjectInput{Bucket: bk, Key: key, VersionId: aws.String("null")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(out.Body)
+	out.Body.Close()
+	if !bytes.Equal(got, data) || aws.ToString(out.VersionId) != "null" {
+		t.Fatalf("GET versionId=null of a write-back object: %d bytes, version %q", len(got), aws.ToString(out.VersionId))
+	}
+	if _, err := r.Client(2).DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: bk, Key: key, VersionId: aws.String("null")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Client(0).HeadObject(ctx, &s3.HeadObjectInput{Bucket: bk, Key: key}); err == nil {
+		t.Fatal("the object is still there after DELETE versionId=null")
+	}
+}
