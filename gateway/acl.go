@@ -92,8 +92,11 @@ func (s *Server) deleteConfig(kind string) handlerFunc {
 }
 
 // readConfig reads a configuration body of at most limit bytes.
-func (q *request) readConfig(limit int) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(q.body, int64(limit)+1))
+func (q *request) readConfig(limit int) ([]byte, error) { return readBounded(q.body, limit) }
+
+// readBounded reads body whole, refusing one longer than limit bytes.
+func readBounded(body io.Reader, limit int) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(body, int64(limit)+1))
 	if err != nil {
 		return nil, err
 	}

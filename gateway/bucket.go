@@ -133,15 +133,8 @@ func (s *Server) deleteObjects(q *request) error {
 	if err != nil {
 		return err
 	}
-	data, err := io.ReadAll(io.LimitReader(body, maxXMLBody+1))
-	if err != nil {
-		return err
-	}
-	if len(data) > maxXMLBody {
-		return s3err.Newf(s3err.CodeMalformedXML, "The XML body is larger than %d bytes.", maxXMLBody)
-	}
 	var req deleteRequest
-	if err := decodeXML(data, &req); err != nil {
+	if err := readXML(body, &req); err != nil {
 		return err
 	}
 	if len(req.Objects) == 0 || len(req.Objects) > maxDeleteObjects {

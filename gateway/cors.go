@@ -3,7 +3,6 @@ package gateway
 import (
 	"encoding/xml"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -400,12 +399,5 @@ func (q *request) readDigested(limit int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := io.ReadAll(io.LimitReader(body, int64(limit)+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > limit {
-		return nil, s3err.Newf(s3err.CodeInvalidRequest, "The request body is larger than %d bytes.", limit)
-	}
-	return data, nil
+	return readBounded(body, limit)
 }

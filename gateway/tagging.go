@@ -246,15 +246,8 @@ func (q *request) readTagging(max int) ([]tag, error) {
 		}
 		body = cr
 	}
-	data, err := io.ReadAll(io.LimitReader(body, maxXMLBody+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxXMLBody {
-		return nil, s3err.Newf(s3err.CodeMalformedXML, "The XML body is larger than %d bytes.", maxXMLBody)
-	}
 	var doc tagging
-	if err := decodeXML(data, &doc); err != nil {
+	if err := readXML(body, &doc); err != nil {
 		return nil, err
 	}
 	if doc.TagSet == nil {

@@ -32,14 +32,12 @@ type xmlRule struct {
 }
 
 type xmlFilter struct {
-	Prefix                []string `xml:"Prefix"`
-	Tag                   []xmlTag `xml:"Tag"`
-	ObjectSizeGreaterThan []int64  `xml:"ObjectSizeGreaterThan"`
-	ObjectSizeLessThan    []int64  `xml:"ObjectSizeLessThan"`
-	And                   []xmlAnd `xml:"And"`
-	Other                 []xmlAny `xml:",any"`
+	xmlAnd
+	And []xmlAnd `xml:"And"`
 }
 
+// xmlAnd is the conditions of an And element, which a Filter may also
+// hold directly.
 type xmlAnd struct {
 	Prefix                []string `xml:"Prefix"`
 	Tag                   []xmlTag `xml:"Tag"`
