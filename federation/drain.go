@@ -290,7 +290,11 @@ func (n *Namespace) drainOne(ctx context.Context, e regionstate.JournalEntry) bo
 			}
 		}
 	}()
-	err = n.upload(withEgressTag(uctx, egressTag{bucket: e.Bucket, key: e.Key}), e)
+	object := e.Key
+	if e.Object != "" {
+		object = e.Object // the bytes of one of its versions
+	}
+	stored, err := n.upload(withEgressTag(uctx, egressTag{bucket: e.Bucket, key: object}), e)
 	cancel()
 	<-renewed
 	if err != nil {
@@ -305,7 +309,7 @@ func (n *Namespace) drainOne(ctx context.Context, e regionstate.JournalEntry) bo
 	for _, s := range e.Segments {
 		drained = append(drained, s.ID)
 	}
-	if err := n.rs.Apply(context.WithoutCancel(ctx), regionstate.FinishDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Drained: drained}); err != nil {
+	if err := n.rs.Apply(context.WithoutCancel(ctx), regionstate.FinishDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Drained: drained, Validator: string(stored.Validator)}); err != nil {
 		n.log.Warn("write-back: drained, but the journal entry was not cleared (it will be drained again)", "bucket", e.Bucket, "key", e.Key, "error", err)
 		return false
 	}
@@ -319,26 +323,26 @@ func (n *Namespace) drainOne(ctx context.Context, e regionstate.JournalEntry) bo
 	return true
 }
 
-// upload writes (or deletes) e in its store.
-func (n *Namespace) upload(ctx context.Context, e regionstate.JournalEntry) error {
+// upload writes (or deletes) e in its store, and returns what the store
+// says of what it wrote.
+func (n *Namespace) upload(ctx context.Context, e regionstate.JournalEntry) (store.ObjectInfo, error) {
 	st, ok := n.v().stores[e.Store]
 	if !ok {
-		return fmt.Errorf("store %q is not configured on this node", e.Store)
+		return store.ObjectInfo{}, fmt.Errorf("store %q is not configured on this node", e.Store)
 	}
 	if e.Tombstone {
 		err := st.Delete(ctx, e.StoreKey)
 		if errors.Is(err, store.ErrNotFound) {
 			err = nil
 		}
-		return err
+		return store.ObjectInfo{}, err
 	}
 	meta := fromRaftMeta(e.Meta)
 	meta.Checksums = e.Checksums
 	if len(e.Segments) == 1 {
 		r := &segmentReader{ctx: ctx, ns: n, segs: e.Segments, left: e.Size}
 		defer r.Close()
-		_, err := st.Put(ctx, e.StoreKey, r, e.Size, store.PutOptions{Metadata: meta})
-		return err
+		return st.Put(ctx, e.StoreKey, r, e.Size, store.PutOptions{Metadata: meta})
 	}
 	// A completed multipart upload drains as a multipart upload, so the
 	// store's ETag is the same "<md5-of-md5s>-N" the client was given.
@@ -346,12 +350,11 @@ func (n *Namespace) upload(ctx context.Context, e regionstate.JournalEntry) erro
 	if !ok {
 		r := &segmentReader{ctx: ctx, ns: n, segs: e.Segments, left: e.Size}
 		defer r.Close()
-		_, err := st.Put(ctx, e.StoreKey, r, e.Size, store.PutOptions{Metadata: meta})
-		return err
+		return st.Put(ctx, e.StoreKey, r, e.Size, store.PutOptions{Metadata: meta})
 	}
 	uid, err := mp.CreateMultipart(ctx, e.StoreKey, store.PutOptions{Metadata: meta})
 	if err != nil {
-		return err
+		return store.ObjectInfo{}, err
 	}
 	parts := make([]store.PartInfo, 0, len(e.Segments))
 	for i, s := range e.Segments {
@@ -360,15 +363,16 @@ func (n *Namespace) upload(ctx context.Context, e regionstate.JournalEntry) erro
 		r.Close()
 		if err != nil {
 			_ = mp.AbortMultipart(context.WithoutCancel(ctx), e.StoreKey, uid)
-			return err
+			return store.ObjectInfo{}, err
 		}
 		parts = append(parts, pi)
 	}
-	if _, err := mp.CompleteMultipart(ctx, e.StoreKey, uid, parts, store.PutOptions{Metadata: meta}); err != nil {
+	info, err := mp.CompleteMultipart(ctx, e.StoreKey, uid, parts, store.PutOptions{Metadata: meta})
+	if err != nil {
 		_ = mp.AbortMultipart(context.WithoutCancel(ctx), e.StoreKey, uid)
-		return err
+		return store.ObjectInfo{}, err
 	}
-	return nil
+	return info, nil
 }
 
 // referenced returns the staged ids the journal and the write-back

@@ -3,6 +3,7 @@ package federation
 import (
 	"context"
 	"iter"
+	"slices"
 	"strings"
 
 	"github.com/fedgate/fedgate/federation/store"
@@ -44,6 +45,12 @@ func overlay(entries []regionstate.JournalEntry, opts store.ListOptions) []overl
 	return out
 }
 
+// objectEntries drops the journal entries holding the bytes of versions
+// (keyed by their store keys, listed through the version index).
+func objectEntries(es []regionstate.JournalEntry) []regionstate.JournalEntry {
+	return slices.DeleteFunc(es, func(e regionstate.JournalEntry) bool { return e.Object != "" })
+}
+
 // listMerged lists a write-back bucket: the store's listing with the
 // journal's pending writes laid over it (a pending write replaces or adds
 // the key, a pending delete hides it), so LIST shows every acknowledged
@@ -54,7 +61,7 @@ func (b *Bucket) listMerged(ctx context.Context, opts store.ListOptions) iter.Se
 			yield(store.Entry{}, err)
 			return
 		}
-		items := overlay(b.ns.rs.State().Journal(b.Name, opts.Prefix), opts)
+		items := overlay(objectEntries(b.ns.rs.State().Journal(b.Name, opts.Prefix)), opts)
 		emit := func(it overlayItem) bool {
 			if it.isPrefix {
 				return yield(store.Entry{Key: it.key, IsPrefix: true}, nil)

@@ -571,6 +571,12 @@ func (b *Bucket) DeleteLatest(ctx context.Context, key string) (string, error) {
 	if dp, ok := b.path.(directPath); ok {
 		return dp.deleteLatest(ctx, key)
 	}
+	if err := b.ns.writeBarrier(ctx); err != nil {
+		return "", err
+	}
+	if b.versioned() {
+		return b.deleteVersioned(ctx, key)
+	}
 	return "", b.path.delete(ctx, key)
 }
 

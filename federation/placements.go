@@ -244,7 +244,7 @@ func (n *Namespace) repairVersions(ctx context.Context, b *Bucket, r Repairer, p
 	var total placement.RepairStats
 	var keys []string
 	n.rs.State().ListVersions(b.Name, prefix, "", 0, func(v regionstate.ObjectVersion) bool {
-		if !v.DeleteMarker && strings.HasPrefix(v.StoreKey, versionsPrefix) {
+		if !v.DeleteMarker && v.Staged == 0 && strings.HasPrefix(v.StoreKey, versionsPrefix) { // staged: not in the store yet
 			keys = append(keys, v.StoreKey)
 		}
 		return true

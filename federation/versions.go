@@ -9,6 +9,7 @@ import (
 	"io"
 	"iter"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,8 +70,6 @@ func (b *Bucket) SetVersioning(ctx context.Context, status string) error {
 		return fmt.Errorf("%w: versioning status %q (expected Enabled or Suspended)", ErrInvalidArgument, status)
 	case b.origin:
 		return ErrVersioningAtOrigin
-	case b.WriteBack():
-		return fmt.Errorf("%w: bucket %q is write-back", ErrVersioningNotSupported, b.Name)
 	}
 	return b.ns.rs.Apply(ctx, regionstate.SetBucketConfig{Bucket: b.Name, Kind: regionstate.BucketConfVersioning, Value: status})
 }
@@ -79,11 +78,17 @@ func (b *Bucket) SetVersioning(ctx context.Context, status string) error {
 func (b *Bucket) versioned() bool { return b.Versioning() != "" }
 
 // versionInfo is a version as the gateway sees an object.
+// A version of a write-back bucket not drained yet is read from staging,
+// like a write-back object (its Validator is a staged one).
 func versionInfo(v regionstate.ObjectVersion) store.ObjectInfo {
 	meta := fromRaftMeta(v.Meta)
 	meta.Checksums = v.Checksums
+	validator := store.Validator(v.Validator)
+	if v.Staged != 0 {
+		validator = stagedValidator(v.Staged)
+	}
 	return store.ObjectInfo{Key: v.Key, Size: v.Size, ModTime: v.Created, ETag: v.ETag,
-		Validator: store.Validator(v.Validator), Metadata: meta, VersionID: v.ID, StoreKey: v.StoreKey}
+		Validator: validator, Metadata: meta, VersionID: v.ID, StoreKey: v.StoreKey}
 }
 
 // latestVersion returns the key's newest version from the index, after a
@@ -248,14 +253,43 @@ func (b *Bucket) adoptPlain(ctx context.Context, key string) error {
 	null := regionstate.ObjectVersion{Bucket: b.Name, Key: key, ID: regionstate.NullVersionID, Store: b.store.Name(),
 		StoreKey: b.prefix + key, Size: plain.Size, ETag: plain.ETag, Validator: string(plain.Validator), Meta: toRaftMeta(plain.Metadata, ""),
 		Checksums: plain.Checksums, Created: plain.ModTime}
-	return b.ns.rs.Apply(ctx, regionstate.PutVersion{Version: null})
+	cmd := regionstate.PutVersion{Version: null}
+	if v, ok := strings.CutPrefix(string(plain.Validator), stagedPrefix); ok {
+		// A write-back object not drained yet: its bytes are in staging
+		// until its journal entry drains (which then records the store's
+		// validator in the version).
+		seq, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("federation: staged validator %q: %w", plain.Validator, err)
+		}
+		cmd.Version.Validator, cmd.AdoptStaged = "", seq
+	}
+	err = b.ns.rs.Apply(ctx, cmd)
+	if errors.Is(err, regionstate.ErrChanged) {
+		return b.adoptPlain(ctx, key) // drained meanwhile: adopt it from the store
+	}
+	return err
 }
 
-// statPlain stats the key's object from before versioning.
+// statPlain stats the key's object from before versioning (in a
+// write-back bucket, a write not drained yet included).
 func (b *Bucket) statPlain(ctx context.Context, key string) (store.ObjectInfo, error) {
+	if info, known, err := b.path.lookup(ctx, key); err != nil || known {
+		info.Key = key
+		return info, err
+	}
 	info, err := b.store.Stat(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key)
 	info.Key = key
 	return info, err
+}
+
+// deletePlain deletes the key's object from before versioning through
+// the bucket's write path (a journaled delete in a write-back bucket).
+func (b *Bucket) deletePlain(ctx context.Context, key string) error {
+	if dp, ok := b.path.(directPath); ok {
+		return dp.deletePlain(ctx, key)
+	}
+	return b.path.delete(ctx, key)
 }
 
 // deleteVersioned is DeleteObject without a version id: a new delete
@@ -303,7 +337,7 @@ func (b *Bucket) DeleteVersion(ctx context.Context, key, id string) (marker bool
 	}
 	if id == regionstate.NullVersionID && !hasNull(vs) {
 		// The pre-versioning object of a key no versioned write adopted.
-		return false, b.store.Delete(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key)
+		return false, b.deletePlain(ctx, key)
 	}
 	return false, nil // S3: deleting a version that does not exist succeeds
 }
@@ -348,7 +382,7 @@ func (b *Bucket) listVersioned(ctx context.Context, opts store.ListOptions) iter
 			}
 			return yield(e, nil)
 		}
-		for e, err := range b.listStore(ctx, opts) {
+		for e, err := range b.path.list(ctx, opts) {
 			if err != nil {
 				yield(e, err)
 				return

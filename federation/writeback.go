@@ -413,6 +413,12 @@ func (p writeBackPath) list(ctx context.Context, opts store.ListOptions) iter.Se
 // put stages the body and journals it.
 func (p writeBackPath) put(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
 	b, n := p.b, p.b.ns
+	if err := n.writeBarrier(ctx); err != nil {
+		return store.ObjectInfo{}, err
+	}
+	if b.versioned() {
+		return b.stageVersion(ctx, key, body, size, opts)
+	}
 	if err := b.checkWriteConditions(ctx, key, opts); err != nil {
 		return store.ObjectInfo{}, err
 	}
@@ -567,9 +573,10 @@ func (b *Bucket) openStaged(ctx context.Context, info store.ObjectInfo, off, n i
 		return nil, fmt.Errorf("federation: range [%d, %d) outside a %d-byte object", off, off+n, info.Size)
 	}
 	fallback := func(off, n int64) (io.ReadCloser, error) { return b.openDrained(ctx, info, off, n) }
-	segs, ok := b.ns.recent.get(b.Name, info.Key, info.Validator)
+	jkey := b.journalKeyOf(info)
+	segs, ok := b.ns.recent.get(b.Name, jkey, info.Validator)
 	if !ok {
-		e, found := b.ns.rs.State().JournalEntry(b.Name, info.Key)
+		e, found := b.ns.rs.State().JournalEntry(b.Name, jkey)
 		if !found || stagedValidator(e.Version) != info.Validator {
 			// Drained (or replaced) since the lookup: the store may hold
 			// these very bytes now.
@@ -643,7 +650,14 @@ func (n *Namespace) holdSegments(ctx context.Context, segs []regionstate.Segment
 // deleted since: the client retries and reads the new version).
 func (b *Bucket) openDrained(ctx context.Context, staged store.ObjectInfo, off, n int64) (io.ReadCloser, error) {
 	b.invalidate(staged.Key) // what this node remembers may predate the drain
-	cur, err := b.Stat(ctx, staged.Key)
+	var cur store.ObjectInfo
+	var err error
+	if staged.VersionID != "" && b.versioned() {
+		// A version: the drain recorded its stored validator in the index.
+		cur, err = b.StatVersion(ctx, staged.Key, staged.VersionID)
+	} else {
+		cur, err = b.Stat(ctx, staged.Key)
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, fmt.Errorf("%w: %s was deleted after its staged version was drained", store.ErrPreconditionFailed, staged.Key)
@@ -963,8 +977,14 @@ func (p writeBackPath) uploadPart(ctx context.Context, up Upload, number int, bo
 // are the staged parts, so completion copies no bytes.
 func (p writeBackPath) complete(ctx context.Context, up Upload, _ []store.PartInfo, refs []PartRef, ifNoneMatch bool) (store.ObjectInfo, error) {
 	b, n := p.b, p.b.ns
-	if err := b.checkWriteConditions(ctx, up.Key, store.PutOptions{IfNoneMatch: ifNoneMatch}); err != nil {
+	if err := n.writeBarrier(ctx); err != nil {
 		return store.ObjectInfo{}, err
+	}
+	versioned := b.versioned()
+	if !versioned {
+		if err := b.checkWriteConditions(ctx, up.Key, store.PutOptions{IfNoneMatch: ifNoneMatch}); err != nil {
+			return store.ObjectInfo{}, err
+		}
 	}
 	sum := md5.New()
 	var segs []regionstate.Segment
@@ -986,6 +1006,9 @@ func (p writeBackPath) complete(ctx context.Context, up Upload, _ []store.PartIn
 	e := regionstate.JournalEntry{Bucket: b.Name, Key: up.Key, Store: b.store.Name(), StoreKey: b.prefix + up.Key,
 		Size: size, ETag: etag, Meta: up.Meta, Segments: segs, Created: n.now().UTC()}
 	e.Meta.ChecksumAlgorithm = ""
+	if versioned {
+		return b.completeStagedVersion(ctx, up, e, ifNoneMatch)
+	}
 	idx, err := b.applyConditional(ctx, up.Key, store.PutOptions{IfNoneMatch: ifNoneMatch}, func(seen uint64) (uint64, error) {
 		return n.rs.ApplyIndex(ctx, regionstate.CompleteUpload{UploadID: up.ID, Stage: &e, IfUnchangedSince: seen})
 	})

@@ -371,7 +371,16 @@ func (c *CompleteUpload) apply(b *batch) error {
 	if _, ok := b.cat.uploads.m[c.UploadID]; !ok {
 		return ErrNoSuchUpload
 	}
-	if c.Stage != nil {
+	switch {
+	case c.Version != nil:
+		if c.Stage == nil {
+			return invalid("a versioned completion needs its staged entry")
+		}
+		pv := &PutVersion{Version: *c.Version, Stage: c.Stage, Conditional: c.Conditional, IfLatest: c.IfLatest}
+		if err := pv.apply(b); err != nil {
+			return err
+		}
+	case c.Stage != nil:
 		st := &StageObject{Entry: *c.Stage, IfUnchangedSince: c.IfUnchangedSince}
 		if err := st.apply(b); err != nil {
 			return err

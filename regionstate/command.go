@@ -220,6 +220,12 @@ type CompleteUpload struct {
 	IfUnchangedSince uint64 `json:",omitempty"`
 	// Superseded: as StageObject's, set when applied.
 	Superseded []string `json:"-"`
+	// Version, for a versioned write-back bucket, makes Stage the bytes of
+	// this new version of the upload's key (PutVersion with Stage), with
+	// Conditional and IfLatest as PutVersion's.
+	Version     *ObjectVersion `json:",omitempty"`
+	Conditional bool           `json:",omitempty"`
+	IfLatest    uint64         `json:",omitempty"`
 }
 
 // AbortUpload ends a session whose parts have been discarded. It fails with

@@ -49,7 +49,10 @@ type DrainClaim struct {
 // JournalEntry is the newest write-back write of one key.
 type JournalEntry struct {
 	Bucket string
+	// Key is the object's key, or for the bytes of a version of a
+	// versioned bucket the version's store key (Object is then its key).
 	Key    string
+	Object string `json:",omitempty"`
 	// Version is the Raft index of the write (set by the FSM).
 	Version uint64
 	// Tombstone: the newest write is a delete.
@@ -219,6 +222,9 @@ type FinishDrain struct {
 	// Drained lists the staged segment ids the drain copied to the store:
 	// every node holding one removes it when it applies this command.
 	Drained []string `json:",omitempty"`
+	// Validator is the store's validator of what the drain wrote: a
+	// version whose bytes the entry held records it (ObjectVersion.Staged).
+	Validator string `json:",omitempty"`
 }
 
 // SetPin adds (or, with Delete, removes) a cache pin.
@@ -356,6 +362,9 @@ func (c *FinishDrain) apply(b *batch) error {
 		return nil
 	}
 	if e.Version == c.Version && !c.Failed {
+		if !e.Tombstone {
+			b.drainedVersion(e, c.Validator)
+		}
 		t.set(c.Bucket, c.Key, nil)
 		b.del(tJournal, journalKey(c.Bucket, c.Key))
 		t.cleared = b.index

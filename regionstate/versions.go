@@ -51,7 +51,12 @@ type ObjectVersion struct {
 	ETag     string `json:",omitempty"`
 	// Validator is the store's validator of the version's bytes (reads
 	// are conditional on it).
-	Validator string            `json:",omitempty"`
+	Validator string `json:",omitempty"`
+	// Staged is, for a version of a write-back bucket whose bytes are not
+	// in the store yet, the Version of the journal entry holding them in
+	// staging (0: the bytes are in the store). FinishDrain of that entry
+	// clears it and sets Validator.
+	Staged    uint64            `json:",omitempty"`
 	Meta      ObjectMeta        `json:",omitempty"`
 	Checksums map[string]string `json:",omitempty"`
 	Created   time.Time
@@ -137,6 +142,14 @@ type PutVersion struct {
 	// version): a conditional S3 write checked against IfLatest.
 	Conditional bool   `json:",omitempty"`
 	IfLatest    uint64 `json:",omitempty"`
+	// Stage, for a write-back bucket, journals the version's staged bytes
+	// in the same step (StageObject): the entry is keyed by the version's
+	// StoreKey, drains there, and Version.Staged is set to it.
+	Stage *JournalEntry `json:",omitempty"`
+	// AdoptStaged, for the null version adopting a write-back object that
+	// is not drained yet, is the Version of the key's journal entry: the
+	// command fails with ErrChanged unless it is still the key's entry.
+	AdoptStaged uint64 `json:",omitempty"`
 }
 
 // DeleteVersion removes one version of a key by id; its bytes become
@@ -171,6 +184,21 @@ func (c *PutVersion) apply(b *batch) error {
 	}
 	v.Seq = b.index
 	v.Created = b.stamp(v.Created)
+	if c.AdoptStaged != 0 {
+		e, ok := b.cat.journal.get(v.Bucket, v.Key)
+		if !ok || e.Tombstone || e.Version != c.AdoptStaged || e.StoreKey != v.StoreKey {
+			return ErrChanged // drained (or replaced) since the writer looked
+		}
+		v.Staged = c.AdoptStaged
+	}
+	if c.Stage != nil {
+		if v.DeleteMarker || c.Stage.Tombstone || c.Stage.StoreKey != v.StoreKey || c.Stage.Bucket != v.Bucket || c.Stage.Key != v.StoreKey {
+			return invalid("version %q of %q: its staged entry must be keyed and stored at the version's store key", v.ID, v.Key)
+		}
+		if _, ok := b.cat.journal.get(v.Bucket, v.StoreKey); ok {
+			return invalid("version %q of %q: store key %q is journaled already", v.ID, v.Key, v.StoreKey)
+		}
+	}
 	t := b.cat.versions
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -185,26 +213,41 @@ func (c *PutVersion) apply(b *batch) error {
 			return ErrChanged
 		}
 	}
-	if tr := t.tree(v.Bucket, false); tr != nil {
-		if vk, ok := tr.Get(&versionedKey{key: v.Key}); ok {
-			for _, old := range vk.versions {
-				if old.ID == v.ID && v.ID != NullVersionID {
-					return invalid("version %q of %q exists", v.ID, v.Key)
-				}
-			}
-			if v.ID == NullVersionID {
-				keepBytes := false
-				for _, old := range vk.versions {
-					if old.ID == NullVersionID && old.StoreKey == v.StoreKey && v.StoreKey != "" {
-						if old.ETag == v.ETag && old.Size == v.Size {
-							return nil // adopting the same object again: nothing to do
-						}
-						keepBytes = true // rewritten in place: its bytes are the new ones
-					}
-				}
-				b.dropVersionLocked(t, tr, vk, NullVersionID, keepBytes)
+	vk, exists := (*versionedKey)(nil), false
+	tr := t.tree(v.Bucket, false)
+	if tr != nil {
+		vk, exists = tr.Get(&versionedKey{key: v.Key})
+	}
+	if exists && v.ID != NullVersionID {
+		for _, old := range vk.versions {
+			if old.ID == v.ID {
+				return invalid("version %q of %q exists", v.ID, v.Key)
 			}
 		}
+	}
+	keepBytes := false
+	if exists && v.ID == NullVersionID {
+		for _, old := range vk.versions {
+			if old.ID == NullVersionID && old.StoreKey == v.StoreKey && v.StoreKey != "" {
+				if old.ETag == v.ETag && old.Size == v.Size {
+					return nil // adopting the same object again: nothing to do
+				}
+				keepBytes = true // rewritten in place: its bytes are the new ones
+			}
+		}
+	}
+	if c.Stage != nil {
+		// The last check: StageObject checks the entry before it changes
+		// anything, and nothing above has changed anything yet.
+		st := &StageObject{Entry: *c.Stage}
+		st.Entry.Object = v.Key
+		if err := st.apply(b); err != nil {
+			return err
+		}
+		v.Staged = b.index
+	}
+	if exists && v.ID == NullVersionID {
+		b.dropVersionLocked(t, tr, vk, NullVersionID, keepBytes)
 	}
 	t.add(v)
 	b.put(tVersion, versionRecordKey(v.Bucket, v.Key, v.Seq), mustJSON(v))
@@ -265,9 +308,66 @@ func (b *batch) addGarbageLocked(t *versionTable, v ObjectVersion) {
 	if v.DeleteMarker || v.StoreKey == "" {
 		return
 	}
+	b.unstageVersion(v)
 	g := VersionGarbage{Store: v.Store, StoreKey: v.StoreKey, Seq: v.Seq}
 	t.garbage[g.key()] = g
 	b.put(tVersionGarbage, g.key(), mustJSON(g))
+}
+
+// unstageVersion turns the journal entry holding the bytes of a dropped
+// version that is not drained yet into a tombstone: its staged copies are
+// no longer needed, and a drain of it already under way is undone by the
+// tombstone's drain (which deletes the store key) once it finishes.
+func (b *batch) unstageVersion(v ObjectVersion) {
+	if v.Staged == 0 {
+		return
+	}
+	jt := b.cat.journal
+	for _, jkey := range []string{v.StoreKey, v.Key} {
+		e, ok := jt.get(v.Bucket, jkey)
+		if !ok || e.Tombstone || e.Version != v.Staged || e.StoreKey != v.StoreKey {
+			continue
+		}
+		next := JournalEntry{Bucket: e.Bucket, Key: e.Key, Object: e.Object, Version: b.index, Tombstone: true,
+			Store: e.Store, StoreKey: e.StoreKey, Created: b.stamp(time.Time{})}
+		if e.Claim != nil {
+			claim := *e.Claim
+			next.Claim = &claim
+		}
+		jt.set(e.Bucket, e.Key, &next)
+		b.put(tJournal, journalKey(e.Bucket, e.Key), mustJSON(next))
+		return
+	}
+}
+
+// drainedVersion records that the journal entry e, holding the bytes of a
+// version, reached the store: the version's Staged is cleared and its
+// Validator set to the stored object's.
+func (b *batch) drainedVersion(e *JournalEntry, validator string) {
+	key := e.Object
+	if key == "" {
+		key = e.Key // a write-back object adopted as a null version
+	}
+	t := b.cat.versions
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tr := t.tree(e.Bucket, false)
+	if tr == nil {
+		return
+	}
+	vk, ok := tr.Get(&versionedKey{key: key})
+	if !ok {
+		return
+	}
+	for i, v := range vk.versions {
+		if v.Staged != e.Version || v.StoreKey != e.StoreKey || v.DeleteMarker {
+			continue
+		}
+		v = v.clone()
+		v.Staged, v.Validator = 0, validator
+		vk.versions[i] = v
+		b.put(tVersion, versionRecordKey(v.Bucket, v.Key, v.Seq), mustJSON(v))
+	}
 }
 
 // dropBucketVersions removes every version of bucket (DeleteBucket,
