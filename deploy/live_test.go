@@ -149,7 +149,7 @@ func TestProblemsFindsMissingMetricsAndLabels(t *testing.T) {
 
 // TestMetricsExported starts a real two-node region (the fedgate binary,
 // as e2e does) with a policy that has a cached origin bucket, a write-back
-// bucket, an erasure-coded bucket and egress budgets; drives S3 traffic
+// bucket with a lifecycle rule (passes every second), an erasure-coded bucket and egress budgets; drives S3 traffic
 // through it with aws-sdk-go-v2 (writes, cache misses and hits, a 404, a
 // read with an erasure member wiped) so labelled families have samples; then
 // checks that every metric and label the alert rules and the dashboard
@@ -179,7 +179,7 @@ func TestMetricsExported(t *testing.T) {
 		"buckets:\n" +
 		"  - {name: datasets, origin: far/ds/, cache: {ttl: 1h, quota: 1GiB}}\n" +
 		"  - {name: remote, placement: {single: far}}\n" +
-		"  - {name: ckpt, placement: {single: nas}, write: write-back}\n" +
+		"  - {name: ckpt, placement: {single: nas}, write: write-back, lifecycle: [{id: stale, abort_incomplete_multipart_upload: {days_after_initiation: 2}}]}\n" +
 		"  - {name: shards, placement: {erasure: {data: 2, parity: 1, stores: [e1, e2, e3]}}}\n" +
 		"defaults: {store: nas}\n" +
 		"egress:\n  prices:\n    gcp:us-central1:\n      onprem:lga1: 100USD\n" +
@@ -200,7 +200,7 @@ func TestMetricsExported(t *testing.T) {
 	for i := range 2 {
 		args := []string{"--node-id", fmt.Sprintf("n%d", i+1), "--listen", addrs[i], "--raft-addr", addrs[2+i],
 			"--internal-addr", addrs[4+i], "--bootstrap-expect", "2", "--join", addrs[1-i], "--config", policy,
-			"--cache-size", "256MiB", "--egress-budget-refresh", "100ms"}
+			"--cache-size", "256MiB", "--egress-budget-refresh", "100ms", "--lifecycle-every", "1s"}
 		nodes = append(nodes, testserver.Spawn(t, bin, t.TempDir(), args...))
 	}
 	for _, n := range nodes {

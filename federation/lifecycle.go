@@ -92,6 +92,14 @@ func newLifecycleMetrics() *lifecycleMetrics {
 	}
 }
 
+// touch creates a bucket's counters at zero, so that a rate over them
+// (errors above all) exists before the first event.
+func (m *lifecycleMetrics) touch(bucket string) {
+	for _, c := range []*prometheus.CounterVec{m.expired, m.aborted, m.skipped, m.errors} {
+		c.WithLabelValues(bucket)
+	}
+}
+
 func (m *lifecycleMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.expired, m.aborted, m.skipped, m.errors, m.scanned, m.runs}
 }
@@ -197,6 +205,7 @@ func (n *Namespace) RunLifecyclePass(ctx context.Context) (LifecycleRun, error) 
 		if len(rules) == 0 {
 			continue
 		}
+		n.lcMetrics.touch(b.Name)
 		if err := n.expireObjects(ctx, b, rules, run.Start, p, &run); err != nil && ctx.Err() != nil {
 			return run, err
 		}
