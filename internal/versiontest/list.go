@@ -61,15 +61,22 @@ func testList(t *testing.T, tg Target) {
 func testListPaged(t *testing.T, tg Target) {
 	m := listScenario(t, tg)
 	for _, n := range []int32{1, 2, 3} {
-		tg.checkList(t, m, "", "", n)
+		tg.checkListing(t, m, "", "", n, false)
 	}
-	tg.checkList(t, m, "b/", "", 1)
+	tg.checkListing(t, m, "b/", "", 1, false)
+	tg.optional(t, CapPagedIsLatest, func(t *testing.T) {
+		// IsLatest is the key's newest version, also on a page that
+		// starts in the middle of the key's versions.
+		for _, n := range []int32{1, 2, 3} {
+			tg.checkList(t, m, "", "", n)
+		}
+	})
 	tg.optional(t, CapPagedDelimiter, func(t *testing.T) {
 		// A page that ends at a common prefix continues after every key
 		// under it.
 		for _, n := range []int32{1, 2} {
-			tg.checkList(t, m, "", "/", n)
-			tg.checkList(t, m, "b", "/", n)
+			tg.checkListing(t, m, "", "/", n, false)
+			tg.checkListing(t, m, "b", "/", n, false)
 		}
 	})
 }

@@ -89,15 +89,27 @@ func testPreExisting(t *testing.T, tg Target) {
 	tg.mustRead(t, "k", "", b1, v1)
 	tg.mustRead(t, "k", nullID, b0, nullID)
 	tg.checkList(t, m, "", "", 0)
-	tg.remove(t, m, "k", nullID)
-	tg.mustRead(t, "k", "", b1, v1)
-	_, _, err := tg.tryGet(t, "k", nullID)
-	wantErr(t, err, "GET of a removed null version", http.StatusNotFound, "NoSuchVersion")
 
 	tg.mark(t, m, "k2")
 	tg.mustRead(t, "k2", nullID, c0, nullID)
 	tg.checkList(t, m, "", "", 0)
 	tg.checkCurrent(t, m, "", "")
+
+	tg.optional(t, CapRemoveNull, func(t *testing.T) {
+		// Removed by id, the object from before versioning is gone: not
+		// readable as the null version, and not back as the key's object
+		// once its newer versions are removed too.
+		tg.remove(t, m, "k", nullID)
+		tg.mustRead(t, "k", "", b1, v1)
+		_, _, err := tg.tryGet(t, "k", nullID)
+		wantErr(t, err, "GET of a removed null version", http.StatusNotFound, "NoSuchVersion")
+		tg.checkList(t, m, "", "", 0)
+		tg.remove(t, m, "k", v1)
+		_, _, err = tg.tryGet(t, "k", "")
+		wantErr(t, err, "GET of a key whose versions were all removed", http.StatusNotFound, "NoSuchKey")
+		tg.checkList(t, m, "", "", 0)
+		tg.checkCurrent(t, m, "", "")
+	})
 }
 
 // CopyObject with x-amz-copy-source ...?versionId= copies that version; the
