@@ -23,6 +23,8 @@ type versionedKind struct {
 	// placement is the policy entry's placement; "" is a bucket created
 	// through S3 on the default (posix) store.
 	placement string
+	// write is the entry's write mode ("": write-through).
+	write string
 	// skip: the suite's capabilities this kind lacks, with the reasons
 	// ("fedgate bug: ..." for a failure waiting for a fix).
 	skip map[string]string
@@ -31,35 +33,21 @@ type versionedKind struct {
 // versionedKinds are the bucket kinds of one fedgate (startVersionedKinds's
 // stores): an S3-created bucket on the default posix store, policy buckets
 // on an S3 store (MinIO) and a GCS store (fake-gcs-server), a replicated
-// one (posix + Azure) and an erasure-coded one (2+1 over S3, GCS, posix).
+// one (posix + Azure), an erasure-coded one (2+1 over S3, GCS, posix) and
+// a write-back one draining to the S3 store.
 var versionedKinds = []versionedKind{
-	{name: "created", skip: versioningBugs},
-	{name: "on-s3", placement: "{single: s3}", skip: versioningBugs},
-	{name: "on-gcs", placement: "{single: gcs}", skip: versioningBugs},
-	{name: "mirrored", placement: "{replicate: [nas2, az]}", skip: versioningBugs},
-	{name: "coded", placement: "{erasure: {data: 2, parity: 1, stores: [s3, gcs, nas2]}}", skip: versioningBugs},
-	// HERE: write-back buckets (placement plus `write: write-back`) and
-	// mounted origins (a MinIO bucket with versioning enabled at the origin,
+	{name: "created"},
+	{name: "on-s3", placement: "{single: s3}"},
+	{name: "on-gcs", placement: "{single: gcs}"},
+	{name: "mirrored", placement: "{replicate: [nas2, az]}"},
+	{name: "coded", placement: "{erasure: {data: 2, parity: 1, stores: [s3, gcs, nas2]}}"},
+	{name: "staged", placement: "{single: s3}", write: "write-back"},
+	// HERE: mounted origins (a MinIO bucket with versioning enabled at the origin,
 	// `origin: <store>/`; its Target has Enable nil and skips what the origin
 	// manages, e.g. "suspend") join this list when fedgate versions them
 	// (docs/versioning.md, "What is versioned"). A mounted origin cannot take
 	// one fresh bucket per subtest from a policy entry alone: give each
 	// subtest its own origin bucket (one store per bucket) in its kind.
-}
-
-// versioningBugs are the suite's checks fedgate fails on every kind (the
-// version index and its listings are the same code for all): skipped,
-// visibly, until they are fixed; remove an entry with its fix.
-var versioningBugs = map[string]string{
-	versiontest.CapPagedIsLatest: "fedgate bug: ListObjectVersions with key-marker and version-id-marker in the middle of a key's " +
-		"versions answers IsLatest true for the first version of that key on the page (federation/versions.go ListVersions: " +
-		"latest := v.Key != lastKey, lastKey starting empty on every page)",
-	versiontest.CapHiddenPrefix: "fedgate bug: ListObjectsV2 with a delimiter lists a common prefix whose only key is under a delete " +
-		"marker (federation/versions.go listVersioned folds a key into its prefix before looking at v.DeleteMarker)",
-	versiontest.CapRemoveNull: "fedgate bug: after DELETE ?versionId=null of an object from before versioning, GET ?versionId=null " +
-		"still answers its bytes, and once the key's other versions are removed the object is back (GET, ListObjectVersions, " +
-		"ListObjectsV2) until the version collector deletes the bytes (~30 s): StatVersion/ListVersions fall back to the " +
-		"plain store object when the index has no null version",
 }
 
 // startVersionedKinds starts one fedgate with the stores the kinds use
@@ -107,7 +95,11 @@ func TestVersioningConformance(t *testing.T) {
 			continue
 		}
 		for _, sub := range versiontest.Subtests() {
-			buckets = append(buckets, "{name: "+k.name+"-"+sub+", placement: "+k.placement+"}")
+			entry := "{name: " + k.name + "-" + sub + ", placement: " + k.placement
+			if k.write != "" {
+				entry += ", write: " + k.write
+			}
+			buckets = append(buckets, entry+"}")
 		}
 	}
 	s := startVersionedKinds(t, buckets)

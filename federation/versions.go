@@ -273,14 +273,25 @@ func (b *Bucket) adoptPlain(ctx context.Context, key string) error {
 
 // statPlain stats the key's object from before versioning (in a
 // write-back bucket, a write not drained yet included).
+// An object whose null version was deleted is gone, even while its
+// bytes wait for the version collector.
 func (b *Bucket) statPlain(ctx context.Context, key string) (store.ObjectInfo, error) {
 	if info, known, err := b.path.lookup(ctx, key); err != nil || known {
 		info.Key = key
 		return info, err
 	}
+	if b.plainCollected(key) {
+		return store.ObjectInfo{}, fmt.Errorf("%w: %s (its null version was deleted)", store.ErrNotFound, key)
+	}
 	info, err := b.store.Stat(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key)
 	info.Key = key
 	return info, err
+}
+
+// plainCollected reports whether the key's object from before versioning
+// was deleted as the key's null version (its bytes are the collector's).
+func (b *Bucket) plainCollected(key string) bool {
+	return b.ns.rs.State().IsVersionGarbage(b.store.Name(), b.prefix+key)
 }
 
 // deletePlain deletes the key's object from before versioning through
@@ -343,44 +354,47 @@ func (b *Bucket) DeleteVersion(ctx context.Context, key, id string) (marker bool
 }
 
 // listVersioned is List of a versioned bucket: each key's newest version
-// (delete markers hide the key) merged with the objects from before
-// versioning, in key order, with delimiter folding.
+// (a delete marker hides the key) merged with the objects from before
+// versioning, in key order, with delimiter folding. A common prefix is
+// listed only when some key under it is visible: a prefix whose keys are
+// all behind delete markers is not.
 func (b *Bucket) listVersioned(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error] {
 	return func(yield func(store.Entry, error) bool) {
 		if err := b.ns.readBarrier(ctx); err != nil {
 			yield(store.Entry{}, err)
 			return
 		}
-		// Newest version per key, as a sorted sequence of entries (folded
-		// into common prefixes where opts.Delimiter says).
-		index := func(yield func(store.Entry) bool) {
-			last, lastPrefix := "", ""
+		// The index's newest version per key, unfolded, in key order.
+		index := func(yield func(regionstate.ObjectVersion) bool) {
+			last := ""
 			b.ns.rs.State().ListVersions(b.Name, opts.Prefix, opts.StartAfter, 0, func(v regionstate.ObjectVersion) bool {
 				if v.Key == last {
 					return true // an older version of a key already seen
 				}
 				last = v.Key
-				if p, ok := foldPrefix(v.Key, opts); ok {
-					if p == lastPrefix || p <= opts.StartAfter {
-						return true
-					}
-					lastPrefix = p
-					return yield(store.Entry{Key: p, IsPrefix: true})
-				}
-				if v.DeleteMarker {
-					return yield(store.Entry{Key: v.Key, IsPrefix: false, Info: store.ObjectInfo{VersionID: deletedMarker}})
-				}
-				return yield(store.Entry{Key: v.Key, Info: versionInfo(v)})
+				return yield(v)
 			})
 		}
 		next, stop := iter.Pull(index)
 		defer stop()
 		pending, havePending := next()
-		emitIndex := func(e store.Entry) bool {
-			if e.Info.VersionID == deletedMarker {
-				return true
+		lastPrefix := ""
+		// emit yields an object, or the common prefix it folds into (once).
+		emit := func(e store.Entry) bool {
+			if p, ok := foldPrefix(e.Key, opts); ok {
+				if p == lastPrefix || p <= opts.StartAfter {
+					return true
+				}
+				lastPrefix = p
+				return yield(store.Entry{Key: p, IsPrefix: true}, nil)
 			}
 			return yield(e, nil)
+		}
+		emitIndex := func(v regionstate.ObjectVersion) bool {
+			if v.DeleteMarker {
+				return true
+			}
+			return emit(store.Entry{Key: v.Key, Info: versionInfo(v)})
 		}
 		for e, err := range b.path.list(ctx, opts) {
 			if err != nil {
@@ -396,18 +410,51 @@ func (b *Bucket) listVersioned(ctx context.Context, opts store.ListOptions) iter
 				}
 				pending, havePending = next()
 			}
+			if e.IsPrefix {
+				// The store's objects under the prefix: visible unless each
+				// is behind a delete marker (or its null version was
+				// deleted); the index's keys under it are taken here too.
+				visible := false
+				var hidden map[string]bool
+				for havePending && strings.HasPrefix(pending.Key, e.Key) {
+					if !pending.DeleteMarker {
+						visible = true
+					} else {
+						if hidden == nil {
+							hidden = map[string]bool{}
+						}
+						hidden[pending.Key] = true
+					}
+					pending, havePending = next()
+				}
+				if !visible {
+					var err error
+					if visible, err = b.plainVisibleUnder(ctx, e.Key, hidden); err != nil {
+						yield(store.Entry{}, err)
+						return
+					}
+				}
+				if visible && e.Key != lastPrefix {
+					lastPrefix = e.Key
+					if !yield(e, nil) {
+						return
+					}
+				}
+				continue
+			}
 			if havePending && pending.Key == e.Key {
-				// The index has the key (or the same common prefix): it wins.
+				// The key is in the index: its newest version wins.
 				if !emitIndex(pending) {
 					return
 				}
 				pending, havePending = next()
 				continue
 			}
-			if !e.IsPrefix {
-				e.Info.VersionID = regionstate.NullVersionID
+			if b.plainCollected(e.Key) {
+				continue
 			}
-			if !yield(e, nil) {
+			e.Info.VersionID = regionstate.NullVersionID
+			if !emit(e) {
 				return
 			}
 		}
@@ -420,9 +467,24 @@ func (b *Bucket) listVersioned(ctx context.Context, opts store.ListOptions) iter
 	}
 }
 
-// deletedMarker marks a listing entry of a key whose newest version is a
-// delete marker: it hides the key's object from before versioning.
-const deletedMarker = "\x00delete-marker"
+// plainVisibleUnder reports whether the store holds, under prefix, an
+// object from before versioning that is still its key's current object:
+// not hidden (its key's newest version in the index is a delete marker)
+// and not deleted as a null version. It stops at the first one.
+func (b *Bucket) plainVisibleUnder(ctx context.Context, prefix string, hidden map[string]bool) (bool, error) {
+	if len(hidden) == 0 && !b.ns.rs.State().HasVersionGarbage() {
+		return true, nil // the store listed the prefix: some object is under it
+	}
+	for e, err := range b.path.list(ctx, store.ListOptions{Prefix: prefix}) {
+		if err != nil {
+			return false, err
+		}
+		if !strings.HasPrefix(e.Key, versionsPrefix) && !hidden[e.Key] && !b.plainCollected(e.Key) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
 
 // foldPrefix returns the common prefix key folds into under opts.
 func foldPrefix(key string, opts store.ListOptions) (string, bool) {
@@ -536,7 +598,7 @@ func (b *Bucket) ListVersions(ctx context.Context, opts VersionListOptions) iter
 				yield(VersionEntry{}, err)
 				return
 			}
-			if strings.HasPrefix(e.Key, versionsPrefix) {
+			if strings.HasPrefix(e.Key, versionsPrefix) || !e.IsPrefix && b.plainCollected(e.Key) {
 				continue
 			}
 			if e.IsPrefix {
@@ -575,6 +637,9 @@ func (b *Bucket) ListVersions(ctx context.Context, opts VersionListOptions) iter
 		// The index's rows, each key's versions newest first.
 		index := func(yield func(VersionEntry) bool) {
 			lastKey, lastPrefix := "", ""
+			if afterSeq != 0 {
+				lastKey = afterKey // resuming inside a key: its newest version was listed already
+			}
 			st.ListVersions(b.Name, opts.Prefix, afterKey, afterSeq, func(v regionstate.ObjectVersion) bool {
 				if p, ok := foldPrefix(v.Key, lo); ok {
 					if p == lastPrefix || p <= opts.KeyMarker {

@@ -249,6 +249,15 @@ func (c *PutVersion) apply(b *batch) error {
 	if exists && v.ID == NullVersionID {
 		b.dropVersionLocked(t, tr, vk, NullVersionID, keepBytes)
 	}
+	if g := (VersionGarbage{Store: v.Store, StoreKey: v.StoreKey}); !v.DeleteMarker {
+		if _, ok := t.garbage[g.key()]; ok {
+			// The key's bytes were written again (an upload begun before
+			// versioning, completing at the plain key): they are this
+			// version's now, not garbage.
+			delete(t.garbage, g.key())
+			b.del(tVersionGarbage, g.key())
+		}
+	}
 	t.add(v)
 	b.put(tVersion, versionRecordKey(v.Bucket, v.Key, v.Seq), mustJSON(v))
 	return nil
@@ -388,6 +397,27 @@ func (b *batch) dropBucketVersions(bucket string) {
 		return true
 	})
 	delete(t.buckets, bucket)
+}
+
+// IsVersionGarbage reports whether storeKey of storeName holds the bytes
+// of a version the index dropped (not collected yet): an object from
+// before versioning whose null version was deleted is gone, although its
+// bytes are still in the store for a moment.
+func (s *State) IsVersionGarbage(storeName, storeKey string) bool {
+	t := s.load().versions
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	_, ok := t.garbage[VersionGarbage{Store: storeName, StoreKey: storeKey}.key()]
+	return ok
+}
+
+// HasVersionGarbage reports whether any version bytes wait for the
+// collector.
+func (s *State) HasVersionGarbage() bool {
+	t := s.load().versions
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.garbage) > 0
 }
 
 // Versions returns the versions of bucket/key, newest first.
