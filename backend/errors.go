@@ -39,25 +39,18 @@ var (
 	ErrVersioningAtOrigin = errors.New("federation: the bucket is mounted from an origin; its versioning is managed at the origin")
 	// ErrVersioningNotSupported: a bucket kind fedgate cannot version yet.
 	ErrVersioningNotSupported = errors.New("federation: versioning is not supported for this bucket yet")
+	// ErrLifecycleAtOrigin: an expiration rule on a bucket mounted from an
+	// origin, whose objects fedgate does not expire.
+	ErrLifecycleAtOrigin = errors.New("federation: the bucket is mounted from an origin; its objects' expiration is managed at the origin")
 	// ErrInvalidArgument: a malformed request argument.
 	ErrInvalidArgument = errors.New("federation: invalid argument")
 )
 
 // DeleteMarkerError is a read of a key whose newest version is a delete
 // marker, or of a delete marker by its id. It matches store.ErrNotFound
-// (errors.Is) so that every reader treats the key as missing.
-type DeleteMarkerError struct {
-	Key       string
-	VersionID string
-	Latest    bool // the marker is the key's newest version
-}
-
-func (e *DeleteMarkerError) Error() string {
-	return fmt.Sprintf("store: not found: %s (its version %s is a delete marker)", e.Key, e.VersionID)
-}
-
-// Is matches store.ErrNotFound.
-func (e *DeleteMarkerError) Is(target error) bool { return target == store.ErrNotFound }
+// (errors.Is) so that every reader treats the key as missing. It is the
+// store's type: an origin's own delete markers reach the gateway as is.
+type DeleteMarkerError = store.DeleteMarker
 
 // Errors of the region's replicated state, as the namespace reports them
 // (federation translates its Raft node's errors into these). The gateway

@@ -42,18 +42,12 @@ var versionedKinds = []versionedKind{
 	{name: "mirrored", placement: "{replicate: [nas2, az]}"},
 	{name: "coded", placement: "{erasure: {data: 2, parity: 1, stores: [s3, gcs, nas2]}}"},
 	{name: "staged", placement: "{single: s3}", write: "write-back"},
-	// HERE: mounted origins (a MinIO bucket with versioning enabled at the origin,
-	// `origin: <store>/`; its Target has Enable nil and skips what the origin
-	// manages, e.g. "suspend") join this list when fedgate versions them
-	// (docs/versioning.md, "What is versioned"). A mounted origin cannot take
-	// one fresh bucket per subtest from a policy entry alone: give each
-	// subtest its own origin bucket (one store per bucket) in its kind.
 }
 
 // startVersionedKinds starts one fedgate with the stores the kinds use
 // (s3: a MinIO bucket, gcs, az: Azurite, nas: the default, nas2) and the
 // given bucket entries (policy YAML flow maps).
-func startVersionedKinds(t *testing.T, buckets []string) *server {
+func startVersionedKinds(t *testing.T, buckets []string, moreStores ...string) *server {
 	t.Helper()
 	minio := testenv.MinIO(t)
 	s3Bucket := minio.NewBucket(t)
@@ -68,6 +62,9 @@ func startVersionedKinds(t *testing.T, buckets []string) *server {
 		for k, v := range env {
 			t.Setenv(k, v)
 		}
+	}
+	for _, st := range moreStores {
+		stores.WriteString(st)
 	}
 	policy := "regions:\n  - {name: lab, location: onprem:lga1}\nstores:\n" + stores.String() +
 		"  - {name: nas, kind: posix, location: onprem:lga1, path: " + t.TempDir() + "}\n" +
@@ -102,8 +99,18 @@ func TestVersioningConformance(t *testing.T) {
 			buckets = append(buckets, entry+"}")
 		}
 	}
-	s := startVersionedKinds(t, buckets)
+	// Mounted origins: one versioned MinIO bucket per subtest, each its
+	// own store, mounted under a prefix (so keys and markers are mapped
+	// both ways).
+	origins, originStores := versionedOrigins(t)
+	buckets = append(buckets, origins...)
+	s := startVersionedKinds(t, buckets, originStores...)
 	c := s.root()
+	t.Run("origin", func(t *testing.T) {
+		versiontest.Run(t, func(t *testing.T) versiontest.Target {
+			return versiontest.Target{Client: c, Bucket: "origin-" + path.Base(t.Name()), Skip: originSkips}
+		})
+	})
 	for _, k := range versionedKinds {
 		t.Run(k.name, func(t *testing.T) {
 			versiontest.Run(t, func(t *testing.T) versiontest.Target {
@@ -119,6 +126,34 @@ func TestVersioningConformance(t *testing.T) {
 			})
 		})
 	}
+}
+
+// originSkips are what the suite checks that a bucket mounted from a
+// versioned MinIO bucket does not do: what the origin manages, and
+// MinIO's own departures from AWS that fedgate passes through as they are.
+var originSkips = map[string]string{
+	versiontest.CapSuspend:          "versioning of a mounted origin is managed at the origin (PutBucketVersioning: 409)",
+	versiontest.CapMarkerOverMarker: versiontest.MinIOSkips[versiontest.CapMarkerOverMarker],
+	versiontest.CapDeleteAbsent:     versiontest.MinIOSkips[versiontest.CapDeleteAbsent],
+	versiontest.CapHiddenPrefix:     versiontest.MinIOSkips[versiontest.CapHiddenPrefix],
+}
+
+// versionedOrigins makes one MinIO bucket with versioning on per subtest
+// of the suite and returns the policy's bucket entries mounting each under
+// the prefix data/ (named origin-<subtest>) and their store entries.
+func versionedOrigins(t *testing.T) (buckets, stores []string) {
+	t.Helper()
+	minio := testenv.MinIO(t)
+	mc := clientFor(minio.Endpoint, minio.AccessKey, minio.SecretKey)
+	for _, sub := range versiontest.Subtests() {
+		mb := minio.NewBucket(t)
+		mustOK(t, must(mc.PutBucketVersioning(ctx(t), &s3.PutBucketVersioningInput{Bucket: aws.String(mb),
+			VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}})))
+		stores = append(stores, "  - name: o-"+sub+"\n    kind: s3\n    location: aws:us-east-1\n    bucket: "+mb+
+			"\n    endpoint: "+minio.Endpoint+"\n    path_style: true\n    credentials: {access_key_env: FG_E2E_AK, secret_key_env: FG_E2E_SK}\n")
+		buckets = append(buckets, "{name: origin-"+sub+", origin: o-"+sub+"/data/}")
+	}
+	return buckets, stores
 }
 
 // A cloud-store bucket's versions go through the chunk cache: the first

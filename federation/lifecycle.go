@@ -206,6 +206,11 @@ func (n *Namespace) RunLifecyclePass(ctx context.Context) (LifecycleRun, error) 
 			continue
 		}
 		n.lcMetrics.touch(b.Name)
+		// An origin's objects are not fedgate's to expire (rules saying
+		// so are refused; one stored before that is not applied).
+		if b.origin {
+			rules = abortRules(rules)
+		}
 		if err := n.expireObjects(ctx, b, rules, run.Start, p, &run); err != nil && ctx.Err() != nil {
 			return run, err
 		}
@@ -257,6 +262,17 @@ func enabled(rules []lifecycle.Rule) []lifecycle.Rule {
 	return out
 }
 
+// abortRules keeps only the rules' AbortIncompleteMultipartUpload actions.
+func abortRules(rules []lifecycle.Rule) []lifecycle.Rule {
+	var out []lifecycle.Rule
+	for _, r := range rules {
+		if r.AbortIncompleteMultipartUploadDays > 0 {
+			out = append(out, lifecycle.Rule{ID: r.ID, Enabled: r.Enabled, Filter: r.Filter, AbortIncompleteMultipartUploadDays: r.AbortIncompleteMultipartUploadDays})
+		}
+	}
+	return out
+}
+
 // LifecycleRules are the rules in force for the bucket: the policy
 // file's when it declares some (FileLifecycle), else the bucket's S3
 // configuration's.
@@ -294,6 +310,17 @@ func (b *Bucket) lifecycleDoc() (string, bool) {
 func (b *Bucket) setLifecycle(ctx context.Context, value string) error {
 	if b.lifecycle != nil {
 		return fmt.Errorf("%w: the lifecycle rules of bucket %q are set by the policy file (buckets[].lifecycle); change them there", backend.ErrPolicyBucket, b.Name)
+	}
+	if b.origin && value != "" {
+		cfg, err := lifecycle.ParseXML([]byte(value))
+		if err != nil {
+			return err
+		}
+		for _, r := range cfg.Rules {
+			if r.Expiration != nil || r.NoncurrentVersionExpiration != nil {
+				return fmt.Errorf("%w (rule %q)", backend.ErrLifecycleAtOrigin, r.ID)
+			}
+		}
 	}
 	return b.ns.rs.Apply(ctx, regionstate.SetBucketConfig{Bucket: b.Name, Kind: regionstate.BucketConfLifecycle, Value: value, Delete: value == ""})
 }
@@ -568,7 +595,7 @@ func (b *Bucket) markIfUnchanged(ctx context.Context, key string, seen store.Obj
 		return false, err
 	}
 	id := newVersionID()
-	if b.Versioning() == VersioningSuspended {
+	if b.indexVersioning() == VersioningSuspended {
 		id = regionstate.NullVersionID
 	}
 	marker := regionstate.ObjectVersion{Bucket: b.Name, Key: key, ID: id, DeleteMarker: true}

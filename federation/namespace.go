@@ -113,11 +113,14 @@ type ChunkCache interface {
 type Namespace struct {
 	// stalls holds when each peer last stalled a staged copy or read
 	// (writeback.go: healthyFirst).
-	stalls  sync.Map
-	rs      RegionState
-	cache   ChunkCache
-	fill    int
-	stats   statCache
+	stalls sync.Map
+	rs     RegionState
+	cache  ChunkCache
+	fill   int
+	stats  statCache
+	// native: what each origin store last said of its versioning
+	// (originversions.go), by store name.
+	native  sync.Map
 	view    atomic.Pointer[nsView] // the policy in force; swapped whole by ApplyPolicy
 	log     *slog.Logger
 	now     func() time.Time

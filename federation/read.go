@@ -95,7 +95,7 @@ func openResuming(ctx context.Context, st store.Store, key string, v store.Valid
 
 func (r *resumingReader) open() error {
 	for {
-		rc, err := r.st.ReadRange(r.ctx, r.key, r.off, r.left, r.v)
+		rc, err := readRange(r.ctx, r.st, r.key, r.v, r.off, r.left)
 		if err == nil {
 			r.rc = rc
 			return nil
@@ -254,6 +254,12 @@ func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error)
 		}
 	}
 	info.Key = key
+	info.VersionID = b.storeVersionID(info.VersionID)
+	if dm, ok := store.IsDeleteMarker(err); ok {
+		// The origin's current version is a delete marker (S3 answers 404
+		// with its headers).
+		err = &DeleteMarkerError{Key: key, VersionID: dm.VersionID, Latest: true}
+	}
 	if err == nil && b.cache.TTL > 0 {
 		b.ns.stats.put(k, info, b.ns.now().Add(b.cache.TTL), epoch)
 	}

@@ -58,7 +58,17 @@ func newVersionID() string {
 
 // Versioning returns the bucket's versioning state: "", Enabled or
 // Suspended.
+// A bucket mounted from an origin reports the origin's own state.
 func (b *Bucket) Versioning() string {
+	if b.origin {
+		return b.nativeVersioning(context.Background())
+	}
+	return b.indexVersioning()
+}
+
+// indexVersioning is the state of fedgate's own versioning of the bucket
+// (never set for a bucket mounted from an origin).
+func (b *Bucket) indexVersioning() string {
 	v, _ := b.ns.rs.State().BucketConfig(b.Name, regionstate.BucketConfVersioning)
 	return v
 }
@@ -75,7 +85,7 @@ func (b *Bucket) SetVersioning(ctx context.Context, status string) error {
 }
 
 // versioned reports a bucket whose objects are in the version index.
-func (b *Bucket) versioned() bool { return b.Versioning() != "" }
+func (b *Bucket) versioned() bool { return b.indexVersioning() != "" }
 
 // versionInfo is a version as the gateway sees an object.
 // A version of a write-back bucket not drained yet is read from staging,
@@ -125,6 +135,9 @@ func (b *Bucket) statVersioned(ctx context.Context, key string) (store.ObjectInf
 
 // StatVersion returns one version of key by id ("null" included).
 func (b *Bucket) StatVersion(ctx context.Context, key, id string) (store.ObjectInfo, error) {
+	if ver, ok := b.originVersioner(ctx); ok {
+		return b.statOriginVersion(ctx, ver, key, id)
+	}
 	if !b.versioned() && !b.ns.rs.State().HasVersions(b.Name) {
 		// Every object of an unversioned bucket is its null version (and a
 		// write-back one may not be in the store yet: Stat knows).
@@ -187,7 +200,7 @@ func (b *Bucket) putVersioned(ctx context.Context, key string, body io.Reader, s
 	}
 	vid := newVersionID()
 	id := vid
-	if b.Versioning() == VersioningSuspended {
+	if b.indexVersioning() == VersioningSuspended {
 		id = regionstate.NullVersionID
 	}
 	skey := versionStoreKey(b.Name, vid)
@@ -309,7 +322,7 @@ func (b *Bucket) deletePlain(ctx context.Context, key string) error {
 // The caller has passed the write barrier.
 func (b *Bucket) deleteVersioned(ctx context.Context, key string) (string, error) {
 	id := newVersionID()
-	if b.Versioning() == VersioningSuspended {
+	if b.indexVersioning() == VersioningSuspended {
 		id = regionstate.NullVersionID
 	}
 	if err := b.adoptPlain(ctx, key); err != nil {
@@ -326,6 +339,9 @@ func (b *Bucket) deleteVersioned(ctx context.Context, key string) (string, error
 // too); its bytes are removed from the store by the garbage collector.
 // It reports whether the version was a delete marker.
 func (b *Bucket) DeleteVersion(ctx context.Context, key, id string) (marker bool, err error) {
+	if ver, ok := b.originVersioner(ctx); ok {
+		return b.deleteOriginVersion(ctx, ver, key, id)
+	}
 	if err := b.ns.writeBarrier(ctx); err != nil {
 		return false, err
 	}
@@ -591,6 +607,9 @@ type VersionListOptions = backend.VersionListOptions
 // starting after (KeyMarker, VersionIDMarker). In an unversioned bucket
 // every object is its key's one, null, version.
 func (b *Bucket) ListVersions(ctx context.Context, opts VersionListOptions) iter.Seq2[VersionEntry, error] {
+	if ver, ok := b.originVersioner(ctx); ok {
+		return b.listOriginVersions(ctx, ver, opts)
+	}
 	lo := store.ListOptions{Prefix: opts.Prefix, Delimiter: opts.Delimiter, StartAfter: opts.KeyMarker}
 	plain := func(yield func(VersionEntry, error) bool) {
 		for e, err := range b.path.list(ctx, lo) {
@@ -714,7 +733,7 @@ func (b *Bucket) uploadStoreKey(up Upload) string {
 // version. Under Suspended the version is the null version.
 func (b *Bucket) commitUploadVersion(ctx context.Context, up Upload, info store.ObjectInfo, cond *uint64) (store.ObjectInfo, error) {
 	id, skey := up.VersionID, up.StoreKey
-	if skey == "" || b.Versioning() == VersioningSuspended {
+	if skey == "" || b.indexVersioning() == VersioningSuspended {
 		id = regionstate.NullVersionID
 	}
 	if skey == "" {

@@ -73,7 +73,7 @@ func (b *Bucket) commitStagedVersion(ctx context.Context, key string, e regionst
 	n := b.ns
 	vid := newVersionID()
 	id := vid
-	if b.Versioning() == VersioningSuspended {
+	if b.indexVersioning() == VersioningSuspended {
 		id = regionstate.NullVersionID
 	}
 	skey := versionStoreKey(b.Name, vid)

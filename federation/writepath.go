@@ -97,6 +97,7 @@ func (p directPath) put(ctx context.Context, key string, body io.Reader, size in
 	defer b.invalidate(key)
 	info, err := b.store.Put(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key, body, size, opts)
 	info.Key = key
+	info.VersionID = b.storeVersionID(info.VersionID)
 	if err == nil {
 		b.ns.countWrite(b.Name, b.store, info.Size)
 		err = b.touch(ctx, key)
@@ -118,6 +119,9 @@ func (p directPath) deleteLatest(ctx context.Context, key string) (string, error
 	}
 	if b.versioned() {
 		return b.deleteVersioned(ctx, key)
+	}
+	if ver, ok := b.originVersioner(ctx); ok {
+		return b.deleteOriginCurrent(ctx, ver, key)
 	}
 	return "", p.deletePlain(ctx, key)
 }
@@ -226,6 +230,7 @@ func (p directPath) complete(ctx context.Context, up Upload, parts []store.PartI
 		return store.ObjectInfo{}, err
 	}
 	info.Key = up.Key
+	info.VersionID = b.storeVersionID(info.VersionID)
 	if up.StoreKey != "" || b.versioned() {
 		if info, err = b.commitUploadVersion(ctx, up, info, cond); err != nil {
 			release()

@@ -70,6 +70,8 @@ func toS3(err error) *s3err.Error {
 		return s3err.New(s3err.CodeNoSuchVersion, "The specified version does not exist.")
 	case errors.Is(err, backend.ErrVersioningAtOrigin):
 		return s3err.Newf(s3err.CodeInvalidBucketState, "%v: turn versioning on or off in the origin bucket itself.", err)
+	case errors.Is(err, backend.ErrLifecycleAtOrigin):
+		return s3err.Newf(s3err.CodeInvalidRequest, "%v: set Expiration and NoncurrentVersionExpiration rules on the origin bucket itself; only AbortIncompleteMultipartUpload applies here (to uploads started through fedgate).", err)
 	case errors.Is(err, backend.ErrVersioningNotSupported):
 		return s3err.Newf(s3err.CodeNotImplemented, "%v (docs/versioning.md lists the bucket kinds that can be versioned).", err)
 	case errors.Is(err, backend.ErrInvalidArgument):

@@ -67,7 +67,7 @@ func (d *decoder) buckets(e entry, r *refs) []Bucket {
 			b.Routing = d.bucketRouting(e, join(pth, "routing"), b.Placement, r)
 		}
 		if e, ok := m["lifecycle"]; ok {
-			b.Lifecycle = d.lifecycle(e, join(pth, "lifecycle"))
+			b.Lifecycle = d.lifecycle(e, join(pth, "lifecycle"), b.Origin != nil)
 		}
 		out = append(out, b)
 	}

@@ -22,7 +22,10 @@ var (
 	lifecycleStatuses   = []string{"enabled", "disabled"}
 )
 
-func (d *decoder) lifecycle(e entry, pth string) []lifecycle.Rule {
+// On a bucket mounted from an origin only abort_incomplete_multipart_upload
+// is allowed: the origin's objects are not fedgate's to expire, the
+// multipart uploads started through fedgate are (docs/lifecycle.md).
+func (d *decoder) lifecycle(e entry, pth string, origin bool) []lifecycle.Rule {
 	items, ok := d.list(e.val, e.vpos, pth, "lifecycle rules")
 	if !ok {
 		return nil
@@ -40,6 +43,13 @@ func (d *decoder) lifecycle(e entry, pth string) []lifecycle.Rule {
 		m, ok := d.fields(n, p, rpth, lifecycleRuleKeys)
 		if !ok {
 			continue
+		}
+		if origin {
+			for _, k := range []string{"expiration", "noncurrent_version_expiration"} {
+				if x, has := m[k]; has {
+					d.errorf(x.kpos, join(rpth, k), "%s on a bucket mounted from an origin: its objects are the origin's and are not expired by fedgate (set the origin bucket's own lifecycle); only abort_incomplete_multipart_upload applies here", k)
+				}
+			}
 		}
 		r, ok := d.lifecycleRule(m, p, rpth, errs)
 		if !ok {

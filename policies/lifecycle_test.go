@@ -62,6 +62,9 @@ func TestLifecycleErrors(t *testing.T) {
 			[]string{`4:9 buckets[0].lifecycle[0]: ObjectSizeLessThan must be greater than ObjectSizeGreaterThan`}},
 		{"status", "buckets:\n  - name: ckpt\n    lifecycle:\n      - {status: Enabled, expiration: {days: 1}}\n",
 			[]string{`4:18 buckets[0].lifecycle[0].status: unknown rule status "Enabled" (expected one of enabled, disabled`}},
+		{"origin expiration", storesPrefix + "buckets:\n  - name: data\n    origin: nas/imagenet/\n    lifecycle:\n      - {id: old, expiration: {days: 7}}\n      - {id: nc, noncurrent_version_expiration: {noncurrent_days: 1}}\n      - {id: ok, abort_incomplete_multipart_upload: {days_after_initiation: 2}}\n",
+			[]string{`8:19 buckets[0].lifecycle[0].expiration: expiration on a bucket mounted from an origin: its objects are the origin's and are not expired by fedgate`,
+				`9:18 buckets[0].lifecycle[1].noncurrent_version_expiration: noncurrent_version_expiration on a bucket mounted from an origin`}},
 		{"not a list", "buckets:\n  - name: ckpt\n    lifecycle: {days: 1}\n",
 			[]string{`3:16 buckets[0].lifecycle: expected a list of lifecycle rules, got a mapping`}},
 	}

@@ -78,7 +78,8 @@ type ObjectInfo struct {
 	Validator Validator
 	Metadata
 	// VersionID is the object's version id in a versioned bucket ("" in an
-	// unversioned one). Stores leave it empty; the namespace sets it.
+	// unversioned one). The namespace sets it for the buckets it versions;
+	// a store sets it only for its bucket's own versions (Versioner).
 	VersionID string
 	// StoreKey, when set, is the key of the object's bytes in the bucket's
 	// store (a version's own key) instead of the bucket's prefix + Key.

@@ -36,7 +36,7 @@ type DeleteMarker struct {
 }
 
 func (e *DeleteMarker) Error() string {
-	return fmt.Sprintf("store: %s version %s is a delete marker", e.Key, e.VersionID)
+	return fmt.Sprintf("store: not found: %s (its version %s is a delete marker)", e.Key, e.VersionID)
 }
 
 func (e *DeleteMarker) Unwrap() error { return ErrNotFound }
@@ -92,4 +92,14 @@ type Versioner interface {
 	// DeleteVersion removes one version (a delete marker too) for good.
 	// Deleting an id the key does not have is not an error.
 	DeleteVersion(ctx context.Context, key, id string) error
+	// DeleteCurrent is Delete in a bucket with versioning on: it returns
+	// the id of the delete marker it added ("" in a store that adds none:
+	// there the current version becomes noncurrent).
+	DeleteCurrent(ctx context.Context, key string) (markerID string, err error)
 }
+
+// In a bucket with versioning on (or suspended), a Versioner's Stat, Put
+// and CompleteMultipart set ObjectInfo.VersionID to the version they saw
+// or created, and Stat of a key whose current version is a delete marker
+// returns *DeleteMarker with Latest set (it matches ErrNotFound, as
+// before). In a bucket without versioning they leave VersionID empty.

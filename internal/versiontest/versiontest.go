@@ -410,3 +410,19 @@ func otherID(id string) string {
 }
 
 func keyID(key, id string) string { return fmt.Sprintf("%s@%s", key, id) }
+
+// MinIOSkips are where MinIO departs from AWS's documented behaviour: a
+// target that is MinIO, or passes MinIO's versions through (a fedgate
+// bucket mounted from a versioned MinIO bucket), skips them.
+var MinIOSkips = map[string]string{
+	CapMarkerOverMarker: "MinIO: a DELETE of a key whose newest version is a delete marker answers that marker's id " +
+		"and adds none (S3 user guide: a simple DELETE on a delete marker adds a new delete marker)",
+	CapDeleteAbsent: "MinIO: a DELETE of a key never written adds no delete marker in a versioned bucket (S3 adds one)",
+	CapHiddenPrefix: "MinIO: ListObjectsV2 with a delimiter lists a common prefix whose only keys are under delete markers",
+	CapSuspendedDelete: "MinIO: a DELETE while Suspended answers without x-amz-delete-marker: true and " +
+		"x-amz-version-id: null (it does make the null delete marker, as the listing shows)",
+	CapCopyFromMarker: "MinIO: CopyObject naming a delete marker's id answers 405 MethodNotAllowed " +
+		"(CopyObject reference: 400, a delete marker cannot be a copy source)",
+	CapDeleteObjectsDM: "MinIO: DeleteObjects removing a delete marker by id reports neither DeleteMarker " +
+		"nor DeleteMarkerVersionId (DeletedObject reference: both)",
+}

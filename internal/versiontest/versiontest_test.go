@@ -34,7 +34,7 @@ func TestMinIO(t *testing.T) {
 	})
 	versiontest.Run(t, func(t *testing.T) versiontest.Target {
 		bucket := srv.NewBucket(t)
-		return versiontest.Target{Client: c, Bucket: bucket, Skip: minioSkips,
+		return versiontest.Target{Client: c, Bucket: bucket, Skip: versiontest.MinIOSkips,
 			Enable: func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 				defer cancel()
@@ -46,18 +46,4 @@ func TestMinIO(t *testing.T) {
 			},
 		}
 	})
-}
-
-// minioSkips are where MinIO departs from AWS's documented behaviour.
-var minioSkips = map[string]string{
-	versiontest.CapMarkerOverMarker: "MinIO: a DELETE of a key whose newest version is a delete marker answers that marker's id " +
-		"and adds none (S3 user guide: a simple DELETE on a delete marker adds a new delete marker)",
-	versiontest.CapDeleteAbsent: "MinIO: a DELETE of a key never written adds no delete marker in a versioned bucket (S3 adds one)",
-	versiontest.CapHiddenPrefix: "MinIO: ListObjectsV2 with a delimiter lists a common prefix whose only keys are under delete markers",
-	versiontest.CapSuspendedDelete: "MinIO: a DELETE while Suspended answers without x-amz-delete-marker: true and " +
-		"x-amz-version-id: null (it does make the null delete marker, as the listing shows)",
-	versiontest.CapCopyFromMarker: "MinIO: CopyObject naming a delete marker's id answers 405 MethodNotAllowed " +
-		"(CopyObject reference: 400, a delete marker cannot be a copy source)",
-	versiontest.CapDeleteObjectsDM: "MinIO: DeleteObjects removing a delete marker by id reports neither DeleteMarker " +
-		"nor DeleteMarkerVersionId (DeletedObject reference: both)",
 }
