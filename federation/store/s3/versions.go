@@ -167,6 +167,7 @@ func (s *Store) versionErr(ctx context.Context, op, key, id string, err error) e
 	}
 	code, status := errParts(err)
 	switch {
+	case code == "NoSuchBucket": // a configuration error, as mapErr has it
 	case code == "NoSuchVersion", code == "NoSuchKey", status == 404,
 		// An id the server cannot parse is one the key does not have.
 		status == 400 && (code == "InvalidArgument" || code == "BadRequest"):
