@@ -124,6 +124,13 @@ type Store struct {
 	secrets     []string
 	markers     *markerCache
 	now         func() time.Time
+	// pageSize is the entries a listing asks for per request
+	// (listPageSize; tests lower it).
+	pageSize int32
+	// NativeVersioning's answer and when it was found (zero: not yet).
+	vmu    sync.Mutex
+	vstate string
+	vat    time.Time
 }
 
 // New makes the store for cfg. It checks the configuration and builds the
@@ -148,6 +155,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		secrets:     secretsOf(cfg),
 		markers:     newMarkerCache(1024),
 		now:         time.Now,
+		pageSize:    listPageSize,
 	}
 	if s.blockSize <= 0 {
 		s.blockSize = defaultBlockSize

@@ -45,7 +45,7 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) iter.Seq2[stor
 		type seen struct{ name, marker string }
 		var recent [2]seen   // the last two entries yielded, with their resume marker
 		var markers []string // by page sequence number
-		var order reorder
+		var order reorder[store.Entry]
 		// emit yields the entries order has made final; false when the
 		// consumer stopped.
 		emit := func(end bool) bool {
@@ -54,7 +54,7 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) iter.Seq2[stor
 				if !ok {
 					return true
 				}
-				e := h.e
+				e := h.v
 				if e.Key <= after || strings.HasPrefix(e.Key, reservedPrefix) {
 					continue
 				}
@@ -75,14 +75,14 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) iter.Seq2[stor
 			}
 		}
 		for {
-			page, next, err := s.listPage(ctx, opts, marker)
+			page, next, err := s.listPage(ctx, opts, false, marker)
 			if err != nil {
 				yield(store.Entry{}, err)
 				return
 			}
 			markers = append(markers, marker)
 			for _, l := range page {
-				order.push(l.e, l.name, len(markers)-1)
+				order.push(l.e.Key, l.e, l.name, len(markers)-1)
 				if !emit(false) {
 					return
 				}
@@ -100,11 +100,16 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) iter.Seq2[stor
 type listed struct {
 	e    store.Entry
 	name string
+	// In a listing of versions: the blob's version id (nil for a blob
+	// written while versioning was off) and whether it is the current one.
+	version *string
+	current bool
 }
 
-// listPage fetches the Azure page at marker: its entries in Azure's order
-// and the marker of the next page ("" at the end).
-func (s *Store) listPage(ctx context.Context, opts store.ListOptions, marker string) ([]listed, string, error) {
+// listPage fetches the Azure page at marker, with every version of each
+// blob when versions is set: its entries in Azure's order and the marker
+// of the next page ("" at the end).
+func (s *Store) listPage(ctx context.Context, opts store.ListOptions, versions bool, marker string) ([]listed, string, error) {
 	var m *string
 	if marker != "" {
 		m = to.Ptr(marker)
@@ -113,7 +118,7 @@ func (s *Store) listPage(ctx context.Context, opts store.ListOptions, marker str
 	if opts.Prefix != "" {
 		prefix = to.Ptr(opts.Prefix)
 	}
-	include := container.ListBlobsInclude{Metadata: true}
+	include := container.ListBlobsInclude{Metadata: true, Versions: versions}
 	var items []*container.BlobItem
 	var prefixes []string
 	var next *string
@@ -123,7 +128,7 @@ func (s *Store) listPage(ctx context.Context, opts store.ListOptions, marker str
 	fold := len(opts.Delimiter) > 1
 	if opts.Delimiter == "" || fold {
 		resp, err := s.cont.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{
-			Include: include, Marker: m, MaxResults: to.Ptr[int32](listPageSize), Prefix: prefix,
+			Include: include, Marker: m, MaxResults: to.Ptr(s.pageSize), Prefix: prefix,
 		}).NextPage(ctx)
 		if err != nil {
 			return nil, "", s.mapErr("list", opts.Prefix, err)
@@ -134,7 +139,7 @@ func (s *Store) listPage(ctx context.Context, opts store.ListOptions, marker str
 		next = resp.NextMarker
 	} else {
 		resp, err := s.cont.NewListBlobsHierarchyPager(opts.Delimiter, &container.ListBlobsHierarchyOptions{
-			Include: include, Marker: m, MaxResults: to.Ptr[int32](listPageSize), Prefix: prefix,
+			Include: include, Marker: m, MaxResults: to.Ptr(s.pageSize), Prefix: prefix,
 		}).NextPage(ctx)
 		if err != nil {
 			return nil, "", s.mapErr("list", opts.Prefix, err)
@@ -156,20 +161,21 @@ func (s *Store) listPage(ctx context.Context, opts store.ListOptions, marker str
 			continue
 		}
 		for len(prefixes) > 0 && utf16Less(prefixes[0], *it.Name) {
-			out = append(out, listed{store.Entry{Key: prefixes[0], IsPrefix: true}, prefixes[0]})
+			out = append(out, listed{e: store.Entry{Key: prefixes[0], IsPrefix: true}, name: prefixes[0]})
 			prefixes = prefixes[1:]
 		}
 		if fold {
 			if i := strings.Index((*it.Name)[len(opts.Prefix):], opts.Delimiter); i >= 0 {
 				cp := (*it.Name)[:len(opts.Prefix)+i+len(opts.Delimiter)]
-				out = append(out, listed{store.Entry{Key: cp, IsPrefix: true}, *it.Name})
+				out = append(out, listed{e: store.Entry{Key: cp, IsPrefix: true}, name: *it.Name})
 				continue
 			}
 		}
-		out = append(out, listed{store.Entry{Key: *it.Name, Info: itemInfo(it)}, *it.Name})
+		out = append(out, listed{e: store.Entry{Key: *it.Name, Info: itemInfo(it)}, name: *it.Name,
+			version: it.VersionID, current: it.IsCurrentVersion != nil && *it.IsCurrentVersion})
 	}
 	for _, p := range prefixes {
-		out = append(out, listed{store.Entry{Key: p, IsPrefix: true}, p})
+		out = append(out, listed{e: store.Entry{Key: p, IsPrefix: true}, name: p})
 	}
 	if next == nil {
 		return out, "", nil

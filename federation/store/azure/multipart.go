@@ -82,24 +82,42 @@ func (s *Store) CreateMultipart(ctx context.Context, key string, opts store.PutO
 	return id, nil
 }
 
-// manifest returns the metadata kept for upload id of key.
-// ErrNoSuchUpload when there is no such upload for key.
-func (s *Store) manifest(ctx context.Context, op, key, id string) (store.Metadata, error) {
+// manifest returns the metadata kept for upload id of key, and the
+// manifest's version id ("" without versioning). ErrNoSuchUpload when
+// there is no such upload for key.
+func (s *Store) manifest(ctx context.Context, op, key, id string) (store.Metadata, string, error) {
 	if _, ok := parseUploadID(id); !ok {
-		return store.Metadata{}, fmt.Errorf("azure: %s %q: upload %.40q: %w", op, key, id, store.ErrNoSuchUpload)
+		return store.Metadata{}, "", fmt.Errorf("azure: %s %q: upload %.40q: %w", op, key, id, store.ErrNoSuchUpload)
 	}
 	resp, err := s.cont.NewBlobClient(manifestName(id)).GetProperties(ctx, nil)
 	if errors.Is(kindOf(err), store.ErrNotFound) {
-		return store.Metadata{}, fmt.Errorf("azure: %s %q: upload %s: %w", op, key, id, store.ErrNoSuchUpload)
+		return store.Metadata{}, "", fmt.Errorf("azure: %s %q: upload %s: %w", op, key, id, store.ErrNoSuchUpload)
 	}
 	if err != nil {
-		return store.Metadata{}, s.mapErr(op, key, err)
+		return store.Metadata{}, "", s.mapErr(op, key, err)
 	}
 	md, reserved := decodeMeta(propsOf(resp).props)
 	if reserved[metaKeyHash] != keyHash(key) {
-		return store.Metadata{}, fmt.Errorf("azure: %s %q: upload %s: %w: %w", op, key, id, errOtherKey, store.ErrNoSuchUpload)
+		return store.Metadata{}, "", fmt.Errorf("azure: %s %q: upload %s: %w: %w", op, key, id, errOtherKey, store.ErrNoSuchUpload)
 	}
-	return md, nil
+	version := ""
+	if resp.VersionID != nil {
+		version = *resp.VersionID
+	}
+	return md, version, nil
+}
+
+// removeManifest deletes upload id's manifest and, in an account with
+// versioning, the version its delete leaves (a manifest is written once,
+// so it has one). It reports the blob delete's error.
+func (s *Store) removeManifest(ctx context.Context, id, version string) error {
+	_, err := s.cont.NewBlobClient(manifestName(id)).Delete(ctx, nil)
+	if version != "" && (err == nil || errors.Is(kindOf(err), store.ErrNotFound)) {
+		if vc, verr := s.cont.NewBlobClient(manifestName(id)).WithVersionID(version); verr == nil {
+			_, _ = vc.Delete(ctx, nil)
+		}
+	}
+	return err
 }
 
 // partBlockSize: parts of known size are cut into at most partBlocks
@@ -125,7 +143,7 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 	if number < 1 || number > maxPartNumber {
 		return store.PartInfo{}, fmt.Errorf("azure: upload part %q: part number %d not in 1..%d: %w", key, number, maxPartNumber, store.ErrInvalidPart)
 	}
-	if _, err := s.manifest(ctx, "upload part", key, uploadID); err != nil {
+	if _, _, err := s.manifest(ctx, "upload part", key, uploadID); err != nil {
 		return store.PartInfo{}, err
 	}
 	raw, _ := parseUploadID(uploadID)
@@ -245,7 +263,7 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 	if err := checkKey(op, key); err != nil {
 		return store.ObjectInfo{}, err
 	}
-	md, err := s.manifest(ctx, op, key, uploadID)
+	md, manifestVersion, err := s.manifest(ctx, op, key, uploadID)
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
@@ -299,7 +317,7 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 	}
 	// The object is committed; a manifest left behind by a failed delete
 	// only keeps the upload ID known (its blocks are gone).
-	_, _ = s.cont.NewBlobClient(manifestName(uploadID)).Delete(ctx, nil)
+	_ = s.removeManifest(ctx, uploadID, manifestVersion)
 	return store.ObjectInfo{Key: key, Size: size, ModTime: timeOf(resp.LastModified), ETag: etag,
 		Validator: validatorOf(resp.ETag), Metadata: md}, nil
 }
@@ -313,13 +331,14 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 	if err := checkKey("abort multipart", key); err != nil {
 		return err
 	}
-	if _, err := s.manifest(ctx, "abort multipart", key, uploadID); err != nil {
+	_, version, err := s.manifest(ctx, "abort multipart", key, uploadID)
+	if err != nil {
 		if errors.Is(err, store.ErrNoSuchUpload) && !errors.Is(err, errOtherKey) {
 			return nil
 		}
 		return err
 	}
-	_, err := s.cont.NewBlobClient(manifestName(uploadID)).Delete(ctx, nil)
+	err = s.removeManifest(ctx, uploadID, version)
 	if err != nil && !errors.Is(kindOf(err), store.ErrNotFound) {
 		return s.mapErr("abort multipart", key, err)
 	}

@@ -20,20 +20,21 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/fedgate/fedgate/federation/store"
 )
 
-type heldEntry struct {
-	e      store.Entry
+// heldEntry is one entry of a listing: a store.Entry for List, a key's
+// versions for ListVersions.
+type heldEntry[T any] struct {
+	key    string
+	v      T
 	page   int    // sequence number of the Azure page it came on
 	risk   string // the prefix later names must leave before it is final
 	atRisk bool
 }
 
-type reorder struct {
-	held []heldEntry // in byte order
-	last string      // the last name Azure listed
+type reorder[T any] struct {
+	held []heldEntry[T] // in byte order
+	last string         // the last name Azure listed
 }
 
 // riskOf returns the name's prefix before its first supplementary
@@ -47,32 +48,32 @@ func riskOf(name string) (string, bool) {
 	return "", false
 }
 
-// push takes the next entry in Azure's order, listed at name (the blob
-// name a client-folded prefix came from).
-func (o *reorder) push(e store.Entry, name string, page int) {
-	risk, atRisk := riskOf(e.Key)
-	h := heldEntry{e: e, page: page, risk: risk, atRisk: atRisk}
-	i, _ := slices.BinarySearchFunc(o.held, e.Key, func(h heldEntry, k string) int { return strings.Compare(h.e.Key, k) })
+// push takes the next entry, of key, in Azure's order, listed at name (the
+// blob name a client-folded prefix came from).
+func (o *reorder[T]) push(key string, v T, name string, page int) {
+	risk, atRisk := riskOf(key)
+	h := heldEntry[T]{key: key, v: v, page: page, risk: risk, atRisk: atRisk}
+	i, _ := slices.BinarySearchFunc(o.held, key, func(h heldEntry[T], k string) int { return strings.Compare(h.key, k) })
 	o.held = slices.Insert(o.held, i, h)
 	o.last = name
 }
 
 // pop returns the smallest held entry if it is final. With end set (the
 // listing is over), every entry is.
-func (o *reorder) pop(end bool) (heldEntry, bool) {
+func (o *reorder[T]) pop(end bool) (heldEntry[T], bool) {
 	if len(o.held) == 0 {
-		return heldEntry{}, false
+		return heldEntry[T]{}, false
 	}
 	h := o.held[0]
 	if !end && h.atRisk && strings.HasPrefix(o.last, h.risk) {
-		return heldEntry{}, false
+		return heldEntry[T]{}, false
 	}
 	o.held = o.held[1:]
 	return h, true
 }
 
 // oldestPage is the first page holding an entry not yet popped, or page.
-func (o *reorder) oldestPage(page int) int {
+func (o *reorder[T]) oldestPage(page int) int {
 	for _, h := range o.held {
 		page = min(page, h.page)
 	}

@@ -27,11 +27,11 @@ type Config struct {
 	// Latency is added before every call.
 	Latency time.Duration
 	// ErrorRate is the fraction of calls (Stat, ReadRange, Put, Delete,
-	// List, multipart calls) that fail with ErrInjected (a throttling error,
-	// what a cloud's 503 SlowDown maps to).
+	// List, multipart and version calls) that fail with ErrInjected (a
+	// throttling error, what a cloud's 503 SlowDown maps to).
 	ErrorRate float64
-	// ResetRate is the fraction of ReadRange bodies that fail part-way with
-	// ErrReset, as a connection reset would.
+	// ResetRate is the fraction of ReadRange and ReadVersionRange bodies
+	// that fail part-way with ErrReset, as a connection reset would.
 	ResetRate float64
 	// BandwidthPerStream caps each body (read or written) at this many bytes
 	// per second; 0 means no cap.
@@ -55,7 +55,11 @@ type Counters struct {
 }
 
 // Store is a store.Store with faults. It keeps the inner store's
-// Multiparter ability and hides LocalFiler, so reads go through ReadRange.
+// Multiparter and Versioner abilities (with faults too) and hides
+// LocalFiler, so reads go through ReadRange. Over a store without them
+// the multipart and version calls fail with store.ErrNotSupported, except
+// NativeVersioning, which says "" (a store that keeps no versions of its
+// own never had versioning enabled).
 type Store struct {
 	inner store.Store
 	mu    sync.Mutex
@@ -67,6 +71,7 @@ type Store struct {
 var (
 	_ store.Store       = (*Store)(nil)
 	_ store.Multiparter = (*Store)(nil)
+	_ store.Versioner   = (*Store)(nil)
 )
 
 // Wrap returns s with the faults of cfg.
@@ -138,6 +143,12 @@ func (f *Store) ReadRange(ctx context.Context, key string, offset, length int64,
 	if err != nil {
 		return nil, err
 	}
+	return f.readBody(ctx, rc, length), nil
+}
+
+// readBody wraps a read body of length bytes (< 0: open) with the
+// bandwidth cap and, by chance, a reset part-way.
+func (f *Store) readBody(ctx context.Context, rc io.ReadCloser, length int64) io.ReadCloser {
 	cfg := f.config()
 	b := &body{ReadCloser: rc, ctx: ctx, rate: cfg.BandwidthPerStream, start: time.Now(), count: &f.Count.BytesRead}
 	if f.chance(cfg.ResetRate) {
@@ -152,7 +163,7 @@ func (f *Store) ReadRange(ctx context.Context, key string, offset, length int64,
 		f.mu.Unlock()
 		b.resets = &f.Count.Resets
 	}
-	return b, nil
+	return b
 }
 
 func (f *Store) Put(ctx context.Context, key string, r io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error) {
@@ -235,6 +246,81 @@ func (f *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 		return err
 	}
 	return mp.AbortMultipart(ctx, key, uploadID)
+}
+
+func (f *Store) versioner() (store.Versioner, error) {
+	v, ok := f.inner.(store.Versioner)
+	if !ok {
+		return nil, fmt.Errorf("faulty: %s keeps no versions of its own: %w", f.inner.Name(), store.ErrNotSupported)
+	}
+	return v, nil
+}
+
+func (f *Store) NativeVersioning(ctx context.Context) (string, error) {
+	v, ok := f.inner.(store.Versioner)
+	if !ok {
+		return "", nil
+	}
+	if err := f.before(ctx); err != nil {
+		return "", err
+	}
+	return v.NativeVersioning(ctx)
+}
+
+func (f *Store) ListVersions(ctx context.Context, opts store.VersionListOptions) iter.Seq2[store.VersionEntry, error] {
+	return func(yield func(store.VersionEntry, error) bool) {
+		v, err := f.versioner()
+		if err == nil {
+			err = f.before(ctx)
+		}
+		if err != nil {
+			yield(store.VersionEntry{}, err)
+			return
+		}
+		for e, err := range v.ListVersions(ctx, opts) {
+			if !yield(e, err) {
+				return
+			}
+		}
+	}
+}
+
+func (f *Store) StatVersion(ctx context.Context, key, id string) (store.ObjectInfo, error) {
+	v, err := f.versioner()
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	if err := f.before(ctx); err != nil {
+		return store.ObjectInfo{}, err
+	}
+	return v.StatVersion(ctx, key, id)
+}
+
+func (f *Store) ReadVersionRange(ctx context.Context, key, id string, offset, length int64) (io.ReadCloser, error) {
+	v, err := f.versioner()
+	if err != nil {
+		return nil, err
+	}
+	f.Count.ReadCalls.Add(1)
+	if err := f.before(ctx); err != nil {
+		return nil, err
+	}
+	rc, err := v.ReadVersionRange(ctx, key, id, offset, length)
+	if err != nil {
+		return nil, err
+	}
+	return f.readBody(ctx, rc, length), nil
+}
+
+func (f *Store) DeleteVersion(ctx context.Context, key, id string) error {
+	v, err := f.versioner()
+	if err != nil {
+		return err
+	}
+	if err := f.before(ctx); err != nil {
+		return err
+	}
+	return v.DeleteVersion(ctx, key, id)
 }
 
 // body throttles a stream to rate bytes/s and cuts it at resetAt bytes.

@@ -118,7 +118,7 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 	}
 	// An abort or completion that ran meanwhile did not see this part.
 	if err := s.checkUpload(ctx, key, uploadID); err != nil {
-		s.deleteQuietly(ctx, name)
+		s.deleteQuietly(ctx, name, a.Generation)
 		return store.PartInfo{}, err
 	}
 	return store.PartInfo{Number: number, Size: a.Size, ETag: hex.EncodeToString(br.sum()), ModTime: a.Updated}, nil
@@ -211,21 +211,18 @@ func (s *Store) readUpload(ctx context.Context, key, dir string) (upload, error)
 
 // composeTree composes srcs into key: while there are more than s.fanIn,
 // groups of s.fanIn are composed into intermediate objects under scratch,
-// which are deleted when it returns.
+// which are deleted (their generations) when it returns.
 func (s *Store) composeTree(ctx context.Context, key, scratch string, srcs []*storage.ObjectHandle,
 	attrs storage.ObjectAttrs, conds *storage.Conditions) (store.ObjectInfo, error) {
 	var (
 		mu    sync.Mutex
-		temps []string
+		temps []objectRef
 	)
 	defer func() { s.deleteAll(ctx, temps) }()
 	for level := 0; len(srcs) > s.fanIn; level++ {
 		next := make([]*storage.ObjectHandle, (len(srcs)+s.fanIn-1)/s.fanIn)
 		err := forEach(ctx, len(next), func(ctx context.Context, i int) error {
 			name := fmt.Sprintf("%s%d-%05d", scratch, level, i)
-			mu.Lock()
-			temps = append(temps, name)
-			mu.Unlock()
 			group := srcs[i*s.fanIn : min((i+1)*s.fanIn, len(srcs))]
 			c := s.object(name).If(storage.Conditions{DoesNotExist: true}).ComposerFrom(group...)
 			c.DeleteSourceObjects = level > 0 // intermediates, never the parts
@@ -233,6 +230,9 @@ func (s *Store) composeTree(ctx context.Context, key, scratch string, srcs []*st
 			if err != nil {
 				return mapErr("compose", name, err)
 			}
+			mu.Lock()
+			temps = append(temps, objectRef{name, a.Generation})
+			mu.Unlock()
 			next[i] = s.object(name).Generation(a.Generation)
 			return nil
 		})
@@ -266,31 +266,40 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 }
 
 // removeUpload deletes the upload record first (the upload is then gone
-// for every node), then its parts. Failures are ignored: what is left is
-// under the reserved prefix, invisible, and a lifecycle rule removes it.
+// for every node), then every generation under the upload's folder: its
+// parts, parts uploaded again (noncurrent in a bucket with versioning),
+// leftover intermediates, the record itself. Failures are ignored: what is
+// left is under the reserved prefix, invisible, and a lifecycle rule
+// removes it.
 func (s *Store) removeUpload(ctx context.Context, dir string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
 	_ = s.object(dir + "upload").Delete(ctx)
-	var names []string
-	it := s.lbkt.Objects(ctx, &storage.Query{Prefix: dir})
+	var refs []objectRef
+	it := s.lbkt.Objects(ctx, &storage.Query{Prefix: dir, Versions: true})
 	for {
 		a, err := it.Next()
 		if err != nil { // iterator.Done or a failure
 			break
 		}
-		names = append(names, a.Name)
+		refs = append(refs, objectRef{a.Name, a.Generation})
 	}
-	s.deleteAll(ctx, names)
+	s.deleteAll(ctx, refs)
 }
 
-// deleteAll deletes names, a few at a time, even when ctx is canceled, and
-// ignores failures.
-func (s *Store) deleteAll(ctx context.Context, names []string) {
+// objectRef names one generation of an object.
+type objectRef struct {
+	name string
+	gen  int64
+}
+
+// deleteAll deletes the generations refs name for good, a few at a time,
+// even when ctx is canceled, and ignores failures.
+func (s *Store) deleteAll(ctx context.Context, refs []objectRef) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
-	_ = forEach(ctx, len(names), func(ctx context.Context, i int) error {
-		_ = s.object(names[i]).Delete(ctx)
+	_ = forEach(ctx, len(refs), func(ctx context.Context, i int) error {
+		_ = s.object(refs[i].name).Generation(refs[i].gen).Delete(ctx)
 		return nil
 	})
 }

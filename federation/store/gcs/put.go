@@ -87,7 +87,7 @@ func (s *Store) putStaged(ctx context.Context, key string, head []byte, br *body
 	if err != nil {
 		return store.ObjectInfo{}, fmt.Errorf("gcs: put %q: %w", key, err)
 	}
-	defer s.deleteQuietly(ctx, tmp)
+	defer s.deleteQuietly(ctx, tmp, ta.Generation)
 	if late != nil {
 		m.Checksums = store.MergeMaps(m.Checksums, late())
 	}
@@ -124,7 +124,7 @@ func (s *Store) upload(ctx context.Context, h *storage.ObjectHandle, head []byte
 	}
 	a := w.Attrs()
 	if len(a.MD5) == md5.Size && string(a.MD5) != string(br.sum()) {
-		s.deleteQuietly(ctx, name)
+		s.deleteQuietly(ctx, name, a.Generation)
 		return nil, fmt.Errorf("upload %q: GCS has MD5 %x, %x was sent", name, a.MD5, br.sum())
 	}
 	return a, nil
@@ -209,12 +209,15 @@ func writeConds(opts store.PutOptions) (*storage.Conditions, error) {
 	return nil, nil
 }
 
-// deleteQuietly removes a temporary object, even when ctx is canceled, and
-// ignores failures: a leftover is harmless and a lifecycle rule removes it.
-func (s *Store) deleteQuietly(ctx context.Context, name string) {
+// deleteQuietly removes generation gen of a temporary object, even when
+// ctx is canceled, and ignores failures: a leftover is harmless and a
+// lifecycle rule removes it. Naming the generation deletes it for good: in
+// a bucket with versioning a plain delete would keep it as a noncurrent
+// version.
+func (s *Store) deleteQuietly(ctx context.Context, name string, gen int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	_ = s.object(name).Delete(ctx)
+	_ = s.object(name).Generation(gen).Delete(ctx)
 }
 
 // newID returns 32 random hex digits.

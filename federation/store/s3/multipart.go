@@ -198,9 +198,18 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 		return store.ObjectInfo{}, fmt.Errorf("s3: complete multipart %q: %w", key, err)
 	}
 	merged = merged.override(override)
-	v, err := s.copyObject(ctx, key, validator, cur.Size, key, merged, store.PutOptions{IfMatch: info.Validator})
+	v, copyVersion, err := s.copyObject(ctx, key, validator, cur.Size, key, merged, store.PutOptions{IfMatch: info.Validator})
 	if err != nil {
 		return store.ObjectInfo{}, fmt.Errorf("s3: complete multipart %q: set metadata: %w", key, err)
+	}
+	// In a versioned bucket the completed object, copied onto itself, is a
+	// version of its own that nobody wrote: remove it. (Suspended or off,
+	// the copy replaced it: both are "null", or neither has an id.)
+	if first := aws.ToString(out.VersionId); first != "" && first != store.NoVersionID && first != copyVersion {
+		_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &s.bucket, Key: &key, VersionId: &first})
+		if err != nil {
+			return store.ObjectInfo{}, fmt.Errorf("s3: complete multipart %q: remove the version before the metadata copy: %w", key, mapErr("delete version", key, err))
+		}
 	}
 	info.Validator = store.Validator(v)
 	return info, nil
@@ -248,10 +257,10 @@ func sortParts(parts []types.CompletedPart) {
 
 // copyObject copies src (of size bytes, with server ETag srcETag) onto dst
 // server-side with headers h, conditional per opts, and returns dst's new
-// server ETag. An unconditional copy of up to 5 GiB is one CopyObject;
+// server ETag and version id ("" in a bucket without versioning). An unconditional copy of up to 5 GiB is one CopyObject;
 // others are multipart copies (UploadPartCopy), whose completion carries
 // the conditions: MinIO ignores conditions on CopyObject's destination.
-func (s *Store) copyObject(ctx context.Context, src, srcETag string, size int64, dst string, h headers, opts store.PutOptions) (string, error) {
+func (s *Store) copyObject(ctx context.Context, src, srcETag string, size int64, dst string, h headers, opts store.PutOptions) (etag, versionID string, err error) {
 	source := copySource(s.bucket, src)
 	if size <= maxCopySize && !opts.IfNoneMatch && opts.IfMatch == "" {
 		in := &awss3.CopyObjectInput{
@@ -261,18 +270,18 @@ func (s *Store) copyObject(ctx context.Context, src, srcETag string, size int64,
 		h.copyInput(in)
 		out, err := s.client.CopyObject(ctx, in)
 		if err != nil {
-			return "", mapErr("copy", dst, err)
+			return "", "", mapErr("copy", dst, err)
 		}
 		if out.CopyObjectResult == nil {
-			return "", fmt.Errorf("s3: copy %q: no result", dst)
+			return "", "", fmt.Errorf("s3: copy %q: no result", dst)
 		}
-		return unquoteETag(aws.ToString(out.CopyObjectResult.ETag)), nil
+		return unquoteETag(aws.ToString(out.CopyObjectResult.ETag)), aws.ToString(out.VersionId), nil
 	}
 	in := &awss3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: &dst}
 	h.createInput(in)
 	cu, err := s.client.CreateMultipartUpload(ctx, in)
 	if err != nil {
-		return "", mapErr("copy", dst, err)
+		return "", "", mapErr("copy", dst, err)
 	}
 	id := aws.ToString(cu.UploadId)
 	done := false
@@ -322,7 +331,7 @@ func (s *Store) copyObject(ctx context.Context, src, srcETag string, size int64,
 	}
 	wg.Wait()
 	if first != nil {
-		return "", first
+		return "", "", first
 	}
 	cin := &awss3.CompleteMultipartUploadInput{
 		Bucket: &s.bucket, Key: &dst, UploadId: &id,
@@ -331,10 +340,10 @@ func (s *Store) copyObject(ctx context.Context, src, srcETag string, size int64,
 	cin.IfNoneMatch, cin.IfMatch = conditions(opts)
 	out, err := s.client.CompleteMultipartUpload(ctx, cin)
 	if err != nil {
-		return "", mapErr("copy", dst, err)
+		return "", "", mapErr("copy", dst, err)
 	}
 	done = true
-	return unquoteETag(aws.ToString(out.ETag)), nil
+	return unquoteETag(aws.ToString(out.ETag)), aws.ToString(out.VersionId), nil
 }
 
 // copySource is x-amz-copy-source: bucket/key with every byte of key but

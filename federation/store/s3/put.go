@@ -202,8 +202,9 @@ func (u *largePut) run(ctx context.Context, body io.Reader, first []byte) (info 
 		return store.ObjectInfo{}, mapErr("put", u.key, err)
 	}
 	committed = true
-	defer s.deleteQuietly(u.staging)
-	validator, err := s.copyObject(ctx, u.staging, unquoteETag(aws.ToString(done.ETag)), total, u.key, h, u.opts)
+	// In a versioned bucket the staging object's version goes too.
+	defer s.deleteStaging(u.staging, aws.ToString(done.VersionId))
+	validator, _, err := s.copyObject(ctx, u.staging, unquoteETag(aws.ToString(done.ETag)), total, u.key, h, u.opts)
 	if err != nil {
 		return store.ObjectInfo{}, writeErr("put", u.key, u.opts, err)
 	}
@@ -330,13 +331,6 @@ func (s *Store) abort(key, uploadID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, _ = s.client.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &key, UploadId: &uploadID})
-}
-
-// deleteQuietly removes a staging object, whatever happened to the write.
-func (s *Store) deleteQuietly(key string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, _ = s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &s.bucket, Key: &key})
 }
 
 func randomHex() string {

@@ -213,12 +213,12 @@ func TestCopyConditions(t *testing.T) {
 	}
 	h, _ := toHeaders(store.Metadata{}, src.ETag, nil)
 	for _, opts := range []store.PutOptions{{IfNoneMatch: true}, {IfMatch: src.Validator}} {
-		_, err := s.copyObject(ctx, "src", string(src.Validator), 6, "dst", h, opts)
+		_, _, err := s.copyObject(ctx, "src", string(src.Validator), 6, "dst", h, opts)
 		if !errors.Is(err, store.ErrPreconditionFailed) {
 			t.Errorf("copy over dst with %+v: %v, want ErrPreconditionFailed", opts, err)
 		}
 	}
-	if _, err := s.copyObject(ctx, "src", string(src.Validator), 6, "dst", h, store.PutOptions{IfMatch: dst.Validator}); err != nil {
+	if _, _, err := s.copyObject(ctx, "src", string(src.Validator), 6, "dst", h, store.PutOptions{IfMatch: dst.Validator}); err != nil {
 		t.Errorf("copy with dst's validator: %v", err)
 	}
 	if got := readAll(t, s, "dst"); string(got) != "source" {
@@ -226,7 +226,7 @@ func TestCopyConditions(t *testing.T) {
 	}
 	// A changed source fails the copy, plain or multipart.
 	for _, opts := range []store.PutOptions{{}, {IfNoneMatch: true}} {
-		if _, err := s.copyObject(ctx, "src", md5hex([]byte("other")), 6, "new", h, opts); !errors.Is(err, store.ErrPreconditionFailed) {
+		if _, _, err := s.copyObject(ctx, "src", md5hex([]byte("other")), 6, "new", h, opts); !errors.Is(err, store.ErrPreconditionFailed) {
 			t.Errorf("copy of a changed source (%+v): %v, want ErrPreconditionFailed", opts, err)
 		}
 	}

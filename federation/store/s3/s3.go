@@ -157,6 +157,9 @@ type Store struct {
 	bufs     bufPool
 	// minioKeys: Config.MinIOKeyRules.
 	minioKeys bool
+	// versionPage, when set, is the MaxKeys of ListObjectVersions (tests
+	// lower it; the server's default is 1,000).
+	versionPage int32
 }
 
 // New checks cfg and builds the store's client. It makes no request: a

@@ -13,7 +13,8 @@
 //
 // The suite asserts the exact sentinel errors of package store with
 // errors.Is, and the contracts documented on store.Store, store.Multiparter
-// and store.LocalFiler.
+// and store.LocalFiler. RunVersions is the suite of store.Versioner, for
+// the stores that pass an origin bucket's own versions through.
 package storetest
 
 import (
