@@ -2,10 +2,15 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/option"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -168,5 +173,79 @@ func TestOriginVersions(t *testing.T) {
 	}
 	if out := put(t, c, "data", "b.bin", []byte("x")); aws.ToString(out.VersionId) != "" {
 		t.Fatalf("a PUT to the unversioned origin answered version %q", aws.ToString(out.VersionId))
+	}
+}
+
+// The same through a GCS origin (fake-gcs-server) with object versioning:
+// generations are the version ids, and a DELETE leaves the key's versions
+// with none of them latest (GCS has no delete markers).
+func TestOriginVersionsGCS(t *testing.T) {
+	srv := testenv.FakeGCS(t)
+	bucket := srv.NewBucket(t)
+	gc, err := storage.NewClient(context.Background(), option.WithEndpoint(srv.Endpoint+"/storage/v1/"), option.WithoutAuthentication())
+	mustOK(t, err)
+	t.Cleanup(func() { gc.Close() })
+	_, err = gc.Bucket(bucket).Update(ctx(t), storage.BucketAttrsToUpdate{VersioningEnabled: true})
+	mustOK(t, err)
+	var gens []string
+	var datas [][]byte
+	for i := range 2 {
+		data := randBytes(t, 200<<10+i)
+		w := gc.Bucket(bucket).Object("runs/b/latest.pt").NewWriter(ctx(t))
+		_, err := w.Write(data)
+		mustOK(t, err)
+		mustOK(t, w.Close())
+		gens, datas = append(gens, strconv.FormatInt(w.Attrs().Generation, 10)), append(datas, data)
+	}
+	policy := "regions:\n  - {name: lab, location: onprem:lab}\nstores:\n" +
+		"  - {name: ckpt-gcs, kind: gcs, location: gcp:us-central1, bucket: " + bucket + ", endpoint: " + srv.Endpoint + "}\n" +
+		"  - {name: nas, kind: posix, location: onprem:lab, path: " + t.TempDir() + "}\n" +
+		"buckets:\n  - {name: ckpts, origin: ckpt-gcs/runs/}\ndefaults: {store: nas}\n"
+	pf := filepath.Join(t.TempDir(), "policy.yaml")
+	mustOK(t, os.WriteFile(pf, []byte(policy), 0o644))
+	s := startServer(t, "--config", pf, "--cache-size", "1GiB")
+	c := s.root()
+	const k = "b/latest.pt"
+
+	gv, err := c.GetBucketVersioning(ctx(t), &s3.GetBucketVersioningInput{Bucket: aws.String("ckpts")})
+	if err != nil || gv.Status != types.BucketVersioningStatusEnabled {
+		t.Fatalf("GetBucketVersioning: %q %v; want Enabled", gv.Status, err)
+	}
+	list := func() (ids []string, latest []bool) {
+		out, err := c.ListObjectVersions(ctx(t), &s3.ListObjectVersionsInput{Bucket: aws.String("ckpts")})
+		mustOK(t, err)
+		for _, v := range out.Versions {
+			ids, latest = append(ids, aws.ToString(v.VersionId)), append(latest, aws.ToBool(v.IsLatest))
+		}
+		if len(out.DeleteMarkers) != 0 {
+			t.Fatalf("a GCS origin listed delete markers: %+v", out.DeleteMarkers)
+		}
+		return ids, latest
+	}
+	if ids, latest := list(); !slices.Equal(ids, []string{gens[1], gens[0]}) || !slices.Equal(latest, []bool{true, false}) {
+		t.Fatalf("listed generations %v (latest %v); want %v, the newest latest", ids, latest, []string{gens[1], gens[0]})
+	}
+	for i, g := range gens {
+		got, out := getBytes(t, c, "ckpts", k, func(in *s3.GetObjectInput) { in.VersionId = aws.String(g) })
+		if !bytes.Equal(got, datas[i]) || aws.ToString(out.VersionId) != g {
+			t.Fatalf("GET of generation %s: %d bytes, version %q", g, len(got), aws.ToString(out.VersionId))
+		}
+	}
+	if _, out := getBytes(t, c, "ckpts", k); aws.ToString(out.VersionId) != gens[1] {
+		t.Fatalf("GET of the key answered version %q; want the live generation %s", aws.ToString(out.VersionId), gens[1])
+	}
+	del, err := c.DeleteObject(ctx(t), &s3.DeleteObjectInput{Bucket: aws.String("ckpts"), Key: aws.String(k)})
+	mustOK(t, err)
+	if aws.ToBool(del.DeleteMarker) || aws.ToString(del.VersionId) != "" {
+		t.Fatalf("DELETE on a GCS origin answered marker=%v id %q; GCS adds no marker", aws.ToBool(del.DeleteMarker), aws.ToString(del.VersionId))
+	}
+	_, err = c.GetObject(ctx(t), &s3.GetObjectInput{Bucket: aws.String("ckpts"), Key: aws.String(k)})
+	wantCode(t, err, "NoSuchKey")
+	if ids, latest := list(); !slices.Equal(ids, []string{gens[1], gens[0]}) || !slices.Equal(latest, []bool{false, false}) {
+		t.Fatalf("after the DELETE: generations %v (latest %v); want both kept, neither latest", ids, latest)
+	}
+	mustOK(t, must(c.DeleteObject(ctx(t), &s3.DeleteObjectInput{Bucket: aws.String("ckpts"), Key: aws.String(k), VersionId: aws.String(gens[0])})))
+	if ids, _ := list(); !slices.Equal(ids, []string{gens[1]}) {
+		t.Fatalf("after deleting generation %s: %v", gens[0], ids)
 	}
 }

@@ -169,11 +169,11 @@ func (b *Bucket) deleteOriginCurrent(ctx context.Context, ver store.Versioner, k
 }
 
 // storeVersionID is the version id the bucket reports for a version id
-// its store gave: the origin's own for a bucket mounted from one, none
-// otherwise (a store under a bucket fedgate lays out is not versioned by
+// its store gave: the origin's own for a bucket mounted from one that keeps
+// versions (a GCS store gives every object its generation), none otherwise (a store under a bucket fedgate lays out is not versioned by
 // its cloud; if it were, those ids would not be the bucket's).
-func (b *Bucket) storeVersionID(id string) string {
-	if !b.origin {
+func (b *Bucket) storeVersionID(ctx context.Context, id string) string {
+	if id == "" || !b.origin || b.nativeVersioning(ctx) == "" {
 		return ""
 	}
 	return id

@@ -254,7 +254,7 @@ func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error)
 		}
 	}
 	info.Key = key
-	info.VersionID = b.storeVersionID(info.VersionID)
+	info.VersionID = b.storeVersionID(ctx, info.VersionID)
 	if dm, ok := store.IsDeleteMarker(err); ok {
 		// The origin's current version is a delete marker (S3 answers 404
 		// with its headers).

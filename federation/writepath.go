@@ -97,7 +97,7 @@ func (p directPath) put(ctx context.Context, key string, body io.Reader, size in
 	defer b.invalidate(key)
 	info, err := b.store.Put(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), b.prefix+key, body, size, opts)
 	info.Key = key
-	info.VersionID = b.storeVersionID(info.VersionID)
+	info.VersionID = b.storeVersionID(ctx, info.VersionID)
 	if err == nil {
 		b.ns.countWrite(b.Name, b.store, info.Size)
 		err = b.touch(ctx, key)
@@ -230,7 +230,7 @@ func (p directPath) complete(ctx context.Context, up Upload, parts []store.PartI
 		return store.ObjectInfo{}, err
 	}
 	info.Key = up.Key
-	info.VersionID = b.storeVersionID(info.VersionID)
+	info.VersionID = b.storeVersionID(ctx, info.VersionID)
 	if up.StoreKey != "" || b.versioned() {
 		if info, err = b.commitUploadVersion(ctx, up, info, cond); err != nil {
 			release()

@@ -102,4 +102,6 @@ type Versioner interface {
 // and CompleteMultipart set ObjectInfo.VersionID to the version they saw
 // or created, and Stat of a key whose current version is a delete marker
 // returns *DeleteMarker with Latest set (it matches ErrNotFound, as
-// before). In a bucket without versioning they leave VersionID empty.
+// before). In a bucket without versioning a store may still set VersionID
+// (GCS: every object has a generation): callers use it only when
+// NativeVersioning says the bucket keeps versions.

@@ -302,7 +302,9 @@ func (s *Store) Stat(ctx context.Context, key string) (store.ObjectInfo, error) 
 	if err != nil {
 		return store.ObjectInfo{}, s.mapErr("stat", key, err)
 	}
-	return infoOf(key, propsOf(resp)), nil
+	info := infoOf(key, propsOf(resp))
+	info.VersionID = valueOf(resp.VersionID) // where the account keeps versions
+	return info, nil
 }
 
 // blobProps are the properties infoOf needs.
@@ -438,4 +440,12 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return s.mapErr("delete", key, err)
 	}
 	return nil
+}
+
+// valueOf is *p, or "" for nil.
+func valueOf(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

@@ -319,7 +319,7 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 	// only keeps the upload ID known (its blocks are gone).
 	_ = s.removeManifest(ctx, uploadID, manifestVersion)
 	return store.ObjectInfo{Key: key, Size: size, ModTime: timeOf(resp.LastModified), ETag: etag,
-		Validator: validatorOf(resp.ETag), Metadata: md}, nil
+		Validator: validatorOf(resp.ETag), Metadata: md, VersionID: valueOf(resp.VersionID)}, nil
 }
 
 // AbortMultipart forgets the upload: later UploadPart and CompleteMultipart

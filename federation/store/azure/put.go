@@ -128,7 +128,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, size int64,
 			return store.ObjectInfo{}, s.writeErr(ctx, "put", key, err, opts)
 		}
 		return store.ObjectInfo{Key: key, Size: src.n, ModTime: timeOf(resp.LastModified), ETag: etag,
-			Validator: validatorOf(resp.ETag), Metadata: md}, nil
+			Validator: validatorOf(resp.ETag), Metadata: md, VersionID: valueOf(resp.VersionID)}, nil
 	}
 	nonce := randomID()
 	ids, err := s.stageAll(ctx, bb, src, first[:n], false, func(idx int) int64 { return s.putBlockSize(size, idx) },
@@ -150,7 +150,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, size int64,
 		return store.ObjectInfo{}, s.writeErr(ctx, "put", key, err, opts)
 	}
 	return store.ObjectInfo{Key: key, Size: src.n, ModTime: timeOf(resp.LastModified), ETag: etag,
-		Validator: validatorOf(resp.ETag), Metadata: md}, nil
+		Validator: validatorOf(resp.ETag), Metadata: md, VersionID: valueOf(resp.VersionID)}, nil
 }
 
 func writeConditions(opts store.PutOptions) *blob.AccessConditions {

@@ -15,16 +15,18 @@ package azure
 // NativeVersioning: versioning is a setting of the storage account's blob
 // service that only the management API (Microsoft.Storage, ARM) shows; the
 // blob service's own Get Blob Service Properties does not carry it. So the
-// store asks the data: it writes an empty probe blob under the reserved
-// prefix and looks for the x-ms-version-id every write gets while
-// versioning is on (then deletes the probe and its version). With a
-// credential that may not write (a read-only SAS), it looks instead for a
-// current blob with a version id in the first page of the container's
-// listing, which shows that the last write of that blob was versioned. The
-// answer is cached for versioningTTL: a setting changes rarely, and the
-// probe costs three requests. Azure has no "suspended": the answer is
-// store.VersioningEnabled or "" (with versioning turned off again, versions
-// written before stay listed).
+// store asks the data, reading before it writes: a current blob with a
+// version id in the first page of the container's listing shows that the
+// last write of that blob was versioned (answer cached versioningTTL).
+// Without one (an empty container, or blobs from before versioning), it
+// writes an empty probe blob under the reserved prefix and looks for the
+// x-ms-version-id every write gets while versioning is on, then deletes the
+// probe and its version; that answer is cached probeTTL, so a node writes a
+// probe at most every ten minutes into a container it mounts. With a
+// credential that may not write (a read-only SAS) the listing's answer
+// stands. Azure has no "suspended": the answer is store.VersioningEnabled
+// or "" (with versioning turned off again, versions written before stay
+// listed).
 
 import (
 	"bytes"
@@ -50,8 +52,12 @@ import (
 
 var _ store.Versioner = (*Store)(nil)
 
-// versioningTTL is how long NativeVersioning's answer is reused.
-const versioningTTL = 30 * time.Second
+// versioningTTL is how long NativeVersioning's answer from the listing is
+// reused, probeTTL how long one from a probe write is.
+const (
+	versioningTTL = 30 * time.Second
+	probeTTL      = 10 * time.Minute
+)
 
 // probePrefix is where NativeVersioning writes its probe blobs.
 const probePrefix = reservedPrefix + "probe/"
@@ -61,31 +67,48 @@ const probePrefix = reservedPrefix + "probe/"
 // finds out). ErrAccessDenied, ErrThrottled as mapped from Azure.
 func (s *Store) NativeVersioning(ctx context.Context) (string, error) {
 	s.vmu.Lock()
-	if !s.vat.IsZero() && s.now().Sub(s.vat) < versioningTTL {
+	if !s.vat.IsZero() && s.now().Before(s.vat) {
 		st := s.vstate
 		s.vmu.Unlock()
 		return st, nil
 	}
 	s.vmu.Unlock()
-	st, err := s.probeVersioning(ctx)
+	st, ttl, err := s.askVersioning(ctx)
 	if err != nil {
 		return "", err
 	}
 	s.vmu.Lock()
-	s.vstate, s.vat = st, s.now()
+	s.vstate, s.vat = st, s.now().Add(ttl)
 	s.vmu.Unlock()
 	return st, nil
 }
 
-// probeVersioning writes an empty blob and reads the answer's version id;
-// with a credential that may not write, it asks the listing.
+// askVersioning asks the listing, then (when it shows nothing) a probe
+// write, and says how long the answer holds.
+func (s *Store) askVersioning(ctx context.Context) (string, time.Duration, error) {
+	st, err := s.versioningFromListing(ctx)
+	if err != nil || st != "" {
+		return st, versioningTTL, err
+	}
+	st, err = s.probeVersioning(ctx)
+	if errors.Is(err, store.ErrAccessDenied) {
+		return "", versioningTTL, nil // may not write: the listing's answer stands
+	}
+	return st, probeTTL, err
+}
+
+// DeleteCurrent deletes key as Delete does: with versioning on, Azure keeps
+// the current version as a previous one and adds no delete marker, so the
+// id is always "".
+func (s *Store) DeleteCurrent(ctx context.Context, key string) (string, error) {
+	return "", s.Delete(ctx, key)
+}
+
+// probeVersioning writes an empty blob and reads the answer's version id.
 func (s *Store) probeVersioning(ctx context.Context) (string, error) {
 	name := probePrefix + store.RandomID()
 	resp, err := s.cont.NewBlockBlobClient(name).Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), nil)
 	if err != nil {
-		if errors.Is(kindOf(err), store.ErrAccessDenied) {
-			return s.versioningFromListing(ctx)
-		}
 		return "", s.mapErr("get versioning", name, err)
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

@@ -323,6 +323,17 @@ func (f *Store) DeleteVersion(ctx context.Context, key, id string) error {
 	return v.DeleteVersion(ctx, key, id)
 }
 
+func (f *Store) DeleteCurrent(ctx context.Context, key string) (string, error) {
+	v, err := f.versioner()
+	if err != nil {
+		return "", err
+	}
+	if err := f.before(ctx); err != nil {
+		return "", err
+	}
+	return v.DeleteCurrent(ctx, key)
+}
+
 // body throttles a stream to rate bytes/s and cuts it at resetAt bytes.
 type body struct {
 	io.ReadCloser

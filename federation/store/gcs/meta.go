@@ -16,6 +16,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"cloud.google.com/go/storage"
@@ -70,6 +71,9 @@ func infoOf(a *storage.ObjectAttrs) store.ObjectInfo {
 		ModTime:   a.Updated,
 		ETag:      etagOf(a),
 		Validator: validatorOf(a.Generation),
+		// The generation is the version id where the bucket keeps versions
+		// (the namespace ignores it where it does not).
+		VersionID: strconv.FormatInt(a.Generation, 10),
 		Metadata: store.Metadata{
 			ContentType:        a.ContentType,
 			CacheControl:       a.CacheControl,

@@ -123,6 +123,13 @@ func (s *Store) ReadVersionRange(ctx context.Context, key, id string, offset, le
 
 // DeleteVersion deletes one generation for good. An id that is no
 // generation of key is not an error; ErrInvalidKey, ErrAccessDenied,
+// DeleteCurrent deletes key as Delete does: with versioning on, GCS keeps
+// the live generation as a noncurrent one and adds no delete marker, so
+// the id is always "".
+func (s *Store) DeleteCurrent(ctx context.Context, key string) (string, error) {
+	return "", s.Delete(ctx, key)
+}
+
 // ErrThrottled as Delete.
 func (s *Store) DeleteVersion(ctx context.Context, key, id string) error {
 	if err := checkKey(key); err != nil {

@@ -183,7 +183,7 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 			info.Size += p.Size
 		}
 	}
-	info.ETag, info.Validator = etag, store.Validator(validator)
+	info.ETag, info.Validator, info.VersionID = etag, store.Validator(validator), aws.ToString(out.VersionId)
 	if override.empty() {
 		return info, nil
 	}
@@ -211,7 +211,7 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 			return store.ObjectInfo{}, fmt.Errorf("s3: complete multipart %q: remove the version before the metadata copy: %w", key, mapErr("delete version", key, err))
 		}
 	}
-	info.Validator = store.Validator(v)
+	info.Validator, info.VersionID = store.Validator(v), copyVersion
 	return info, nil
 }
 

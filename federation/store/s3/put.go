@@ -100,7 +100,7 @@ func (s *Store) putSmall(ctx context.Context, key string, data []byte, opts stor
 	}
 	return store.ObjectInfo{
 		Key: key, Size: int64(len(data)), ModTime: time.Now(), ETag: etag,
-		Validator: store.Validator(unquoteETag(aws.ToString(out.ETag))),
+		Validator: store.Validator(unquoteETag(aws.ToString(out.ETag))), VersionID: aws.ToString(out.VersionId),
 	}, nil
 }
 
@@ -204,11 +204,11 @@ func (u *largePut) run(ctx context.Context, body io.Reader, first []byte) (info 
 	committed = true
 	// In a versioned bucket the staging object's version goes too.
 	defer s.deleteStaging(u.staging, aws.ToString(done.VersionId))
-	validator, _, err := s.copyObject(ctx, u.staging, unquoteETag(aws.ToString(done.ETag)), total, u.key, h, u.opts)
+	validator, vid, err := s.copyObject(ctx, u.staging, unquoteETag(aws.ToString(done.ETag)), total, u.key, h, u.opts)
 	if err != nil {
 		return store.ObjectInfo{}, writeErr("put", u.key, u.opts, err)
 	}
-	return store.ObjectInfo{Key: u.key, Size: total, ModTime: time.Now(), ETag: etag, Validator: store.Validator(validator)}, nil
+	return store.ObjectInfo{Key: u.key, Size: total, ModTime: time.Now(), ETag: etag, Validator: store.Validator(validator), VersionID: vid}, nil
 }
 
 // uploadParts sends first and the rest of body as parts, up to s.conc at

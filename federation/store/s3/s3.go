@@ -50,6 +50,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/policies"
@@ -329,6 +330,14 @@ func (s *Store) head(ctx context.Context, key string, ifMatch store.Validator) (
 	}
 	out, err := s.client.HeadObject(ctx, in)
 	if err != nil {
+		if isDeleteMarker(err) {
+			// The key's current version is a delete marker (S3: 404 with
+			// x-amz-delete-marker and the marker's id).
+			var re *smithyhttp.ResponseError
+			errors.As(err, &re)
+			dm := &store.DeleteMarker{Key: key, VersionID: re.Response.Header.Get("X-Amz-Version-Id"), Latest: true}
+			return store.ObjectInfo{}, store.Retried(fmt.Errorf("s3: stat %q: %w", key, dm))
+		}
 		return store.ObjectInfo{}, mapErr("stat", key, err)
 	}
 	h := headers{
@@ -339,6 +348,7 @@ func (s *Store) head(ctx context.Context, key string, ifMatch store.Validator) (
 	info := h.info(key, aws.ToString(out.ETag))
 	info.Size = aws.ToInt64(out.ContentLength)
 	info.ModTime = aws.ToTime(out.LastModified)
+	info.VersionID = aws.ToString(out.VersionId) // the bucket's own version, where it keeps versions
 	return info, nil
 }
 

@@ -146,6 +146,26 @@ func (s *Store) DeleteVersion(ctx context.Context, key, id string) error {
 	return nil
 }
 
+// DeleteCurrent deletes key without a version id: in a bucket with
+// versioning on S3 adds a delete marker, whose id it returns ("" when the
+// bucket keeps no versions). Errors as Delete's.
+func (s *Store) DeleteCurrent(ctx context.Context, key string) (string, error) {
+	if err := s.checkKey("delete", key); err != nil {
+		return "", err
+	}
+	out, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &s.bucket, Key: &key})
+	if err != nil {
+		if err := mapErr("delete", key, err); !errors.Is(err, store.ErrNotFound) {
+			return "", err
+		}
+		return "", nil
+	}
+	if !aws.ToBool(out.DeleteMarker) {
+		return "", nil
+	}
+	return aws.ToString(out.VersionId), nil
+}
+
 // versionErr maps the error of a request for version id of key: a delete
 // marker is a *store.DeleteMarker (Latest asked of the server with a HEAD
 // of the key), 404s and ids the server cannot parse are ErrNoSuchVersion,

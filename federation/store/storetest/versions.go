@@ -296,8 +296,10 @@ func testUnknownIDUnversioned(t *testing.T, s store.Store, v store.Versioner, ca
 // its own metadata.
 func testThreeVersions(t *testing.T, s store.Store, v store.Versioner, caps VersionCapabilities) {
 	vs := [][]byte{data(80, 10), data(81, 1000), data(82, 100)}
+	var written []string
 	for i, b := range vs {
-		put(t, s, "v/obj", b, store.PutOptions{Metadata: store.Metadata{ContentType: fmt.Sprintf("text/x-%d", i)}})
+		info := put(t, s, "v/obj", b, store.PutOptions{Metadata: store.Metadata{ContentType: fmt.Sprintf("text/x-%d", i)}})
+		written = append(written, info.VersionID)
 	}
 	other := data(83, 7)
 	put(t, s, "v/obj2", other, store.PutOptions{})
@@ -321,6 +323,15 @@ func testThreeVersions(t *testing.T, s store.Store, v store.Versioner, caps Vers
 	}
 	checkVersion(t, v, "v/obj2", es[3].Info.VersionID, other)
 	checkObject(t, s, "v/obj", vs[2])
+	// Put and Stat name the version they wrote and saw.
+	for i, e := range es[:3] {
+		if written[2-i] != e.Info.VersionID {
+			t.Errorf("Put %d of v/obj answered version %q; the listing has %q", 2-i, written[2-i], e.Info.VersionID)
+		}
+	}
+	if info, err := s.Stat(t.Context(), "v/obj"); err != nil || info.VersionID != es[0].Info.VersionID {
+		t.Errorf("Stat(v/obj) = version %q, %v; want the latest, %q", info.VersionID, err, es[0].Info.VersionID)
+	}
 	// Exact prefixes and a prefix that is no key.
 	checkVersions(t, v, store.VersionListOptions{Prefix: "v/obj2"}, []row{versionRow("v/obj2", other, true)})
 	checkVersions(t, v, store.VersionListOptions{Prefix: "v/objx"}, nil)
@@ -385,12 +396,16 @@ func testDeleteLive(t *testing.T, s store.Store, v store.Versioner, caps Version
 	v1, v2 := data(100, 21), data(101, 22)
 	put(t, s, "dl/obj", v1, store.PutOptions{})
 	put(t, s, "dl/obj", v2, store.PutOptions{})
-	if err := s.Delete(t.Context(), "dl/obj"); err != nil {
+	markerID, err := v.DeleteCurrent(t.Context(), "dl/obj")
+	if err != nil {
 		t.Fatal(err)
 	}
 	wantNotFound(t, s, "dl/obj")
 	opts := store.VersionListOptions{Prefix: "dl/"}
 	if !caps.DeleteMarkers {
+		if markerID != "" {
+			t.Errorf("DeleteCurrent = marker %q in a store without delete markers", markerID)
+		}
 		es := checkVersions(t, v, opts, []row{versionRow("dl/obj", v2, false), versionRow("dl/obj", v1, false)})
 		if len(es) == 2 {
 			checkVersion(t, v, "dl/obj", es[0].Info.VersionID, v2)
@@ -405,7 +420,14 @@ func testDeleteLive(t *testing.T, s store.Store, v store.Versioner, caps Version
 		t.FailNow()
 	}
 	mid := es[0].Info.VersionID
-	_, err := v.StatVersion(t.Context(), "dl/obj", mid)
+	if markerID != mid {
+		t.Errorf("DeleteCurrent = marker %q; the listing's marker is %q", markerID, mid)
+	}
+	_, err = s.Stat(t.Context(), "dl/obj")
+	if dm, ok := store.IsDeleteMarker(err); !ok || dm.VersionID != mid || !dm.Latest {
+		t.Errorf("Stat of a key under a delete marker = %v; want a *store.DeleteMarker, version %s, latest", err, mid)
+	}
+	_, err = v.StatVersion(t.Context(), "dl/obj", mid)
 	wantErr(t, "StatVersion(delete marker)", err, store.ErrNotFound)
 	if dm, ok := store.IsDeleteMarker(err); !ok || dm.Key != "dl/obj" || dm.VersionID != mid || !dm.Latest {
 		t.Errorf("StatVersion(delete marker) = %v; want a *store.DeleteMarker of dl/obj, version %s, latest", err, mid)
