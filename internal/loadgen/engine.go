@@ -23,6 +23,11 @@ import (
 // cleanupTimeout bounds the removal of a target's objects.
 const cleanupTimeout = 10 * time.Minute
 
+// interruptGrace is how long requests in flight when the run is stopped
+// may take to finish before they are cancelled: a PUT cancelled while the
+// server commits it can leave an object the cleanup has already listed.
+const interruptGrace = 10 * time.Second
+
 // target is one Target while it is loaded.
 type target struct {
 	Target
@@ -76,7 +81,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 		targets = append(targets, t)
 	}
-	rep, err := e.run(ctx, targets)
+	// ctx stops the load; requests run under reqCtx, which ends
+	// interruptGrace after ctx, so that what is in flight when ctx ends
+	// finishes and the cleanup finds every object that was written.
+	reqCtx, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelReqs()
+	stopGrace := context.AfterFunc(ctx, func() { time.AfterFunc(interruptGrace, cancelReqs) })
+	defer stopGrace()
+	rep, err := e.run(ctx, reqCtx, targets)
 	for _, t := range targets {
 		t.cleanup = e.clean(ctx, t)
 	}
@@ -90,7 +102,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	return rep, err
 }
 
-func (e *engine) run(ctx context.Context, targets []*target) (Report, error) {
+func (e *engine) run(ctx, reqCtx context.Context, targets []*target) (Report, error) {
 	c := e.cfg
 	rep := Report{
 		Mode: c.Mode,
@@ -116,16 +128,19 @@ func (e *engine) run(ctx context.Context, targets []*target) (Report, error) {
 	// the run (what was written is removed all the same).
 	step := func(f func(*target) error) error {
 		for _, t := range targets {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			if err := f(t); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	err := step(func(t *target) error { return e.ensureBucket(ctx, t) })
+	err := step(func(t *target) error { return e.ensureBucket(reqCtx, t) })
 	if err == nil && c.Mode == ModeBatch {
 		// Before writing anything: does the server have batch GET at all?
-		err = step(func(t *target) error { return e.probeBatchRoute(ctx, t) })
+		err = step(func(t *target) error { return e.probeBatchRoute(reqCtx, t) })
 	}
 	if err == nil && c.Mode != ModePut {
 		// Every target gets objects of the same sizes.
@@ -134,10 +149,10 @@ func (e *engine) run(ctx context.Context, targets []*target) (Report, error) {
 		for i := range sizes {
 			sizes[i] = c.Sizes.Pick(r)
 		}
-		err = step(func(t *target) error { return e.prepareObjects(ctx, t, sizes) })
+		err = step(func(t *target) error { return e.prepareObjects(ctx, reqCtx, t, sizes) })
 	}
 	if err == nil && c.Mode == ModeBatch {
-		err = step(func(t *target) error { return e.probeBatch(ctx, t) })
+		err = step(func(t *target) error { return e.probeBatch(reqCtx, t) })
 	}
 	switch {
 	case ctx.Err() != nil:
@@ -147,7 +162,7 @@ func (e *engine) run(ctx context.Context, targets []*target) (Report, error) {
 	}
 	for round := 1; round <= c.Rounds; round++ {
 		for _, t := range targets {
-			e.runRound(ctx, t, round)
+			e.runRound(ctx, reqCtx, t, round)
 			if ctx.Err() != nil {
 				return interrupted()
 			}
@@ -211,9 +226,10 @@ func (e *engine) watch(snap func(final bool) Snapshot) (stop func()) {
 	}
 }
 
-// prepareObjects writes the objects that get, mixed and batch read.
-func (e *engine) prepareObjects(ctx context.Context, t *target, sizes []int64) error {
-	ctx, cancel := context.WithCancelCause(ctx)
+// prepareObjects writes the objects that get, mixed and batch read; it
+// stops handing out objects when ctx ends.
+func (e *engine) prepareObjects(ctx, reqCtx context.Context, t *target, sizes []int64) error {
+	pctx, cancel := context.WithCancelCause(reqCtx)
 	defer cancel(nil)
 	start := time.Now()
 	var done, bytes atomic.Int64
@@ -227,6 +243,8 @@ func (e *engine) prepareObjects(ctx context.Context, t *target, sizes []int64) e
 		for i := range sizes {
 			select {
 			case next <- i:
+			case <-pctx.Done():
+				return
 			case <-ctx.Done():
 				return
 			}
@@ -238,7 +256,7 @@ func (e *engine) prepareObjects(ctx context.Context, t *target, sizes []int64) e
 			for i := range next {
 				o := &object{key: fmt.Sprintf("%sobj/%07d", e.prefix, i), size: sizes[i]}
 				t.wrote.Store(true)
-				_, err := t.s3.PutObject(ctx, &s3.PutObjectInput{
+				_, err := t.s3.PutObject(pctx, &s3.PutObjectInput{
 					Bucket: aws.String(t.Bucket), Key: aws.String(o.key),
 					Body: newBody(o.size, e.seed+uint64(i)*7919+uint64(w)), ContentLength: aws.Int64(o.size),
 				})
@@ -254,7 +272,10 @@ func (e *engine) prepareObjects(ctx context.Context, t *target, sizes []int64) e
 	}
 	wg.Wait()
 	stop()
-	if err := context.Cause(ctx); err != nil {
+	if err := context.Cause(pctx); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	t.pool.objs = objs
@@ -294,9 +315,10 @@ func (e *engine) probeBatch(ctx context.Context, t *target) error {
 	return nil
 }
 
-// runRound loads t for the configured duration. Requests in flight at the
-// deadline finish and count; the round's time runs until they have.
-func (e *engine) runRound(ctx context.Context, t *target, round int) {
+// runRound loads t for the configured duration, or until ctx ends.
+// Requests in flight at the deadline finish and count; the round's time
+// runs until they have.
+func (e *engine) runRound(ctx, reqCtx context.Context, t *target, round int) {
 	c := e.cfg
 	stats := map[Op]*opStats{}
 	for _, op := range e.ops() {
@@ -314,9 +336,9 @@ func (e *engine) runRound(ctx context.Context, t *target, round int) {
 		wg.Go(func() {
 			r := mrand.New(mrand.NewPCG(e.seed, uint64(round)<<32|uint64(w)+1))
 			for ctx.Err() == nil && time.Now().Before(deadline) {
-				op, res := e.do(ctx, t, r, w)
-				if res.err != nil && ctx.Err() != nil {
-					return // stopped, not failed
+				op, res := e.do(reqCtx, t, r, w)
+				if res.err != nil && reqCtx.Err() != nil {
+					return // cancelled, not failed
 				}
 				stats[op].add(res)
 				lv.add(res)
@@ -513,10 +535,33 @@ func (e *engine) clean(ctx context.Context, t *target) CleanupReport {
 	return rep
 }
 
-// removePrefix deletes every object under the run's prefix, a page of
-// 1000 at a time with DeleteObjects (one DeleteObject per key where the
-// server has no DeleteObjects).
+// removePrefix deletes every object under the run's prefix, then lists
+// it again, in case a request cancelled in flight was committed by the
+// server after the first listing.
 func (e *engine) removePrefix(ctx context.Context, t *target, removed *atomic.Int64) error {
+	for pass := range 4 {
+		before := removed.Load()
+		if err := e.removeListed(ctx, t, removed); err != nil {
+			return err
+		}
+		if pass > 0 && removed.Load() == before {
+			return nil
+		}
+		if pass > 0 {
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return nil
+}
+
+// removeListed deletes the objects a listing of the run's prefix shows, a
+// page of 1000 at a time with DeleteObjects (one DeleteObject per key
+// where the server has no DeleteObjects).
+func (e *engine) removeListed(ctx context.Context, t *target, removed *atomic.Int64) error {
 	perKey := false
 	pages := s3.NewListObjectsV2Paginator(t.s3, &s3.ListObjectsV2Input{Bucket: aws.String(t.Bucket), Prefix: aws.String(e.prefix)})
 	for pages.HasMorePages() {
