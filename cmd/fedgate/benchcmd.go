@@ -222,7 +222,9 @@ func (f *benchFlags) run(cmd *cobra.Command, mode loadgen.Mode) error {
 		select {
 		case <-sigs:
 			signal.Stop(sigs)
-			if !cfg.Keep {
+			if cfg.Keep {
+				fmt.Fprintln(stderr, "\nStopping (--keep: the objects written stay).")
+			} else {
 				fmt.Fprintln(stderr, "\nStopping; removing the objects written (Ctrl-C again to leave them).")
 			}
 			cancel()
