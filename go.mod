@@ -38,6 +38,8 @@ require (
 
 require github.com/google/btree v1.1.3
 
+require github.com/HdrHistogram/hdrhistogram-go v1.4.0
+
 require (
 	cel.dev/expr v0.25.3 // indirect
 	cloud.google.com/go v0.123.0 // indirect

@@ -151,6 +151,15 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 	}
+	for p, ds := range imports {
+		if under(p, "internal/loadgen") {
+			for _, d := range ds {
+				if d != "policies" {
+					t.Errorf("%s depends on %s: the load generator is an S3 client like any other and imports only policies (sizes)", p, d)
+				}
+			}
+		}
+	}
 	forbid("federation", "gateway", "the namespace knows nothing of S3 requests")
 	forbid("federation", "node", "the namespace does not assemble nodes")
 	for _, ds := range [][]string{imports["cmd/fedgate"]} {
