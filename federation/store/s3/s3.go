@@ -371,12 +371,7 @@ func (s *Store) ReadRange(ctx context.Context, key string, offset, length int64,
 	if ifMatch != "" {
 		in.IfMatch = aws.String(quoteETag(string(ifMatch)))
 	}
-	switch {
-	case length > 0:
-		in.Range = aws.String("bytes=" + strconv.FormatInt(offset, 10) + "-" + strconv.FormatInt(offset+length-1, 10))
-	case offset > 0:
-		in.Range = aws.String("bytes=" + strconv.FormatInt(offset, 10) + "-")
-	}
+	in.Range = rangeHeader(offset, length)
 	out, err := s.client.GetObject(ctx, in)
 	if err != nil {
 		if isCode(err, "InvalidRange") {
@@ -389,6 +384,18 @@ func (s *Store) ReadRange(ctx context.Context, key string, offset, length int64,
 		return nil, mapErr("read", key, err)
 	}
 	return out.Body, nil
+}
+
+// rangeHeader is the Range of a read of length bytes (< 0: to the end)
+// from offset; nil for the whole object.
+func rangeHeader(offset, length int64) *string {
+	switch {
+	case length > 0:
+		return aws.String("bytes=" + strconv.FormatInt(offset, 10) + "-" + strconv.FormatInt(offset+length-1, 10))
+	case offset > 0:
+		return aws.String("bytes=" + strconv.FormatInt(offset, 10) + "-")
+	}
+	return nil
 }
 
 // Delete removes the object. A missing key is not an error;

@@ -22,7 +22,6 @@ import (
 	"io"
 	"iter"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -100,13 +99,7 @@ func (s *Store) ReadVersionRange(ctx context.Context, key, id string, offset, le
 		}
 		return io.NopCloser(strings.NewReader("")), nil
 	}
-	in := &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key, VersionId: &id}
-	switch {
-	case length > 0:
-		in.Range = aws.String("bytes=" + strconv.FormatInt(offset, 10) + "-" + strconv.FormatInt(offset+length-1, 10))
-	case offset > 0:
-		in.Range = aws.String("bytes=" + strconv.FormatInt(offset, 10) + "-")
-	}
+	in := &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key, VersionId: &id, Range: rangeHeader(offset, length)}
 	out, err := s.client.GetObject(ctx, in)
 	if err != nil {
 		if isCode(err, "InvalidRange") {
