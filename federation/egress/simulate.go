@@ -369,10 +369,11 @@ type sim struct {
 	keep      map[keepKey]float64 // advisor's keep times (hours)
 	advisedAt int64
 
-	res    SimResult
-	first  bool
-	last   int64
-	approx map[string]bool // approximate prices used
+	res        SimResult
+	multiStore bool // a bucket of the trace has a replicate or erasure placement
+	first      bool
+	last       int64
+	approx     map[string]bool // approximate prices used
 }
 
 func newSim(opts SimOptions) (*sim, error) {
@@ -487,6 +488,7 @@ func (s *sim) bucket(tr *TraceReader, name string) (int32, error) {
 		return 0, tr.ErrorAt("bucket", fmt.Sprintf("%q %s (%s)", name, what, s.pol.File))
 	}
 	sb := &simBucket{name: name}
+	s.multiStore = s.multiStore || len(place.Stores) > 1
 	for r := range s.regions {
 		w, rd, err := s.plans(place, r)
 		if err != nil {
@@ -1070,16 +1072,50 @@ func (s *sim) finish() (*SimResult, error) {
 	s.res.Notes = append(s.res.Notes,
 		"Transfer is priced like the egress report (tiers and free tiers per calendar month, from the first row); storage per byte-hour of a 730-hour month; requests per GET and PUT. Prices marked approximate below are assumptions: override them with --storage-price and --request-price, and transfer with the policy's egress.prices.",
 		"Copies live in each reading region's own location and hold whole objects; a copy is made by the read that fetched the object, and dropped when it expires, the object is written again or deleted, or the trace ends. Storage is counted only up to the trace's last row.")
-	names := map[StrategyKind]bool{}
-	for _, st := range s.strats {
-		names[st.Kind] = true
-	}
-	if names[StrategyPolicy] && names[StrategyAlwaysEvict] {
-		s.res.Notes = append(s.res.Notes, "policy and always-evict cost the same by construction: the region cache is not modelled, so the policy keeps its placements' copies and nothing more.")
-	}
+	s.res.Notes = append(s.res.Notes, sameCost(s.res.Strategies, s.multiStore)...)
 	for _, a := range sortedKeys(approx) {
 		s.res.Notes = append(s.res.Notes, "approximate: "+a)
 	}
 	res := s.res // not &s.res: that would keep the whole simulation alive
 	return &res, nil
+}
+
+// sameCost notes the strategies that cost exactly the same, and why when
+// it is known.
+func sameCost(rs []StrategyResult, multiStore bool) []string {
+	var notes []string
+	done := make([]bool, len(rs))
+	for i := range rs {
+		if done[i] {
+			continue
+		}
+		group := []string{rs[i].Name}
+		kinds := map[StrategyKind]bool{rs[i].Strategy.Kind: true}
+		for j := i + 1; j < len(rs); j++ {
+			if !done[j] && rs[j].Total.Cmp(rs[i].Total) == 0 {
+				done[j] = true
+				group = append(group, rs[j].Name)
+				kinds[rs[j].Strategy.Kind] = true
+			}
+		}
+		if len(group) < 2 {
+			continue
+		}
+		var why []string
+		if kinds[StrategyPolicy] && kinds[StrategyAlwaysEvict] {
+			why = append(why, "policy is always-evict by construction (the policy keeps its placements' copies and nothing more; the region cache is not modelled)")
+		}
+		if kinds[StrategySingleRegion] && kinds[StrategyAlwaysEvict] && !multiStore {
+			why = append(why, "single-region differs from always-evict only for replicate and erasure placements, and the trace has none")
+		}
+		if kinds[StrategyTEven] && kinds[StrategyAlwaysStore] {
+			why = append(why, "T_even kept every copy past the end of the trace")
+		}
+		note := strings.Join(group[:len(group)-1], ", ") + " and " + group[len(group)-1] + " cost exactly the same"
+		if len(why) > 0 {
+			note += ": " + strings.Join(why, "; ")
+		}
+		notes = append(notes, note+".")
+	}
+	return notes
 }
