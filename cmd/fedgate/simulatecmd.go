@@ -41,15 +41,18 @@ buckets and stores, and prices each strategy for keeping copies of objects in th
 read them: transfer with the built-in table and the policy's egress.prices, storage and requests
 with built-in list prices (approximate; override with --storage-price, --request-price).
 
-Strategies (--strategy, comma-separated or repeated; default: all of these):
-  advisor        fedgate egress advise, re-run every --advise-every on the ledger the replay
-                 writes, keeping copies as long as it learns they pay
-  t-even         SkyStore's T_even: keep a copy fetch-cost / storage-cost-per-hour after a read
-  always-store   keep a copy of everything read
-  always-evict   never keep a copy
-  ttl-DURATION   keep a copy DURATION after each read (default ttl-12h and ttl-24h)
-  single-region  each bucket in its home store alone, every read from there
-  policy         the policy's placements as written, no copies
+Strategies (--strategy, comma-separated or repeated; default: all but advisor-monthly):
+  advisor          fedgate egress advise, re-run every --advise-every on the ledger the replay
+                   writes, keeping copies as long as the reuse it has seen says they pay
+  advisor-monthly  the same without reuse distances in the ledger (what a gateway records
+                   today): a prefix is copied while its monthly egress beats a copy's storage
+  t-even           SkyStore's T_even: keep a copy fetch-cost / storage-cost-per-hour after a read
+  always-store     keep a copy of everything read
+  always-evict     never keep a copy
+  ttl-DURATION     keep a copy DURATION after each read (default ttl-12h and ttl-24h)
+  single-region    each bucket in its home store alone, every read from there
+  policy           the policy's placements as written, no copies (= always-evict: the region
+                   cache is not modelled)
 
 Output: total cost split into transfer, storage and requests, bytes moved and the hit ratio per
 strategy, as a table, JSON (--json) or one self-contained HTML page with a chart (--html).

@@ -27,7 +27,7 @@ func WriteSimTable(w io.Writer, r *SimResult) error {
 	tw.Flush()
 	fmt.Fprintln(ew)
 	for _, s := range r.Strategies {
-		fmt.Fprintf(ew, "  %-14s %s\n", s.Name, s.Description)
+		fmt.Fprintf(ew, "  %-16s %s\n", s.Name, s.Description)
 	}
 	if len(r.Notes) > 0 {
 		fmt.Fprintln(ew, "\nNotes:")

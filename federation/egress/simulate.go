@@ -48,6 +48,13 @@ const (
 	// (the last AdviseWindow of it) and keeps copies as it says (Keep:
 	// per prefix and reading region).
 	StrategyAdvisor StrategyKind = "advisor"
+	// StrategyAdvisorMonthly: the same, but the ledger has no reuse
+	// distances, as a gateway's ledger has none today: Advise weighs each
+	// prefix by its monthly egress against a whole copy (the advice of
+	// `fedgate egress advise` on a live region), and a recommended prefix's
+	// objects are kept while the advice stands. Not among the defaults:
+	// it shows what learning keep times changed.
+	StrategyAdvisorMonthly StrategyKind = "advisor-monthly"
 	// StrategyTEven: SkyStore's T_even: after each read keep the copy for
 	// (fetch cost) / (storage cost per hour) hours, per object.
 	StrategyTEven StrategyKind = "t-even"
@@ -97,7 +104,7 @@ func durationText(d time.Duration) string {
 // copies says whether the strategy keeps copies in reading regions.
 func (s Strategy) copies() bool {
 	switch s.Kind {
-	case StrategyAdvisor, StrategyTEven, StrategyAlwaysStore, StrategyTTL:
+	case StrategyAdvisor, StrategyAdvisorMonthly, StrategyTEven, StrategyAlwaysStore, StrategyTTL:
 		return true
 	}
 	return false
@@ -108,6 +115,8 @@ func (s Strategy) Describe() string {
 	switch s.Kind {
 	case StrategyAdvisor:
 		return "fedgate egress advise, re-run on the replay's ledger: keeps copies as long as it learns they pay"
+	case StrategyAdvisorMonthly:
+		return "fedgate egress advise without reuse distances (a live gateway's ledger): copies of a prefix while its monthly ski-rental says so"
 	case StrategyTEven:
 		return "SkyStore T_even: keep a copy fetch-cost / storage-cost-per-hour hours after each read"
 	case StrategyAlwaysStore:
@@ -135,12 +144,12 @@ func ParseStrategy(v string) (Strategy, error) {
 		}
 		return Strategy{Kind: StrategyTTL, TTL: dur}, nil
 	}
-	for _, k := range []StrategyKind{StrategyAdvisor, StrategyTEven, StrategyAlwaysStore, StrategyAlwaysEvict, StrategySingleRegion, StrategyPolicy} {
+	for _, k := range []StrategyKind{StrategyAdvisor, StrategyAdvisorMonthly, StrategyTEven, StrategyAlwaysStore, StrategyAlwaysEvict, StrategySingleRegion, StrategyPolicy} {
 		if v == string(k) {
 			return Strategy{Kind: k}, nil
 		}
 	}
-	return Strategy{}, fmt.Errorf("unknown strategy %q: want advisor, t-even, always-store, always-evict, ttl-DURATION (like ttl-12h), single-region or policy", v)
+	return Strategy{}, fmt.Errorf("unknown strategy %q: want advisor, advisor-monthly, t-even, always-store, always-evict, ttl-DURATION (like ttl-12h), single-region or policy", v)
 }
 
 // DefaultStrategies are the strategies simulated when none are named:
@@ -324,6 +333,16 @@ type simStrat struct {
 	baseByteUs, copyByteUs  []u128 // per location
 	gets, puts              []int64
 	moved, read, local, hit int64
+	adv                     *advisorState // advisors only
+}
+
+// advisorState is what an advisor strategy keeps: its ledger of the
+// advice window, priced, one slice per hour, and the keep times of its
+// last advice.
+type advisorState struct {
+	reuse  bool // record reuse distances in the ledger
+	window [][]Priced
+	keep   map[keepKey]float64 // hours
 }
 
 type prefixKey struct {
@@ -351,7 +370,6 @@ type sim struct {
 	bIdx    map[string]int32
 	strats  []*simStrat
 	nCopy   int
-	advisor *simStrat
 
 	objs     []simObj
 	objIdx   map[string]int32
@@ -362,12 +380,10 @@ type sim struct {
 	pIdx     map[prefixKey]int32
 	pBytes   []int64 // live bytes per prefix, for Advise's Size
 
-	hour      int64                     // the hour being counted; math.MinInt64 before the first row
-	tracked   map[int32]map[string]bool // advisor's ledger: prefixes tracked this hour, per bucket
-	window    [][]Priced                // advisor's priced ledger, one slice per hour, oldest first
-	nextAdv   int64
-	keep      map[keepKey]float64 // advisor's keep times (hours)
-	advisedAt int64
+	hour     int64                     // the hour being counted; math.MinInt64 before the first row
+	tracked  map[int32]map[string]bool // advisors' ledgers: prefixes tracked this hour, per bucket
+	advisors []*simStrat
+	nextAdv  int64
 
 	res        SimResult
 	multiStore bool // a bucket of the trace has a replicate or erasure placement
@@ -409,7 +425,7 @@ func newSim(opts SimOptions) (*sim, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &sim{opts: opts, pol: opts.Policy, log: log, regIdx: map[string]int{}, locIdx: map[string]int{}, bIdx: map[string]int32{},
-		objIdx: map[string]int32{}, pIdx: map[prefixKey]int32{}, hour: math.MinInt64, keep: map[keepKey]float64{}, first: true,
+		objIdx: map[string]int32{}, pIdx: map[prefixKey]int32{}, hour: math.MinInt64, first: true,
 		approx: map[string]bool{}}
 	for i, r := range s.pol.Regions {
 		s.regions = append(s.regions, r)
@@ -429,8 +445,9 @@ func newSim(opts SimOptions) (*sim, error) {
 			ss.copyIdx = s.nCopy
 			s.nCopy++
 		}
-		if st.Kind == StrategyAdvisor {
-			s.advisor = ss
+		if st.Kind == StrategyAdvisor || st.Kind == StrategyAdvisorMonthly {
+			ss.adv = &advisorState{reuse: st.Kind == StrategyAdvisor, keep: map[keepKey]float64{}}
+			s.advisors = append(s.advisors, ss)
 		}
 		s.strats = append(s.strats, ss)
 		ss.grow(len(s.locs))
@@ -762,10 +779,14 @@ func (s *sim) read(o int32, r int, ev TraceEvent, t int64) {
 				st.local += n
 				st.hit += n
 				st.gets[s.regLoc[r]]++
-				if st == s.advisor {
+				if st.adv != nil {
 					pt := plan.parts[0]
-					s.count(st, Key{Src: s.locStr[pt.loc], Dst: regLoc, Bucket: ev.Bucket, Store: pt.store, Direction: Read,
-						Prefix: s.advisorPrefix(obj.bucket, ev.Key)}, 0, n, &rb)
+					k := Key{Src: s.locStr[pt.loc], Dst: regLoc, Bucket: ev.Bucket, Store: pt.store, Direction: Read, Prefix: s.advisorPrefix(obj.bucket, ev.Key)}
+					if st.adv.reuse {
+						s.count(st, k, 0, n, &rb)
+					} else {
+						s.count(st, k, 0, n, nil)
+					}
 				}
 				if k := s.keepFor(st, obj, r, n); k > 0 {
 					*until = max(*until, addKeep(t, k))
@@ -793,9 +814,11 @@ func (s *sim) fetch(st *simStrat, plan simPlan, obj *simObj, ev TraceEvent, dst 
 		st.gets[pt.loc]++
 		k := Key{Src: s.locStr[pt.loc], Dst: dst, Bucket: ev.Bucket, Store: pt.store, Direction: Read}
 		var reuse *int
-		if st == s.advisor && rb >= 0 && i == 0 {
+		if st.adv != nil && rb >= 0 && i == 0 {
 			k.Prefix = s.advisorPrefix(obj.bucket, ev.Key)
-			reuse = &rb
+			if st.adv.reuse {
+				reuse = &rb
+			}
 		}
 		// The reuse of the read goes with its first part (all of it for a
 		// single or replicated bucket).
@@ -874,13 +897,16 @@ func (s *sim) keepFor(st *simStrat, obj *simObj, r int, n int64) int64 {
 			return forever
 		}
 		return hoursToUs((float64(n)*sb.rate[r] + sb.getUSD[r]) / (float64(max(n, 1)) * sb.storeRate[r]))
-	case StrategyAdvisor:
+	case StrategyAdvisor, StrategyAdvisorMonthly:
 		loc := s.locStr[s.regLoc[r]]
-		if h, ok := s.keep[keepKey{prefix: obj.prefix, bucket: obj.bucket, loc: loc}]; ok {
+		if h, ok := st.adv.keep[keepKey{prefix: obj.prefix, bucket: obj.bucket, loc: loc}]; ok {
 			return hoursToUs(h)
 		}
-		if h, ok := s.keep[keepKey{prefix: -1, bucket: obj.bucket, loc: loc}]; ok {
+		if h, ok := st.adv.keep[keepKey{prefix: -1, bucket: obj.bucket, loc: loc}]; ok {
 			return hoursToUs(h)
+		}
+		if st.Kind == StrategyAdvisorMonthly {
+			return 0 // no advice: no copy
 		}
 		// No advice yet for this bucket and region: what Advise gives
 		// data without history, the break-even time.
@@ -920,7 +946,7 @@ func (s *sim) flushHour(h int64) {
 	}
 	s.hour = h
 	s.tracked = nil
-	if s.advisor == nil {
+	if len(s.advisors) == 0 {
 		return
 	}
 	every := max(int64(s.opts.AdviseEvery/time.Hour), 1)
@@ -928,7 +954,9 @@ func (s *sim) flushHour(h int64) {
 		s.nextAdv = h
 	}
 	if h >= s.nextAdv {
-		s.advise(h)
+		for _, st := range s.advisors {
+			s.advise(st, h)
+		}
 		s.nextAdv = h + every
 	}
 }
@@ -956,21 +984,23 @@ func (s *sim) priceHour(st *simStrat) {
 			st.used[PoolMonth{Account: p.Account, Pool: p.Schedule.Pool, Month: monthOf(p.Hour)}] += p.Bytes
 		}
 	}
-	if st == s.advisor {
-		s.window = append(s.window, priced)
+	if a := st.adv; a != nil {
+		a.window = append(a.window, priced)
 		keepFrom := s.hour - int64(s.opts.AdviseWindow/time.Hour)
-		for len(s.window) > 0 && (len(s.window[0]) == 0 || s.window[0][0].Hour < keepFrom) {
-			s.window = s.window[1:]
+		for len(a.window) > 0 && (len(a.window[0]) == 0 || a.window[0][0].Hour < keepFrom) {
+			a.window = a.window[1:]
 		}
 	}
 }
 
-// advise runs Advise on the advisor's ledger of the window before hour h
-// and takes its keep times.
-func (s *sim) advise(h int64) {
+// advise runs Advise on an advisor's ledger of the window before hour h
+// and takes its keep times: Advice.Keep from rows with reuse distances;
+// without them, a recommended prefix is kept for ever (until the advice
+// changes), any other not at all.
+func (s *sim) advise(st *simStrat, h int64) {
 	var rows []Priced
 	since := h - int64(s.opts.AdviseWindow/time.Hour)
-	for _, hr := range s.window {
+	for _, hr := range st.adv.window {
 		if len(hr) > 0 && hr[0].Hour >= since {
 			rows = append(rows, hr...)
 		}
@@ -991,24 +1021,28 @@ func (s *sim) advise(h int64) {
 			}
 			return s.pBytes[i], true
 		}})
-	clear(s.keep)
+	keep := st.adv.keep
+	clear(keep)
 	for _, a := range advice {
-		if a.Keep == nil {
-			continue
-		}
 		b, ok := s.bIdx[a.Bucket]
 		if !ok {
 			continue
 		}
+		hours := 0.0
+		switch {
+		case a.Keep != nil:
+			hours = a.Keep.Hours
+			if a.BucketKeep != nil && a.BucketKeep.Scope != "default" {
+				keep[keepKey{prefix: -1, bucket: b, loc: a.To}] = a.BucketKeep.Hours
+			}
+		case a.Recommend:
+			hours = math.Inf(1)
+		}
 		if i, ok := s.pIdx[prefixKey{b, a.Prefix}]; ok {
-			s.keep[keepKey{prefix: i, bucket: b, loc: a.To}] = a.Keep.Hours
+			keep[keepKey{prefix: i, bucket: b, loc: a.To}] = hours
 		}
-		if a.BucketKeep != nil && a.BucketKeep.Scope != "default" {
-			s.keep[keepKey{prefix: -1, bucket: b, loc: a.To}] = a.BucketKeep.Hours
-		}
-		s.log.Debug("simulate: advice", "hour", until, "bucket", a.Bucket, "prefix", a.Prefix, "to", a.To, "keep_hours", a.Keep.Hours, "scope", a.Keep.Scope)
+		s.log.Debug("simulate: advice", "strategy", st.Name(), "hour", until, "bucket", a.Bucket, "prefix", a.Prefix, "to", a.To, "keep_hours", hours)
 	}
-	s.advisedAt = h
 }
 
 func (s *sim) finish() (*SimResult, error) {
