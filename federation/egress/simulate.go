@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"math/big"
 	"math/bits"
@@ -1021,6 +1022,7 @@ func (s *sim) advise(st *simStrat, h int64) {
 			}
 			return s.pBytes[i], true
 		}})
+	before := maps.Clone(st.adv.keep)
 	keep := st.adv.keep
 	clear(keep)
 	for _, a := range advice {
@@ -1042,6 +1044,40 @@ func (s *sim) advise(st *simStrat, h int64) {
 			keep[keepKey{prefix: i, bucket: b, loc: a.To}] = hours
 		}
 		s.log.Debug("simulate: advice", "strategy", st.Name(), "hour", until, "bucket", a.Bucket, "prefix", a.Prefix, "to", a.To, "keep_hours", hours)
+	}
+	if !maps.Equal(before, keep) {
+		s.applyKeep(st, h*usPerHour)
+	}
+}
+
+// applyKeep holds the copies already kept to the advice just given: a
+// copy whose new keep time since its last read has passed is dropped now,
+// one that would outlive it expires earlier. (A longer keep time takes
+// effect at the copy's next read.)
+func (s *sim) applyKeep(st *simStrat, now int64) {
+	for o := range s.objs {
+		obj := &s.objs[o]
+		if !obj.alive {
+			continue
+		}
+		for r := range s.regions {
+			_, until := s.copyState(int32(o), st.copyIdx, r)
+			if *until == never {
+				continue
+			}
+			last := *s.lastRead(int32(o), r)
+			if last == never {
+				continue
+			}
+			end := addKeep(last, s.keepFor(st, obj, r, obj.size))
+			switch {
+			case end >= *until:
+			case end <= now:
+				s.dropCopy(st, int32(o), r, now)
+			default:
+				*until = end
+			}
+		}
 	}
 }
 
