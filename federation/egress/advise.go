@@ -231,7 +231,7 @@ func Advise(priced []Priced, opts AdviseOptions) []Advice {
 				bucket.Scope = "bucket"
 				if !bok {
 					bucket.Hours, bucket.Scope = bucket.BreakEvenHours, "default"
-					bucket.Basis = fmt.Sprintf("less than %d h of history: keep copies for the break-even time", MinKeepHistory)
+					bucket.Basis = fmt.Sprintf("less than %.0f h of history: keep copies for the break-even time", max(MinKeepHistory, bucket.BreakEvenHours/KeepHistoryShare))
 				}
 				bucketKeeps[bk] = bucket
 			}

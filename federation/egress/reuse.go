@@ -77,10 +77,18 @@ func reuseMid(i int) float64 {
 	return (reuseLo(i) + reuseHi(i)) / 2
 }
 
-// MinKeepHistory is how much history (from the first read in the window
-// to its end) a group of reads needs before Advise trusts what its reuse
-// distances say: until then a copy is kept for the break-even time.
-const MinKeepHistory = 24
+// MinKeepHistory is the least history (from the first read in the window
+// to its end), in hours, a group of reads needs before LearnKeep trusts
+// what its reuse distances say; it needs a KeepHistoryShare-th of the
+// break-even time when that is longer. Until then a copy is kept for the
+// break-even time: data never read again is held at most that long before
+// the history can say so, which costs at most 1/KeepHistoryShare of what
+// fetching it did, while data re-read later than the history reaches is
+// not fetched twice.
+const (
+	MinKeepHistory   = 24
+	KeepHistoryShare = 40
+)
 
 // Keep is how long a copy of an object in the reading region should be
 // kept after each read of it.
@@ -130,8 +138,9 @@ func (s reuseSeries) add(hour int64, reuse []int64) {
 // K hours, and re-reads after more than K cost a fetch. The cheapest wins
 // (the shorter on a tie). When the cheapest is the longest K the history
 // can judge, keeping longer still paid as far as it reaches, and the copy
-// is kept for the break-even time. With less than MinKeepHistory hours of
-// history it returns ok false.
+// is kept for the break-even time. With less history than MinKeepHistory
+// hours, or than a KeepHistoryShare-th of the break-even time, it returns
+// ok false.
 func LearnKeep(series map[int64]*[ReuseBuckets]int64, now int64, rate, storage float64) (keep Keep, ok bool) {
 	if len(series) == 0 {
 		return Keep{}, false
@@ -154,7 +163,7 @@ func LearnKeep(series map[int64]*[ReuseBuckets]int64, now int64, rate, storage f
 		tEven = 0
 	}
 	keep = Keep{BreakEvenHours: tEven}
-	if span < MinKeepHistory {
+	if span < max(MinKeepHistory, tEven/KeepHistoryShare) {
 		return keep, false
 	}
 	keep.Learned = true

@@ -53,8 +53,12 @@ func TestLearnKeep(t *testing.T) {
 	if k, ok := LearnKeep(series(20, 10, func(int) int { return 0 }), 20, rate, store); ok || k.BreakEvenHours < 2999 || k.BreakEvenHours > 3001 {
 		t.Errorf("20 h of history: %+v, %v; want no verdict and T_even 3000 h", k, ok)
 	}
-	// One-shot reads for two days: keeping never pays.
-	k, ok := LearnKeep(series(48, 10, func(int) int { return 0 }), 48, rate, store)
+	// Nor with less than a fortieth of T_even (75 h).
+	if _, ok := LearnKeep(series(74, 10, func(int) int { return 0 }), 74, rate, store); ok {
+		t.Errorf("74 h of history, T_even 3000 h: want no verdict")
+	}
+	// One-shot reads for 100 hours: keeping never pays.
+	k, ok := LearnKeep(series(100, 10, func(int) int { return 0 }), 100, rate, store)
 	if !ok || !k.Learned || k.Hours != 0 || !strings.Contains(k.Basis, "0% of") {
 		t.Errorf("one-shot reads: %+v, %v; want keep 0", k, ok)
 	}
@@ -76,7 +80,7 @@ func TestLearnKeep(t *testing.T) {
 		t.Errorf("long re-reads: %+v, %v; want T_even (3000 h)", k, ok)
 	}
 	// A free fetch: never keep.
-	if k, ok := LearnKeep(series(48, 10, func(int) int { return 2 }), 48, 0, store); !ok || k.Hours != 0 || k.BreakEvenHours != 0 {
+	if k, ok := LearnKeep(series(100, 10, func(int) int { return 2 }), 100, 0, store); !ok || k.Hours != 0 || k.BreakEvenHours != 0 {
 		t.Errorf("free fetch: %+v, %v", k, ok)
 	}
 	// Rows at or after now do not count.
@@ -96,7 +100,7 @@ func TestAdviseKeep(t *testing.T) {
 		return r
 	}
 	var rows []Row
-	for h := range int64(72) {
+	for h := range int64(120) {
 		// "train/": 10 GB an hour, re-read 8 h later (half crossing, half
 		// served by a copy); "scan/x/": 5 GB an hour, read once; "new/"
 		// only in the last hours.
@@ -108,28 +112,28 @@ func TestAdviseKeep(t *testing.T) {
 			Counts: Counts{Bytes: 5 * GB, AvoidedBytes: 5 * GB, Reuse: reuse(b, 10*GB)}})
 		rows = append(rows, Row{Key: Key{Hour: h0 + h, Src: "aws:us-east-1", Dst: "gcp:us-central1", Bucket: "ds", Store: "s3", Direction: Read, Prefix: "scan/x/"},
 			Counts: Counts{Bytes: 5 * GB, Reuse: reuse(0, 5*GB)}})
-		if h >= 70 {
+		if h >= 118 {
 			rows = append(rows, Row{Key: Key{Hour: h0 + h, Src: "aws:us-east-1", Dst: "gcp:us-central1", Bucket: "ds", Store: "s3", Direction: Read, Prefix: "new/"},
 				Counts: Counts{Bytes: GB, Reuse: reuse(0, GB)}})
 		}
 	}
 	// A bucket all of whose reads, in the last hour only, a copy served:
 	// nothing crossed.
-	rows = append(rows, Row{Key: Key{Hour: h0 + 71, Src: "aws:us-east-1", Dst: "gcp:us-central1", Bucket: "served", Store: "s3", Direction: Read, Prefix: "a/"},
+	rows = append(rows, Row{Key: Key{Hour: h0 + 119, Src: "aws:us-east-1", Dst: "gcp:us-central1", Bucket: "served", Store: "s3", Direction: Read, Prefix: "a/"},
 		Counts: Counts{AvoidedBytes: GB, Reuse: reuse(2, GB)}})
 	priced, err := Price(rows, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	until := since.Add(72 * time.Hour)
+	until := since.Add(120 * time.Hour)
 	adv := Advise(priced, AdviseOptions{Since: since, Until: until})
 	got := map[string]Advice{}
 	for _, a := range adv {
 		got[a.Bucket+"/"+a.Prefix] = a
 	}
 	train, scan, fresh, served := got["ds/train/"], got["ds/scan/x/"], got["ds/new/"], got["served/a/"]
-	if train.Keep == nil || train.Keep.Hours != 16 || train.Keep.Scope != "prefix" || !train.Recommend || train.Demand != 720*GB || train.BytesRead != 360*GB {
-		t.Errorf("train/: %+v keep %+v; want keep 16 h from its own history, 720 GB demand, 360 GB crossed", train, train.Keep)
+	if train.Keep == nil || train.Keep.Hours != 16 || train.Keep.Scope != "prefix" || !train.Recommend || train.Demand != 1200*GB || train.BytesRead != 600*GB {
+		t.Errorf("train/: %+v keep %+v; want keep 16 h from its own history, 1200 GB demand, 600 GB crossed", train, train.Keep)
 	}
 	if scan.Keep == nil || scan.Keep.Hours != 0 || scan.Recommend || !strings.HasPrefix(scan.Reason, "do not keep copies in gcp:us-central1") {
 		t.Errorf("scan/x/: keep %+v, reason %q; want no copies", scan.Keep, scan.Reason)
@@ -148,7 +152,7 @@ func TestAdviseKeep(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "keep copies in gcp:us-central1 for 16 h after each read (prefix: ") ||
-		!strings.Contains(b.String(), "read 720.00 GB in all (crossing or served by a copy in gcp:us-central1)") {
+		!strings.Contains(b.String(), "read 1.20 TB in all (crossing or served by a copy in gcp:us-central1)") {
 		t.Errorf("WriteAdvice:\n%s", b.String())
 	}
 	b.Reset()
@@ -170,7 +174,7 @@ func TestAdviseKeep(t *testing.T) {
 		t.Fatalf("%v\n%s", err, b.String())
 	}
 	for _, a := range doc.Advice {
-		if a.Prefix == "train/" && (a.Keep == nil || a.Keep.Hours == nil || *a.Keep.Hours != 16 || a.Demand == nil || *a.Demand != 720*GB) {
+		if a.Prefix == "train/" && (a.Keep == nil || a.Keep.Hours == nil || *a.Keep.Hours != 16 || a.Demand == nil || *a.Demand != 1200*GB) {
 			t.Errorf("JSON of train/: %+v", a)
 		}
 	}
