@@ -391,3 +391,17 @@ func TestSimulatorOutputs(t *testing.T) {
 		t.Error("no chart")
 	}
 }
+
+// Epochs further apart than a day: a day of first reads is not taken for
+// one-shot reads (the history must cover a fortieth of T_even first), so
+// the dataset is not fetched again each epoch.
+func TestSimulatorLongEpochs(t *testing.T) {
+	e := egresstest.Epochs{Region: "gpu-gcp", Bucket: "imagenet", Prefix: "train/in1k/", Objects: 200, Size: 1 << 30, Start: simStart,
+		Epochs: 10, Period: 36 * time.Hour, Duration: 30 * time.Hour, Seed: 4}
+	res := simulate(t, simPolicy(t), "long-epochs", e.Events(), egress.SimOptions{})
+	adv, _ := res.Strategy("advisor")
+	store, _ := res.Strategy("always-store")
+	if adv.Total.Rat().Cmp(new(big.Rat).Mul(store.Total.Rat(), big.NewRat(105, 100))) > 0 || adv.BytesMoved > store.BytesMoved*11/10 {
+		t.Errorf("advisor %s USD (%s moved), always-store %s USD (%s moved)", adv.Total, egress.HumanBytes(adv.BytesMoved), store.Total, egress.HumanBytes(store.BytesMoved))
+	}
+}
