@@ -54,7 +54,7 @@ Strategies (--strategy, comma-separated or repeated; default: all but advisor-mo
   policy           the policy's placements as written, no copies (= always-evict: the region
                    cache is not modelled)
 
-Output: total cost split into transfer, storage and requests, bytes moved and the hit ratio per
+Output: total cost split into egress (all transfer), storage and requests, bytes moved and the hit ratio per
 strategy, as a table, JSON (--json) or one self-contained HTML page with a chart (--html).
 Nothing is written until the whole trace has been replayed; a bad row stops the run with its
 file, line, column and field. Memory grows with the distinct objects of the trace (about 300

@@ -17,7 +17,7 @@ func WriteSimTable(w io.Writer, r *SimResult) error {
 	ew := &errWriter{w: w}
 	fmt.Fprintf(ew, "Trace: %d rows (%d gets, %d puts, %d deletes), %d objects, %s to %s (%s); regions %v\n\n",
 		r.Rows, r.Gets, r.Puts, r.Deletes, r.Objects, r.Start.Format(time.RFC3339), r.End.Format(time.RFC3339),
-		r.End.Sub(r.Start).Round(time.Minute), r.Regions)
+		spanText(r.End.Sub(r.Start)), r.Regions)
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\ttotal USD\tegress USD\tstorage USD\t(copies)\trequests USD\tbytes moved\thit ratio\tvs best\t")
 	for _, s := range r.Strategies {
@@ -127,7 +127,8 @@ func WriteSimJSON(w io.Writer, r *SimResult) error {
 // WriteSimHTML writes a simulation's results as one self-contained HTML
 // page (no scripts, nothing from the network; well-formed XML), like the
 // egress report's: the trace in figures, a chart of each strategy's cost
-// split into transfer, storage and requests (hover a bar for the
+// split into egress (every transfer between locations), storage and
+// requests (hover a bar for the
 // figures), the table and the notes.
 func WriteSimHTML(w io.Writer, r *SimResult) error {
 	var b strings.Builder
@@ -142,7 +143,7 @@ func WriteSimHTML(w io.Writer, r *SimResult) error {
 		{"Cheapest", best.Name + ": $" + best.Total.String()},
 		{"Trace rows", fmt.Sprintf("%d (%d gets, %d puts, %d deletes)", r.Rows, r.Gets, r.Puts, r.Deletes)},
 		{"Objects", fmt.Sprint(r.Objects)},
-		{"Span", r.End.Sub(r.Start).Round(time.Minute).String()},
+		{"Span", spanText(r.End.Sub(r.Start))},
 		{"Regions", strings.Join(r.Regions, ", ")},
 	} {
 		fmt.Fprintf(&b, "<div class=\"card\"><div class=\"k\">%s</div><div class=\"v\">%s</div></div>\n", esc(c[0]), esc(c[1]))
@@ -150,7 +151,7 @@ func WriteSimHTML(w io.Writer, r *SimResult) error {
 	b.WriteString("</div>\n<h2>Total cost by strategy</h2>\n")
 	simChart(&b, r.Strategies)
 	b.WriteString("<h2>Strategies</h2>\n<table>\n<thead><tr>")
-	for _, c := range []string{"strategy", "total", "transfer", "storage", "(of it copies)", "requests", "bytes moved", "hit ratio", "vs best", "what it does"} {
+	for _, c := range []string{"strategy", "total", "egress", "storage", "(of it copies)", "requests", "bytes moved", "hit ratio", "vs best", "what it does"} {
 		fmt.Fprintf(&b, "<th>%s</th>", esc(c))
 	}
 	b.WriteString("</tr></thead>\n<tbody>\n")
@@ -177,14 +178,14 @@ func WriteSimHTML(w io.Writer, r *SimResult) error {
 	return err
 }
 
-// simChart draws one horizontal bar per strategy: transfer, storage,
+// simChart draws one horizontal bar per strategy: egress, storage,
 // requests.
 func simChart(b *strings.Builder, ss []StrategyResult) {
-	const w, labelW, right, rowH, top = 760, 130, 110, 24, 24
+	const w, labelW, right, rowH, top = 760, 130, 150, 24, 24
 	h := top + max(len(ss), 1)*rowH + 8
 	fmt.Fprintf(b, "<svg class=\"chart\" id=\"chart-strategies\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"cost by strategy\">\n", w, h, w, h)
 	x := labelW
-	for _, l := range []struct{ class, text string }{{"cost", "transfer"}, {"storage", "storage"}, {"requests", "requests"}} {
+	for _, l := range []struct{ class, text string }{{"cost", "egress"}, {"storage", "storage"}, {"requests", "requests"}} {
 		fmt.Fprintf(b, "<rect class=\"%s\" x=\"%d\" y=\"4\" width=\"10\" height=\"10\"/><text x=\"%d\" y=\"13\">%s</text>\n", l.class, x, x+14, l.text)
 		x += 90
 	}
@@ -199,7 +200,7 @@ func simChart(b *strings.Builder, ss []StrategyResult) {
 	plotW := float64(w - labelW - right)
 	for i, s := range ss {
 		y := top + i*rowH
-		fmt.Fprintf(b, "<g><title>%s</title>", esc(fmt.Sprintf("%s: $%s = transfer $%s + storage $%s (copies $%s) + requests $%s; %s moved; hit ratio %.1f%%",
+		fmt.Fprintf(b, "<g><title>%s</title>", esc(fmt.Sprintf("%s: $%s = egress $%s + storage $%s (copies $%s) + requests $%s; %s moved; hit ratio %.1f%%",
 			s.Name, s.Total, s.Egress, s.Storage, s.CopyStorage, s.Requests, HumanBytes(s.BytesMoved), 100*s.HitRatio)))
 		fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", labelW-6, y+15, esc(s.Name))
 		at := float64(labelW)
@@ -215,4 +216,11 @@ func simChart(b *strings.Builder, ss []StrategyResult) {
 		b.WriteString("</g>\n")
 	}
 	b.WriteString("</svg>\n")
+}
+
+func spanText(d time.Duration) string {
+	if d < 48*time.Hour {
+		return d.Round(time.Minute).String()
+	}
+	return fmt.Sprintf("%.1f days", d.Hours()/24)
 }
