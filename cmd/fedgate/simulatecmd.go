@@ -54,12 +54,12 @@ Strategies (--strategy, comma-separated or repeated; default: all but advisor-mo
   policy           the policy's placements as written, no copies (= always-evict: the region
                    cache is not modelled)
 
-Output: total cost split into egress (all transfer), storage and requests, bytes moved and the hit ratio per
-strategy, as a table, JSON (--json) or one self-contained HTML page with a chart (--html).
-Nothing is written until the whole trace has been replayed; a bad row stops the run with its
-file, line, column and field. Memory grows with the distinct objects of the trace (about 300
-bytes each with the default strategies and two regions), not with its rows. docs/egress.md has
-the model, the format and results on synthetic traces.`,
+Output: each strategy's total cost split into egress (all transfer), storage and requests, the
+bytes moved and the hit ratio, as a table, JSON (--json) or one self-contained HTML page with a
+chart (--html). Nothing is written until the whole trace has been replayed; a bad row stops the
+run with its file, line, column and field. Memory grows with the distinct objects of the trace
+(about 330 bytes of heap each with the default strategies and two regions), not with its rows.
+docs/egress.md has the model, the format and results on synthetic traces.`,
 		Example: `  fedgate egress simulate --trace trace.csv --policy policy.yaml
   fedgate egress simulate --trace trace.jsonl --policy policy.yaml --strategy advisor,t-even,ttl-6h --json
   fedgate egress simulate --trace trace.csv --policy policy.yaml --html > simulation.html`,
