@@ -3,7 +3,6 @@ package federation
 import (
 	"context"
 	"io"
-	"strings"
 	"sync"
 	"time"
 
@@ -34,10 +33,6 @@ type egressKey struct {
 }
 
 type egressCounts struct{ bytes, served, logical int64 }
-
-// maxPrefixes bounds the key prefixes one node tracks per bucket and hour;
-// reads of further prefixes count under "" (the rest of the bucket).
-const maxPrefixes = 32
 
 type egressRecorder struct {
 	region string // this region's location, "cloud:region"
@@ -71,22 +66,6 @@ func egressTagOf(ctx context.Context) egressTag {
 	return t
 }
 
-// advisePrefix is the part of key that reads are counted under: its first
-// two path segments ("train/shard-00/x" -> "train/shard-00/"), its first
-// when it has only one or the two are too long, "" when it has none.
-func advisePrefix(key string) string {
-	i := strings.IndexByte(key, '/')
-	if i < 0 || i >= maxPrefixLen {
-		return ""
-	}
-	if j := strings.IndexByte(key[i+1:], '/'); j >= 0 && i+j+2 <= maxPrefixLen {
-		return key[:i+j+2]
-	}
-	return key[:i+1]
-}
-
-const maxPrefixLen = 256
-
 // trackLocked returns prefix when it is (or can now be) tracked for bucket
 // this hour, else "".
 func (r *egressRecorder) trackLocked(hour int64, bucket, prefix string) string {
@@ -102,7 +81,7 @@ func (r *egressRecorder) trackLocked(hour int64, bucket, prefix string) string {
 		r.prefixes[bucket] = set
 	}
 	if !set[prefix] {
-		if len(set) >= maxPrefixes {
+		if len(set) >= egress.MaxPrefixes {
 			return ""
 		}
 		set[prefix] = true
@@ -138,7 +117,7 @@ func (r *egressRecorder) add(t egressTag, st store.Store, dir string, kind int, 
 		// Only bytes that crossed a location boundary are split by prefix:
 		// advice weighs nothing else, and the ledger stays small (served
 		// and logical bytes are summed over prefixes anyway).
-		k.prefix = r.trackLocked(hour, t.bucket, advisePrefix(t.key))
+		k.prefix = r.trackLocked(hour, t.bucket, egress.AdvisePrefix(t.key))
 	}
 	r.bumpLocked(k, c)
 	r.mu.Unlock()

@@ -22,10 +22,14 @@ func newEgressCmd() *cobra.Command {
 	var base adminClient
 	cmd := &cobra.Command{
 		Use:   "egress",
-		Short: "Report what crossing clouds cost and what the cache saved; advise where copies pay off",
-		Long: `Egress reports read the egress ledger of one or more regions (each region's admin API at
+		Short: "Report what crossing clouds cost and what the cache saved; advise where copies pay off; simulate strategies on a trace",
+		Long: `Report and advise read the egress ledger of one or more regions (each region's admin API at
 --endpoint; repeat --endpoint to merge several regions into one report) and price it with the
-built-in per-GB table and the policy's egress.prices overrides. See docs/egress.md.`,
+built-in per-GB table and the policy's egress.prices overrides.
+
+Simulate reads no region: it replays an access trace (from files) against a policy file and
+compares what strategies for keeping copies would cost; trace-from-log makes such a trace from
+gateway access logs. See docs/egress.md.`,
 	}
 	var endpoints []string
 	cmd.PersistentFlags().StringArrayVar(&endpoints, "endpoint", nil, "a region's server URL; repeat to merge regions (default $FEDGATE_ENDPOINT, else http://127.0.0.1:9000)")
@@ -147,7 +151,7 @@ shows the numbers. Each advised prefix is listed through the first --endpoint to
 	jsonShorthand(advise, &format)
 	advise.Flags().StringArrayVar(&storagePrices, "storage-price", nil, "price a copy's storage: CLOUD[:REGION]=USD per GB-month, like onprem=0.004 (repeatable; on-prem is 0 unless set)")
 	advise.Flags().BoolVar(&measure, "measure", true, "list each advised prefix through the first --endpoint to size its copy (false: assume a copy holds a month of reads)")
-	cmd.AddCommand(report, advise)
+	cmd.AddCommand(report, advise, newSimulateCmd(), newTraceFromLogCmd())
 	return cmd
 }
 

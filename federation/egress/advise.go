@@ -14,101 +14,6 @@ import (
 	"github.com/fedgate/fedgate/policies"
 )
 
-// StoragePrice is the monthly price of keeping bytes in a location's
-// standard storage class.
-type StoragePrice struct {
-	// Location is where the price applies; an empty Region means every
-	// region of the cloud.
-	Location           policies.Location
-	Name               string // like "S3 Standard (us-east-1, first 50 TB)"
-	Unit               int64  // GB or GiB
-	MicrosPerUnitMonth int64
-	Source, AsOf       string
-	// Approx marks a price that is not from the price survey (PRICES.md,
-	// which has no storage prices: every built-in one is approximate) or
-	// that is assumed for other regions.
-	Approx bool
-}
-
-// MonthlyCost returns the exact price of keeping n bytes for a month.
-func (p StoragePrice) MonthlyCost(n int64) USD {
-	num := new(big.Int).Mul(big.NewInt(n), big.NewInt(p.MicrosPerUnitMonth))
-	return USD{new(big.Rat).SetFrac(num, new(big.Int).Mul(big.NewInt(p.Unit), big.NewInt(1e6)))}
-}
-
-// BuiltinStoragePrices returns the built-in storage prices: one standard
-// class per cloud, at its list price in one US region, used for every
-// region of the cloud. They are approximate: the price survey (PRICES.md)
-// has no storage prices; these are the providers' public list prices as
-// of 2025 (docs/egress.md). On-prem storage is 0 unless set.
-func BuiltinStoragePrices() []StoragePrice {
-	return []StoragePrice{
-		{Location: policies.Location{Cloud: AWS}, Name: "S3 Standard (us-east-1 list price, first 50 TB)", Unit: GB, MicrosPerUnitMonth: 23_000,
-			Source: "AWS S3 pricing (Price List API AmazonS3)", AsOf: "2025 (approximate)", Approx: true},
-		{Location: policies.Location{Cloud: GCP}, Name: "GCS Standard regional (us-central1 list price)", Unit: GiB, MicrosPerUnitMonth: 20_000,
-			Source: "GCP Cloud Storage pricing (Cloud Billing Catalog)", AsOf: "2025 (approximate)", Approx: true},
-		{Location: policies.Location{Cloud: Azure}, Name: "Azure Blob Hot LRS (eastus list price, first 50 TB)", Unit: GB, MicrosPerUnitMonth: 18_000,
-			Source: "Azure Retail Prices API (serviceName 'Storage')", AsOf: "2025 (approximate)", Approx: true},
-		{Location: policies.Location{Cloud: OnPrem}, Name: "on-prem storage (0 unless priced: fedgate egress advise --storage-price onprem=USD_PER_GB_MONTH)", Unit: GB, MicrosPerUnitMonth: 0,
-			Source: "priced by the user; default 0"},
-	}
-}
-
-// ParseStoragePrice parses "CLOUD[:REGION]=USD" (USD per GB per month,
-// like onprem=0.004 or aws:eu-west-1=0.024), a price a user sets.
-func ParseStoragePrice(v string) (StoragePrice, error) {
-	where, usd, ok := strings.Cut(v, "=")
-	if !ok {
-		return StoragePrice{}, fmt.Errorf("storage price %q: want CLOUD[:REGION]=USD_PER_GB_MONTH, like onprem=0.004", v)
-	}
-	loc := policies.Location{Cloud: where}
-	if strings.Contains(where, ":") {
-		l, err := policies.ParseLocation(where)
-		if err != nil {
-			return StoragePrice{}, fmt.Errorf("storage price %q: %v", v, err)
-		}
-		loc = l
-	} else if !slices.Contains([]string{AWS, GCP, Azure, OnPrem}, where) {
-		return StoragePrice{}, fmt.Errorf("storage price %q: cloud %q: want aws, gcp, azure or onprem", v, where)
-	}
-	r, ok := new(big.Rat).SetString(usd)
-	if !ok || r.Sign() < 0 {
-		return StoragePrice{}, fmt.Errorf("storage price %q: %q is not a price in USD per GB-month, like 0.004", v, usd)
-	}
-	micros := new(big.Rat).Mul(r, big.NewRat(1e6, 1))
-	if !micros.IsInt() {
-		return StoragePrice{}, fmt.Errorf("storage price %q: at most 6 decimal places", v)
-	}
-	return StoragePrice{Location: loc, Name: "priced by the user (" + v + ")", Unit: GB, MicrosPerUnitMonth: micros.Num().Int64(), Source: "--storage-price"}, nil
-}
-
-// StorageTable looks up storage prices: the given prices in front of the
-// built-in ones; the most specific location wins (a region before its
-// cloud), then the earlier entry.
-type StorageTable struct{ prices []StoragePrice }
-
-// NewStorageTable returns the built-in storage prices with prices in front.
-func NewStorageTable(prices ...StoragePrice) *StorageTable {
-	return &StorageTable{prices: append(slices.Clone(prices), BuiltinStoragePrices()...)}
-}
-
-// Lookup returns the storage price of l; false when nothing covers l.
-func (t *StorageTable) Lookup(l policies.Location) (StoragePrice, bool) {
-	if t == nil {
-		t = NewStorageTable()
-	}
-	best, found := StoragePrice{}, false
-	for _, p := range t.prices {
-		if !matches(p.Location, l) {
-			continue
-		}
-		if !found || (p.Location.Region != "" && best.Location.Region == "") {
-			best, found = p, true
-		}
-	}
-	return best, found
-}
-
 // HoursPerMonth is the length of the average month the advice scales to
 // (365 × 24 / 12).
 const HoursPerMonth = 730
@@ -168,8 +73,18 @@ type Advice struct {
 	// BreakEvenMonths = CopyCost / SavingPerMonth: when the copy has paid
 	// for itself; +Inf when it never does.
 	BreakEvenMonths float64
-	Recommend       bool
-	Reason          string
+	// Keep is set when the ledger's rows carry reuse distances
+	// (Counts.Reuse): how long a copy of each object read under the
+	// prefix should stay in To after a read, learned from them (see
+	// LearnKeep). Recommend is then Keep.Hours > 0. Demand is the bytes
+	// read, whether they crossed or a copy in To served them.
+	Keep   *Keep
+	Demand int64
+	// BucketKeep is the same choice from the reads of every prefix of the
+	// bucket into To: what a prefix without history of its own gets.
+	BucketKeep *Keep
+	Recommend  bool
+	Reason     string
 }
 
 // Advise looks at the reads that paid egress (cache misses from a store in
@@ -180,14 +95,28 @@ type Advice struct {
 // storage every month. It recommends buying when the egress saved each
 // month exceeds the copy's storage and the copy pays for itself within
 // the horizon. Advice comes recommended first, then by saving.
+//
+// Rows that carry reuse distances (Counts.Reuse: the simulator's ledger)
+// are weighed per object instead: every crossing read counts, whether a
+// copy served it or not, and the advice is how long to keep a copy of an
+// object after each read (Advice.Keep, LearnKeep): a copy pays only when
+// the object is read again before holding it costs more than fetching it
+// again.
 func Advise(priced []Priced, opts AdviseOptions) []Advice {
 	horizon := opts.HorizonMonths
 	if horizon <= 0 {
 		horizon = 12
 	}
 	type key struct{ bucket, prefix, dst string }
+	type bkey struct{ bucket, dst string }
 	groups := map[key]*Advice{}
 	var order []key
+	series := map[key]reuseSeries{}
+	bucketSeries := map[bkey]reuseSeries{}
+	rates := map[key]*big.Rat{} // Σ demand × rate, of rows with reuse distances
+	bucketKeeps := map[bkey]Keep{}
+	paid := map[key]*big.Rat{} // Σ cost, summed in place
+	paidRates := map[*Schedule]*big.Rat{}
 	first, last := int64(math.MaxInt64), int64(math.MinInt64)
 	for _, p := range priced {
 		t := p.HourStart()
@@ -195,7 +124,11 @@ func Advise(priced []Priced, opts AdviseOptions) []Advice {
 			continue
 		}
 		first, last = min(first, p.Hour), max(last, p.Hour)
-		if p.Direction != Read || p.Cost.Sign() <= 0 {
+		if p.Direction != Read {
+			continue
+		}
+		reuse := len(p.Reuse) > 0 && p.Schedule != nil && p.Schedule.Class != SameRegion
+		if !reuse && p.Cost.Sign() <= 0 {
 			continue
 		}
 		k := key{p.Bucket, p.Prefix, p.Dst}
@@ -213,7 +146,33 @@ func Advise(priced []Priced, opts AdviseOptions) []Advice {
 			a.Schedule = nil // several rates
 		}
 		a.BytesRead += p.Bytes
-		a.Paid = a.Paid.Add(p.Cost)
+		if paid[k] == nil {
+			paid[k] = new(big.Rat)
+		}
+		paid[k].Add(paid[k], p.Cost.rat())
+		if reuse {
+			var demand int64
+			for _, n := range p.Reuse {
+				demand += n
+			}
+			a.Demand += demand
+			if series[k] == nil {
+				series[k] = reuseSeries{}
+				rates[k] = new(big.Rat)
+			}
+			series[k].add(p.Hour, p.Reuse)
+			pr, ok := paidRates[p.Schedule]
+			if !ok {
+				pr = p.Schedule.PaidRate()
+				paidRates[p.Schedule] = pr
+			}
+			rates[k].Add(rates[k], new(big.Rat).Mul(new(big.Rat).SetInt64(demand), pr))
+			bk := bkey{p.Bucket, p.Dst}
+			if bucketSeries[bk] == nil {
+				bucketSeries[bk] = reuseSeries{}
+			}
+			bucketSeries[bk].add(p.Hour, p.Reuse)
+		}
 	}
 	if len(order) == 0 {
 		return nil
@@ -234,6 +193,7 @@ func Advise(priced []Priced, opts AdviseOptions) []Advice {
 	out := make([]Advice, 0, len(order))
 	for _, k := range order {
 		a := groups[k]
+		a.Paid = USD{paid[k]}
 		a.Rest = a.Prefix == "" && prefixed[a.Bucket]
 		a.WindowHours = hours
 		bpm := new(big.Rat).Mul(new(big.Rat).SetInt64(a.BytesRead), perMonth)
@@ -248,12 +208,45 @@ func Advise(priced []Priced, opts AdviseOptions) []Advice {
 		to, _ := policies.ParseLocationOrCloud(a.To)
 		a.Storage, _ = opts.Storage.Lookup(to)
 		a.StoragePerMonth = a.Storage.MonthlyCost(a.CopyBytes)
-		a.CopyCost = a.Paid.MulRat(big.NewRat(a.CopyBytes, a.BytesRead))
+		if a.BytesRead > 0 {
+			a.CopyCost = a.Paid.MulRat(big.NewRat(a.CopyBytes, a.BytesRead))
+		}
 		a.SavingPerMonth = a.EgressPerMonth.Sub(a.StoragePerMonth)
 		a.BreakEvenMonths = math.Inf(1)
 		if a.SavingPerMonth.Sign() > 0 {
 			be := new(big.Rat).Quo(a.CopyCost.Rat(), a.SavingPerMonth.Rat())
 			a.BreakEvenMonths, _ = be.Float64()
+		}
+		if sr := series[k]; sr != nil {
+			now := last + 1
+			rate, _ := new(big.Rat).Quo(rates[k], new(big.Rat).SetInt64(max(a.Demand, 1))).Float64()
+			store, _ := a.Storage.PerByteHour().Float64()
+			keep, ok := LearnKeep(sr, now, rate, store)
+			keep.Scope = "prefix"
+			bk := bkey{a.Bucket, a.To}
+			bucket, seen := bucketKeeps[bk]
+			if !seen {
+				var bok bool
+				bucket, bok = LearnKeep(bucketSeries[bk], now, rate, store)
+				bucket.Scope = "bucket"
+				if !bok {
+					bucket.Hours, bucket.Scope = bucket.BreakEvenHours, "default"
+					bucket.Basis = fmt.Sprintf("less than %.0f h of history: keep copies for the break-even time", max(MinKeepHistory, bucket.BreakEvenHours/KeepHistoryShare))
+				}
+				bucketKeeps[bk] = bucket
+			}
+			if !ok {
+				keep = bucket
+			}
+			a.Keep, a.BucketKeep = &keep, &bucket
+			a.Recommend = keep.Hours > 0
+			if a.Recommend {
+				a.Reason = fmt.Sprintf("keep copies in %s %s after each read (%s: %s)", a.To, keepText(keep.Hours), keep.Scope, keep.Basis)
+			} else {
+				a.Reason = fmt.Sprintf("do not keep copies in %s (%s: %s)", a.To, keep.Scope, keep.Basis)
+			}
+			out = append(out, *a)
+			continue
 		}
 		switch {
 		case a.SavingPerMonth.Sign() <= 0:
@@ -283,6 +276,39 @@ func Advise(priced []Priced, opts AdviseOptions) []Advice {
 			cmp.Compare(x.Bucket, y.Bucket), cmp.Compare(x.Prefix, y.Prefix), cmp.Compare(x.Store, y.Store), cmp.Compare(x.To, y.To))
 	})
 	return out
+}
+
+// keepJSON is Keep in WriteAdviceJSON: hours null means for ever.
+type keepJSON struct {
+	Hours          *float64 `json:"hours"`
+	Learned        bool     `json:"learned"`
+	Scope          string   `json:"scope"`
+	BreakEvenHours *float64 `json:"break_even_hours"`
+	Basis          string   `json:"basis"`
+}
+
+// finite returns h rounded to 0.01, or nil when it is infinite.
+func finite(h float64) *float64 {
+	if math.IsInf(h, 0) || math.IsNaN(h) {
+		return nil
+	}
+	v := math.Round(h*100) / 100
+	return &v
+}
+
+func hoursText(h float64) string {
+	if math.IsInf(h, 1) {
+		return "for ever (storage is free)"
+	}
+	return fmt.Sprintf("%.0f h", h)
+}
+
+// keepText writes a keep time: "for 16 h", "for ever".
+func keepText(h float64) string {
+	if math.IsInf(h, 1) {
+		return "for ever"
+	}
+	return fmt.Sprintf("for %.0f h", h)
 }
 
 // addName adds name to a ", "-separated list of names, once.
@@ -346,7 +372,12 @@ func WriteAdvice(w io.Writer, advice []Advice) error {
 		if !math.IsInf(a.BreakEvenMonths, 1) {
 			be = fmt.Sprintf("%.1f months", a.BreakEvenMonths)
 		}
-		fmt.Fprintf(ew, "  saving %s USD/month; break-even %s\n  %s\n", a.SavingPerMonth, be, a.Reason)
+		fmt.Fprintf(ew, "  saving %s USD/month; break-even %s\n", a.SavingPerMonth, be)
+		if a.Keep != nil {
+			fmt.Fprintf(ew, "  read %s in all (crossing or served by a copy in %s); a copy pays back its fetch after %s of storage (T_even)\n",
+				HumanBytes(a.Demand), a.To, hoursText(a.Keep.BreakEvenHours))
+		}
+		fmt.Fprintf(ew, "  %s\n", a.Reason)
 	}
 	return ew.err
 }
@@ -355,29 +386,34 @@ func WriteAdvice(w io.Writer, advice []Advice) error {
 // "to", "rate", "window_hours", "bytes_read", "paid_usd", "bytes_per_month",
 // "egress_usd_per_month", "copy_bytes", "copy_bytes_estimated",
 // "storage_price", "storage_usd_per_month", "copy_usd", "saving_usd_per_month",
-// "break_even_months" (null: never), "recommend", "reason"}]}.
+// "break_even_months" (null: never), "recommend", "reason"}]}; advice from
+// rows with reuse distances also has "demand_bytes" and "keep": {"hours"
+// (null: for ever), "learned", "scope", "break_even_hours" (null:
+// infinite), "basis"}.
 func WriteAdviceJSON(w io.Writer, advice []Advice) error {
 	type item struct {
-		Bucket          string   `json:"bucket"`
-		Prefix          string   `json:"prefix"`
-		Store           string   `json:"store"`
-		From            string   `json:"from"`
-		To              string   `json:"to"`
-		Rate            string   `json:"rate"`
-		WindowHours     int64    `json:"window_hours"`
-		BytesRead       int64    `json:"bytes_read"`
-		Paid            USD      `json:"paid_usd"`
-		BytesPerMonth   int64    `json:"bytes_per_month"`
-		EgressPerMonth  USD      `json:"egress_usd_per_month"`
-		CopyBytes       int64    `json:"copy_bytes"`
-		CopyEstimated   bool     `json:"copy_bytes_estimated"`
-		StoragePrice    string   `json:"storage_price"`
-		StoragePerMonth USD      `json:"storage_usd_per_month"`
-		CopyCost        USD      `json:"copy_usd"`
-		SavingPerMonth  USD      `json:"saving_usd_per_month"`
-		BreakEven       *float64 `json:"break_even_months"`
-		Recommend       bool     `json:"recommend"`
-		Reason          string   `json:"reason"`
+		Bucket          string    `json:"bucket"`
+		Prefix          string    `json:"prefix"`
+		Store           string    `json:"store"`
+		From            string    `json:"from"`
+		To              string    `json:"to"`
+		Rate            string    `json:"rate"`
+		WindowHours     int64     `json:"window_hours"`
+		BytesRead       int64     `json:"bytes_read"`
+		Paid            USD       `json:"paid_usd"`
+		BytesPerMonth   int64     `json:"bytes_per_month"`
+		EgressPerMonth  USD       `json:"egress_usd_per_month"`
+		CopyBytes       int64     `json:"copy_bytes"`
+		CopyEstimated   bool      `json:"copy_bytes_estimated"`
+		StoragePrice    string    `json:"storage_price"`
+		StoragePerMonth USD       `json:"storage_usd_per_month"`
+		CopyCost        USD       `json:"copy_usd"`
+		SavingPerMonth  USD       `json:"saving_usd_per_month"`
+		BreakEven       *float64  `json:"break_even_months"`
+		Keep            *keepJSON `json:"keep,omitempty"`
+		Demand          *int64    `json:"demand_bytes,omitempty"`
+		Recommend       bool      `json:"recommend"`
+		Reason          string    `json:"reason"`
 	}
 	items := make([]item, 0, len(advice))
 	for _, a := range advice {
@@ -390,9 +426,16 @@ func WriteAdviceJSON(w io.Writer, advice []Advice) error {
 		if a.Schedule != nil || a.BytesRead > 0 {
 			rate = a.rate()
 		}
+		var keep *keepJSON
+		var demand *int64
+		if a.Keep != nil {
+			keep = &keepJSON{Hours: finite(a.Keep.Hours), Learned: a.Keep.Learned, Scope: a.Keep.Scope,
+				BreakEvenHours: finite(a.Keep.BreakEvenHours), Basis: a.Keep.Basis}
+			demand = &a.Demand
+		}
 		items = append(items, item{a.Bucket, a.Prefix, a.Store, a.From, a.To, rate, a.WindowHours, a.BytesRead, a.Paid, a.BytesPerMonth,
 			a.EgressPerMonth, a.CopyBytes, a.CopyEstimated, a.Storage.Name, a.StoragePerMonth, a.CopyCost, a.SavingPerMonth,
-			be, a.Recommend, a.Reason})
+			be, keep, demand, a.Recommend, a.Reason})
 	}
 	b, err := json.MarshalIndent(struct {
 		Advice []item `json:"advice"`

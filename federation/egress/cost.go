@@ -154,6 +154,14 @@ func Merge(ledgers ...[]Row) []Row {
 			c := sum[r.Key]
 			c.Bytes += r.Bytes
 			c.AvoidedBytes += r.AvoidedBytes
+			if len(r.Reuse) > 0 {
+				if c.Reuse == nil {
+					c.Reuse = make([]int64, ReuseBuckets)
+				}
+				for i, n := range r.Reuse[:min(len(r.Reuse), ReuseBuckets)] {
+					c.Reuse[i] += n
+				}
+			}
 			sum[r.Key] = c
 		}
 	}

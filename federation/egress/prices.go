@@ -97,6 +97,19 @@ func (s *Schedule) RateAt(used int64) int64 {
 	return s.Tiers[len(s.Tiers)-1].MicrosPerUnit
 }
 
+// PaidRate returns the price of one byte at the first tier that is not
+// free (the AWS and Azure free 100 GB a month aside), in USD: what
+// fetching a byte costs once a month's free tier is spent. 0 for a free
+// path.
+func (s *Schedule) PaidRate() *big.Rat {
+	for _, t := range s.Tiers {
+		if t.MicrosPerUnit > 0 {
+			return new(big.Rat).SetFrac(big.NewInt(t.MicrosPerUnit), new(big.Int).Mul(big.NewInt(s.Unit), big.NewInt(1e6)))
+		}
+	}
+	return new(big.Rat)
+}
+
 // Cost returns the exact price of n bytes that follow used bytes of the
 // pool this month: each byte is priced at the tier its position falls in.
 // For a flat schedule used does not matter.

@@ -44,6 +44,11 @@ type Counts struct {
 	// AvoidedBytes are bytes served from the region's cache instead of
 	// being read from the store (reads only): egress avoided.
 	AvoidedBytes int64 `json:"avoided_bytes"`
+	// Reuse, on a read row, splits the bytes read (Bytes + AvoidedBytes)
+	// by how long before the same region had last read the same object
+	// (ReuseBuckets). Only the simulator records it so far; nil when not
+	// recorded.
+	Reuse []int64 `json:"reuse,omitempty"`
 }
 
 // Row is one ledger row.

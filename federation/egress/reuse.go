@@ -1,0 +1,251 @@
+package egress
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Reuse distances: for every byte a region reads, how long ago the region
+// last read the same object. A read row of the ledger may carry them
+// (Counts.Reuse): bytes by distance bucket. The simulator records them
+// (it sees every object); a gateway does not yet (docs/egress.md). With
+// them, Advise learns how long a copy of each prefix's objects should be
+// kept after a read (LearnKeep); without them it weighs whole-prefix
+// copies by monthly averages only.
+
+// ReuseBuckets is the length of Counts.Reuse. Bucket 0 holds first reads
+// (the region had not read the object before); bucket 1 re-reads less
+// than an hour after the previous read; bucket i (2..14) re-reads
+// 2^(i-2) to 2^(i-1) hours after it; bucket 15 re-reads 8192 hours
+// (almost a year) or more after it.
+const ReuseBuckets = 16
+
+// ReuseBucket returns the bucket of Counts.Reuse for a read that follows
+// the region's previous read of the object by d (first: there was none).
+func ReuseBucket(d time.Duration, first bool) int {
+	if first {
+		return 0
+	}
+	h := d.Hours()
+	if h < 1 {
+		return 1
+	}
+	i := 2 + int(math.Floor(math.Log2(h)))
+	if i > ReuseBuckets-1 {
+		return ReuseBuckets - 1
+	}
+	// Guard against Log2 rounding at exact powers of two.
+	for i > 2 && h < reuseLo(i) {
+		i--
+	}
+	for i < ReuseBuckets-1 && h >= reuseLo(i+1) {
+		i++
+	}
+	return i
+}
+
+// reuseLo and reuseHi bound bucket i (1..15) in hours; reuseHi of the last
+// is +Inf. reuseTab holds them, and reuseMid, for the loops.
+var reuseTab = func() (t [ReuseBuckets]struct{ lo, hi, mid float64 }) {
+	for i := range t {
+		t[i].lo, t[i].hi, t[i].mid = reuseLo(i), reuseHi(i), reuseMid(i)
+	}
+	return t
+}()
+
+func reuseLo(i int) float64 {
+	if i <= 1 {
+		return 0
+	}
+	return math.Ldexp(1, i-2)
+}
+
+func reuseHi(i int) float64 {
+	if i >= ReuseBuckets-1 {
+		return math.Inf(1)
+	}
+	return math.Ldexp(1, i-1)
+}
+
+// reuseMid is the distance a re-read of bucket i is taken to have come
+// after, for the cost of holding a copy through it.
+func reuseMid(i int) float64 {
+	if i >= ReuseBuckets-1 {
+		return reuseLo(i) * 1.5
+	}
+	return (reuseLo(i) + reuseHi(i)) / 2
+}
+
+// MinKeepHistory is the least history (from the first read in the window
+// to its end), in hours, a group of reads needs before LearnKeep trusts
+// what its reuse distances say; it needs a KeepHistoryShare-th of the
+// break-even time when that is longer. Until then a copy is kept for the
+// break-even time: data never read again is held at most that long before
+// the history can say so, which costs at most 1/KeepHistoryShare of what
+// fetching it did, while data re-read later than the history reaches is
+// not fetched twice.
+const (
+	MinKeepHistory   = 24
+	KeepHistoryShare = 40
+)
+
+// Keep is how long a copy of an object in the reading region should be
+// kept after each read of it.
+type Keep struct {
+	// Hours: 0 means do not keep a copy; +Inf for ever.
+	Hours float64
+	// Learned: from the ledger's reuse distances. Otherwise Hours is the
+	// break-even time, the default until there is history enough.
+	Learned bool
+	// Scope: "prefix" (the prefix's own reads), "bucket" (the reads of
+	// every prefix of the bucket into the region: a prefix with too little
+	// history of its own) or "default".
+	Scope string
+	// BreakEvenHours is SkyStore's T_even for the path: what fetching a
+	// byte again costs over what keeping it costs per hour. Keeping a copy
+	// longer than this between two reads never pays.
+	BreakEvenHours float64
+	// Basis says what the choice rests on, in words.
+	Basis string
+}
+
+// reuseSeries is a group's reuse distances by hour.
+type reuseSeries map[int64]*[ReuseBuckets]int64
+
+func (s reuseSeries) add(hour int64, reuse []int64) {
+	h := s[hour]
+	if h == nil {
+		h = new([ReuseBuckets]int64)
+		s[hour] = h
+	}
+	for i, n := range reuse {
+		if i < ReuseBuckets {
+			h[i] += n
+		}
+	}
+}
+
+// LearnKeep chooses how long to keep copies, from reuse distances by hour
+// (hours before now; now is the end of the window, exclusive) with rate
+// the USD per byte of a fetch and storage the USD per byte-hour of a copy.
+//
+// For each candidate keep time K (0 and each bucket bound up to the
+// break-even time that the history can judge: reads at least K old), it
+// prices what keeping copies K hours after every read would have cost per
+// byte read, over the reads old enough to tell: re-reads within K cost
+// holding the copy until them, reads not re-read within K cost holding it
+// K hours, and re-reads after more than K cost a fetch. The cheapest wins
+// (the shorter on a tie). When the cheapest is the longest K the history
+// can judge, keeping longer still paid as far as it reaches, and the copy
+// is kept for the break-even time. With less history than MinKeepHistory
+// hours, or than a KeepHistoryShare-th of the break-even time, it returns
+// ok false.
+func LearnKeep(series map[int64]*[ReuseBuckets]int64, now int64, rate, storage float64) (keep Keep, ok bool) {
+	if len(series) == 0 {
+		return Keep{}, false
+	}
+	oldest, any := int64(math.MaxInt64), false
+	for h := range series {
+		if h < now {
+			oldest, any = min(oldest, h), true
+		}
+	}
+	if !any {
+		return Keep{}, false
+	}
+	span := float64(now - oldest)
+	tEven := math.Inf(1)
+	if storage > 0 {
+		tEven = rate / storage
+	}
+	if rate <= 0 {
+		tEven = 0
+	}
+	keep = Keep{BreakEvenHours: tEven}
+	if span < max(MinKeepHistory, tEven/KeepHistoryShare) {
+		return keep, false
+	}
+	keep.Learned = true
+	if tEven == 0 {
+		keep.Basis = "fetching again is free"
+		return keep, true
+	}
+	type cand struct {
+		k              float64
+		old            float64 // bytes read at least k hours before now
+		within, holdBH float64 // re-read within k: bytes, byte-hours held
+		refetch        float64 // bytes re-read after more than k
+	}
+	cands := []*cand{{k: 0}}
+	for i := 1; i < ReuseBuckets-1; i++ {
+		if k := reuseHi(i); k <= tEven && k <= span-1 {
+			cands = append(cands, &cand{k: k})
+		}
+	}
+	var total, rereads float64
+	for h, hist := range series {
+		if h >= now {
+			continue
+		}
+		var demand float64
+		for _, n := range hist {
+			demand += float64(n)
+		}
+		total += demand
+		age := float64(now - h - 1) // full hours since the end of hour h
+		for _, c := range cands {
+			if age >= c.k {
+				c.old += demand
+			}
+		}
+		for i := 1; i < ReuseBuckets; i++ {
+			n := float64(hist[i])
+			if n == 0 {
+				continue
+			}
+			rereads += n
+			b := &reuseTab[i]
+			prev := float64(h) + 0.5 - b.mid // when the previous read was
+			if prev < float64(oldest) {
+				continue // before the window: not among the reads weighed
+			}
+			for _, c := range cands {
+				switch {
+				case b.hi <= c.k && float64(now)-prev >= c.k:
+					c.within += n
+					c.holdBH += n * b.mid
+				case b.lo >= c.k:
+					c.refetch += n
+				}
+			}
+		}
+	}
+	best, bestCost := -1, math.Inf(1)
+	for i, c := range cands {
+		if c.old <= 0 {
+			continue
+		}
+		cost := (storage*(c.holdBH+max(c.old-c.within, 0)*c.k) + rate*c.refetch) / c.old
+		if cost < bestCost*(1-1e-9) {
+			best, bestCost = i, cost
+		}
+	}
+	if best < 0 {
+		keep.Learned = false
+		return keep, false
+	}
+	c := cands[best]
+	reuse := fmt.Sprintf("%.0f%% of %s read in %.0f h were re-reads", 100*rereads/max(total, 1), HumanBytes(int64(total)), span)
+	switch {
+	case c.k == 0:
+		keep.Basis = reuse + "; keeping copies would have cost more than fetching again"
+	case best == len(cands)-1 && c.k < tEven:
+		keep.Hours = tEven
+		keep.Basis = fmt.Sprintf("%s; keeping copies longer kept paying as far as the history reaches (%.0f h): keep them for the break-even time", reuse, c.k)
+	default:
+		keep.Hours = c.k
+		keep.Basis = fmt.Sprintf("%s; keeping copies %.0f h after a read was the cheapest choice", reuse, c.k)
+	}
+	return keep, true
+}
