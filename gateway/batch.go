@@ -106,9 +106,19 @@ type BatchEntry struct {
 const maxArchPath = 4096
 
 // batchRequestLimit bounds the JSON body for maxEntries entries: a full
-// key, archpath, bucket name and range each, plus slack.
+// key and 1 KiB more (bucket, range, a short archpath, the JSON) each.
 func batchRequestLimit(maxEntries int) int64 {
-	return 64<<10 + int64(maxEntries)*(store.MaxKeyLen+maxArchPath+256)
+	return 64<<10 + int64(maxEntries)*(store.MaxKeyLen+1024)
+}
+
+// dotSegment reports a "." or ".." segment in a slash-separated path.
+func dotSegment(p string) bool {
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 var errBatchBody = func(format string, args ...any) error {
@@ -118,7 +128,8 @@ var errBatchBody = func(format string, args ...any) error {
 // ParseBatchRequest decodes and checks a batch body: JSON with no unknown
 // fields and nothing after it, at least one entry and at most maxEntries,
 // each with a bucket and a key, a range of the bytes=... forms, and an
-// archpath without NUL of at most 4096 bytes. Errors are S3 errors
+// archpath without NUL or "."/".." segments (after a leading "./") of at
+// most 4096 bytes. Errors are S3 errors
 // (InvalidRequest, BatchTooLarge); what a GET of an entry would refuse
 // (a bad key, a missing bucket) is the entry's error, found later.
 func ParseBatchRequest(body []byte, maxEntries int) (BatchRequest, error) {
@@ -151,6 +162,10 @@ func ParseBatchRequest(body []byte, maxEntries int) (BatchRequest, error) {
 			return req, errBatchBody("entry %d: archpath contains a NUL byte", i)
 		case e.ArchPath != "" && shard.NormalizeName(e.ArchPath) == "":
 			return req, errBatchBody("entry %d: archpath %q names no member", i, e.ArchPath)
+		case dotSegment(shard.NormalizeName(e.ArchPath)):
+			// The entry's name in the answer includes it: a ".." would
+			// let an extracted answer write outside its folder.
+			return req, errBatchBody("entry %d: archpath %q has a '.' or '..' segment", i, e.ArchPath)
 		}
 		if e.Range != "" {
 			if _, err := parseRangeSpec(e.Range, 1<<62); errors.Is(err, errRangeSyntax) {

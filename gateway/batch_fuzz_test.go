@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fedgate/fedgate/gateway/s3err"
+	"github.com/fedgate/fedgate/shard"
 )
 
 // FuzzBatchRequest: any body either parses into entries that each name a
@@ -35,7 +36,7 @@ func FuzzBatchRequest(f *testing.F) {
 			t.Fatalf("%d entries accepted", len(req.Entries))
 		}
 		for _, e := range req.Entries {
-			if e.Bucket == "" || e.Key == "" || strings.IndexByte(e.ArchPath, 0) >= 0 || len(e.ArchPath) > maxArchPath {
+			if e.Bucket == "" || e.Key == "" || strings.IndexByte(e.ArchPath, 0) >= 0 || len(e.ArchPath) > maxArchPath || dotSegment(shard.NormalizeName(e.ArchPath)) {
 				t.Fatalf("entry %+v accepted", e)
 			}
 			if e.Range != "" {
