@@ -95,16 +95,19 @@ buckets:
 		perMinIOCapped := presigner(b, s3.New(s3.Options{Region: srv.Region, BaseEndpoint: aws.String(proxy), UsePathStyle: true,
 			Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")}), bucket)
 		originBefore := metric(b, fg.Endpoint, "fedgate_cache_origin_bytes_total")
-		var aw, bw, cw, ac, cc []float64
+		// One value per round: the last (largest b.N) run of each
+		// sub-benchmark wins.
+		aw, bw, cw := make([]float64, *rounds), make([]float64, *rounds), make([]float64, *rounds)
+		ac, cc := make([]float64, *rounds), make([]float64, *rounds)
 		for round := range *rounds {
 			b.Run(fmt.Sprintf("warm/%s/a-batch/round%d", sz.name, round), func(b *testing.B) {
-				aw = append(aw, measure(b, func(b *testing.B, n int) { bc.parallel(b, "data", warm, n, sz.size) }))
+				aw[round] = measure(b, func(b *testing.B, n int) { bc.parallel(b, "data", warm, n, sz.size) })
 			})
 			b.Run(fmt.Sprintf("warm/%s/b-fedgate-per-object/round%d", sz.name, round), func(b *testing.B) {
-				bw = append(bw, measure(b, func(b *testing.B, n int) { perObject(b, client, perFedgate, warm, n, sz.size) }))
+				bw[round] = measure(b, func(b *testing.B, n int) { perObject(b, client, perFedgate, warm, n, sz.size) })
 			})
 			b.Run(fmt.Sprintf("warm/%s/c-minio-per-object/round%d", sz.name, round), func(b *testing.B) {
-				cw = append(cw, measure(b, func(b *testing.B, n int) { perObject(b, client, perMinIO, warm, n, sz.size) }))
+				cw[round] = measure(b, func(b *testing.B, n int) { perObject(b, client, perMinIO, warm, n, sz.size) })
 			})
 		}
 		if d := metric(b, fg.Endpoint, "fedgate_cache_origin_bytes_total") - originBefore; d != 0 {
@@ -113,13 +116,13 @@ buckets:
 		coldSeq := 0
 		for round := range *rounds {
 			b.Run(fmt.Sprintf("cold/%s/a-batch/round%d", sz.name, round), func(b *testing.B) {
-				ac = append(ac, measureCold(b, func(b *testing.B, n int) []string {
+				ac[round] = measureCold(b, func(b *testing.B, n int) []string {
 					coldSeq++
 					return uploadSamples(b, mc, bucket, fmt.Sprintf("cold/%s/%d", sz.name, coldSeq), n*batchSize, sz.size)
-				}, func(b *testing.B, keys []string) { bc.parallel(b, "data", keys, len(keys)/batchSize, sz.size) }))
+				}, func(b *testing.B, keys []string) { bc.parallel(b, "data", keys, len(keys)/batchSize, sz.size) })
 			})
 			b.Run(fmt.Sprintf("cold/%s/c-minio-capped-per-object/round%d", sz.name, round), func(b *testing.B) {
-				cc = append(cc, measure(b, func(b *testing.B, n int) { perObject(b, client, perMinIOCapped, warm, n, sz.size) }))
+				cc[round] = measure(b, func(b *testing.B, n int) { perObject(b, client, perMinIOCapped, warm, n, sz.size) })
 			})
 		}
 		var ab, acw, acc []float64

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -101,6 +102,9 @@ type BatchEntry struct {
 	// ArchPath names a member of the object, a tar/tar.gz/zip shard.
 	ArchPath string `json:"archpath,omitempty"`
 }
+
+// batchWriteBuf is the size of the writes a batch answer is sent in.
+const batchWriteBuf = 256 << 10
 
 // maxArchPath bounds an archpath (tar and zip names are shorter).
 const maxArchPath = 4096
@@ -435,8 +439,19 @@ func (run *batchRun) serve() {
 	h.Set("Content-Type", "application/x-tar")
 	h.Set("x-fedgate-batch-entries", strconv.Itoa(len(run.items)))
 	w.WriteHeader(http.StatusOK)
-	tw := tar.NewWriter(w)
+	// Small entries are gathered into large writes (one syscall per
+	// batchWriteBuf, not per entry); whatever is gathered goes out
+	// whenever the next entry is not ready yet, and at the end.
+	out := bufio.NewWriterSize(w, batchWriteBuf)
 	flusher, _ := w.(http.Flusher)
+	flush := func() {
+		_ = out.Flush()
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	defer flush()
+	tw := tar.NewWriter(out)
 	result := "ok"
 	for ; pos < len(run.items); pos++ {
 		it := run.items[pos]
@@ -444,9 +459,7 @@ func (run *batchRun) serve() {
 		case <-it.ready:
 		default:
 			// Send what is written before waiting for the next entry.
-			if flusher != nil {
-				flusher.Flush()
-			}
+			flush()
 			select {
 			case <-it.ready:
 			case <-ctx.Done():
@@ -497,6 +510,7 @@ func (run *batchRun) serve() {
 			// Part of the entry is sent and its header promised more:
 			// cut the connection, so the client sees a truncated
 			// transfer, never a short entry.
+			_ = out.Flush()
 			ri.cause = werr
 			pos++
 			cancel()
