@@ -5,11 +5,11 @@
 //
 // Build makes a member index of one shard version:
 //
-//   - tar: the 512-byte headers are read with ranged reads, skipping every
-//     member's data (a gap of more than 1 MiB is skipped by opening a new
-//     range; smaller gaps are read through on the open one), so a shard of
-//     large members costs a few reads and one of small members a single
-//     sequential pass;
+//   - tar: the 512-byte headers are read with ranged reads of at most
+//     4 MiB, skipping every member's data (a gap of more than 1 MiB is
+//     skipped by opening a new range; smaller gaps are read through on the
+//     open one), so a shard of large members costs a few small reads and
+//     one of small members a sequential pass in consecutive ranges;
 //   - zip: the end-of-central-directory record (and its zip64 form) in the
 //     last 64 KiB, then the central directory: nothing of the members;
 //   - tar.gz: gzip cannot seek, so the index is made by decompressing the

@@ -475,3 +475,34 @@ func TestCache(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// A scan's ranges are bounded: indexing a tar of large members never asks
+// the reader below for more than scanWindow at once, and a scan of many
+// small members goes on across windows.
+func TestTarScanWindows(t *testing.T) {
+	var files []file
+	for i := range 3 {
+		files = append(files, file{fmt.Sprintf("big%d", i), sample(uint64(i), 9<<20)})
+	}
+	files = append(files, webdataset(3000, 2000)...) // ~ 12 MB of small members
+	data := makeTar(t, files, nil)
+	s := &memShard{b: data}
+	var maxAsk int64
+	var mu sync.Mutex
+	rr := func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+		mu.Lock()
+		maxAsk = max(maxAsk, n)
+		mu.Unlock()
+		return s.rr(ctx, off, n)
+	}
+	ix, err := Build(context.Background(), Tar, int64(len(data)), rr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ix.Len() != len(files) || maxAsk > scanWindow {
+		t.Fatalf("%d members, largest range asked %d", ix.Len(), maxAsk)
+	}
+	if got, err := readMember(t, ix, s, "002999.cls", 0, -1); err != nil || string(got) != "9" {
+		t.Fatalf("%q %v", got, err)
+	}
+}

@@ -18,10 +18,16 @@ const maxSkip = 1 << 20
 // scanBuf is the read buffer of a scan's open range.
 const scanBuf = 64 << 10
 
+// scanWindow is the most a scan's range asks for at once: a bounded range
+// does not make the reader below fetch far ahead (the chunk cache reads
+// ahead within a range) past a member the scan then skips.
+const scanWindow = 4 << 20
+
 // rangeSeeker is an io.ReadSeeker over a shard's ranged reads, for
 // archive/tar: it seeks over member data (tar.Reader seeks a Seeker instead
-// of reading what it skips) and keeps one range open while reads go
-// forward, so a scan of small members is one sequential read.
+// of reading what it skips) and keeps one range (of at most scanWindow)
+// open while reads go forward, so a scan of small members is a sequential
+// read in consecutive ranges.
 type rangeSeeker struct {
 	ctx   context.Context
 	rr    ReadRange
@@ -30,6 +36,7 @@ type rangeSeeker struct {
 	rc    io.ReadCloser
 	br    *bufio.Reader
 	rcPos int64 // where br's next byte is
+	rcEnd int64 // where the open range ends
 	opens int   // ranges opened, for tests
 }
 
@@ -37,16 +44,17 @@ func (s *rangeSeeker) Read(p []byte) (int, error) {
 	if s.pos >= s.size {
 		return 0, io.EOF
 	}
-	if s.br != nil && (s.pos < s.rcPos || s.pos-s.rcPos > maxSkip) {
+	if s.br != nil && (s.pos < s.rcPos || s.pos-s.rcPos > maxSkip || s.pos >= s.rcEnd) {
 		s.close()
 	}
 	if s.br == nil {
-		rc, err := s.rr(s.ctx, s.pos, s.size-s.pos)
+		n := min(s.size-s.pos, scanWindow)
+		rc, err := s.rr(s.ctx, s.pos, n)
 		if err != nil {
 			return 0, err
 		}
 		s.opens++
-		s.rc, s.rcPos = rc, s.pos
+		s.rc, s.rcPos, s.rcEnd = rc, s.pos, s.pos+n
 		s.br = bufio.NewReaderSize(rc, scanBuf)
 	}
 	if gap := s.pos - s.rcPos; gap > 0 {
@@ -57,7 +65,7 @@ func (s *rangeSeeker) Read(p []byte) (int, error) {
 			return 0, unexpected(err)
 		}
 	}
-	if left := s.size - s.pos; int64(len(p)) > left {
+	if left := s.rcEnd - s.pos; int64(len(p)) > left {
 		p = p[:left]
 	}
 	n, err := s.br.Read(p)
@@ -66,8 +74,8 @@ func (s *rangeSeeker) Read(p []byte) (int, error) {
 	if err != nil {
 		s.close()
 		if errors.Is(err, io.EOF) {
-			if s.pos < s.size {
-				return n, io.ErrUnexpectedEOF // the range ended before the shard
+			if s.pos < s.rcEnd {
+				return n, io.ErrUnexpectedEOF // the range ended before its length
 			}
 			err = nil
 		}
