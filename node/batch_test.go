@@ -117,7 +117,8 @@ type tarFile struct {
 func postBatch(t *testing.T, endpoint string, req gateway.BatchRequest) []tarFile {
 	t.Helper()
 	body, _ := json.Marshal(req)
-	hr, err := http.NewRequest(http.MethodPost, endpoint+gateway.BatchPath, bytes.NewReader(body))
+	ctx := testCtx(t, time.Minute)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint+gateway.BatchPath, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
