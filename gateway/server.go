@@ -57,6 +57,8 @@ type Config struct {
 	Policy PolicyAdmin
 	// RegionName is the region's name, for reports.
 	RegionName string
+	// Batch tunes the batch GET endpoint (POST /_fedgate/v1/batch).
+	Batch BatchConfig
 }
 
 // Server serves the S3 API and the /_fedgate/ operations endpoints.
@@ -74,6 +76,7 @@ type Server struct {
 	console  *console
 	policies policyCache
 	cors     corsCache
+	batch    *batcher
 }
 
 // New builds a Server from cfg.
@@ -115,6 +118,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	if s.batch, err = newBatcher(cfg.Batch, cfg.Registry); err != nil {
+		return nil, err
+	}
 	if s.console, err = newConsole(s); err != nil {
 		return nil, err
 	}
@@ -147,6 +153,7 @@ func (s *Server) opsRouter() http.Handler {
 		_, _ = io.WriteString(w, "ready\n")
 	})
 	r.Handle(ReservedPrefix+"metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	r.Post(BatchPath, s.batchGet)
 	r.Route(ReservedPrefix+"admin", s.adminRoutes)
 	r.Route(ConsolePath, s.console.routes)
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/node/peerapi"
 	"github.com/fedgate/fedgate/policies"
 )
@@ -114,6 +115,9 @@ type Config struct {
 	// credentials name (nil: none is set).
 	LookupEnv func(name string) (string, bool)
 
+	// Batch tunes the batch GET endpoint (zero values: its defaults).
+	Batch gateway.BatchConfig
+
 	// Now is the wall clock this node tells its peers when they measure
 	// clock skew (nil: time.Now); tests skew it.
 	Now func() time.Time
@@ -180,6 +184,12 @@ func (c *Config) Validate() error {
 		return errors.New("--lifecycle-every: want a positive duration like 1h")
 	case c.ShutdownTimeout < 0:
 		return errors.New("--shutdown-timeout must not be negative")
+	case c.Batch.MaxEntries < 0:
+		return fmt.Errorf("--batch-max-entries %d: want a positive number", c.Batch.MaxEntries)
+	case c.Batch.Prefetch < 0:
+		return fmt.Errorf("--batch-prefetch %d: want a positive number", c.Batch.Prefetch)
+	case c.Batch.MaxBytes < 0, c.Batch.PrefetchBytes < 0, c.Batch.IndexCacheBytes < 0:
+		return errors.New("--batch-max-bytes, --batch-prefetch-bytes and --batch-index-cache: want sizes like 256MiB")
 	}
 	return nil
 }

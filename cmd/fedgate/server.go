@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/internal/flagfile"
 	"github.com/fedgate/fedgate/node"
 	"github.com/fedgate/fedgate/policies"
@@ -35,6 +36,8 @@ type serverFlags struct {
 	raftSnapshotThreshold, raftTrailingLogs             uint64
 	internalAddr                                        string
 	shutdownTimeout                                     time.Duration
+	batchMaxEntries, batchPrefetch                      int
+	batchMaxBytes, batchPrefetchBytes, batchIndexCache  string
 	certFile, keyFile, caFile                           string // TLS on the S3 port (docs/tls.md)
 
 	// A multi-node region (see docs/operations.md).
@@ -62,6 +65,7 @@ func (f serverFlags) nodeConfig(log *slog.Logger) (node.Config, error) {
 		BootstrapExpect: f.bootstrapExpect, Join: f.join, Bootstrap: f.bootstrap,
 		PeerCertFile: f.peerCert, PeerKeyFile: f.peerKey, PeerCAFile: f.peerCA, PeerServerName: f.peerServerName,
 		LookupEnv: os.LookupEnv,
+		Batch:     gateway.BatchConfig{MaxEntries: f.batchMaxEntries, Prefetch: f.batchPrefetch},
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
@@ -78,6 +82,20 @@ func (f serverFlags) nodeConfig(log *slog.Logger) (node.Config, error) {
 			return cfg, fmt.Errorf("--cache-size %q: want a size like 500GiB", f.cacheSize)
 		}
 		cfg.CacheSize = n
+	}
+	for _, sz := range []struct {
+		flag, value string
+		to          *int64
+	}{{"batch-max-bytes", f.batchMaxBytes, &cfg.Batch.MaxBytes}, {"batch-prefetch-bytes", f.batchPrefetchBytes, &cfg.Batch.PrefetchBytes},
+		{"batch-index-cache", f.batchIndexCache, &cfg.Batch.IndexCacheBytes}} {
+		if sz.value == "" {
+			continue
+		}
+		n, err := policies.ParseSize(sz.value)
+		if err != nil || n <= 0 {
+			return cfg, fmt.Errorf("--%s %q: want a size like 256MiB", sz.flag, sz.value)
+		}
+		*sz.to = n
 	}
 	if f.stagingSize != "" {
 		n, err := policies.ParseSize(f.stagingSize)
@@ -145,6 +163,11 @@ environment. See docs/server-config.md.`,
 	fl.DurationVar(&f.stagingWait, "staging-wait", 30*time.Second, "how long a write-back write waits for staging room before it gets 503 SlowDown")
 	fl.StringVar(&f.egressRetention, "egress-retention", "400d", "how long the egress ledger keeps its hourly rows, like 90d or 400d (0: for ever)")
 	fl.StringVar(&f.debugListen, "debug-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
+	fl.IntVar(&f.batchMaxEntries, "batch-max-entries", gateway.DefaultBatchMaxEntries, "most entries one batch GET (POST /_fedgate/v1/batch) may name; more get 400 BatchTooLarge")
+	fl.StringVar(&f.batchMaxBytes, "batch-max-bytes", "16GiB", "most entry bytes one batch GET sends; more get 400 BatchTooLarge (docs/training.md)")
+	fl.IntVar(&f.batchPrefetch, "batch-prefetch", gateway.DefaultBatchPrefetch, "entries a batch GET fetches ahead of the one it sends, in parallel (from the cache, peers or origins)")
+	fl.StringVar(&f.batchPrefetchBytes, "batch-prefetch-bytes", "256KiB", "bytes of each entry fetched ahead that a batch GET holds in memory (the rest streams when it is sent); a batch holds at most batch-prefetch x this")
+	fl.StringVar(&f.batchIndexCache, "batch-index-cache", "256MiB", "memory for the member indexes of tar/zip shards that batch GETs read members of (archpath)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long SIGTERM waits for in-flight requests")
 	fl.StringVar(&f.raftAddr, "raft-addr", "", "HOST:PORT of this node's Raft transport (TCP), the address peers dial; enables a multi-node region")
 	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "form a new region once this many nodes (this one included) have met through --join")

@@ -22,6 +22,7 @@ const (
 	CodeBucketAlreadyExists                     = "BucketAlreadyExists"
 	CodeBucketAlreadyOwnedByYou                 = "BucketAlreadyOwnedByYou"
 	CodeBucketNotEmpty                          = "BucketNotEmpty"
+	CodeBatchTooLarge                           = "BatchTooLarge"        // fedgate's own: a batch GET over --batch-max-entries or --batch-max-bytes
 	CodeEgressBudgetExceeded                    = "EgressBudgetExceeded" // fedgate's own: a policy budget refused the read
 	CodeInsufficientStorage                     = "InsufficientStorage"  // fedgate's own (MinIO: XMinioStorageFull): a device is full
 	CodeEntityTooLarge                          = "EntityTooLarge"
@@ -96,6 +97,7 @@ var table = map[string]row{
 	CodeBucketAlreadyExists:                     {http.StatusConflict, "The requested bucket name is not available. The bucket namespace is shared by all users of the system. Please select a different name and try again."},
 	CodeBucketAlreadyOwnedByYou:                 {http.StatusConflict, "Your previous request to create the named bucket succeeded and you already own it."},
 	CodeBucketNotEmpty:                          {http.StatusConflict, "The bucket you tried to delete is not empty"},
+	CodeBatchTooLarge:                           {http.StatusBadRequest, "The batch is larger than this server takes; split it."},
 	CodeEgressBudgetExceeded:                    {http.StatusForbidden, "The bucket's egress budget does not allow this read."},
 	CodeInsufficientStorage:                     {http.StatusInsufficientStorage, "A device the write needs is full; nothing was written. Free space or add capacity."},
 	CodeEntityTooLarge:                          {http.StatusBadRequest, "Your proposed upload exceeds the maximum allowed object size."},
