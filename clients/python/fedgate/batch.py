@@ -262,6 +262,18 @@ class BatchClient:
                     self._pid = pid
         return self._http
 
+    def close(self):
+        """Closes the connections kept for the next batches."""
+        http, self._http = self._http, None
+        if http is not None and self._pid == os.getpid():
+            http.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def _send(self, body):
         req = AWSRequest(method="POST", url=self.url, data=body,
                          headers={"Content-Type": "application/json"}, stream_output=True)
@@ -295,6 +307,7 @@ class BatchClient:
                           separators=(",", ":")).encode()
         resp = self._send(body)
         raw = resp.raw
+        done = False
         try:
             if resp.status_code != 200:
                 err = parse_error_xml(raw.read(), status=resp.status_code)
@@ -308,19 +321,39 @@ class BatchClient:
             if n is not None and int(n) != len(want):
                 raise BatchStreamError("the server answers %s entries for a batch of %d" % (n, len(want)), 0)
             yield from _read_stream(raw, want, continue_on_error)
-            try:
-                raw.read()  # the rest of the body, so the connection is reused
-            except Exception:
-                pass
+            # What follows the end of the archive (nothing, or padding), so
+            # that the connection goes back to the pool for the next batch.
+            raw.read()
+            done = True
         finally:
-            raw.close()
+            if done:
+                raw.release_conn()
+            else:
+                raw.close()  # an answer not read to its end: the connection goes
+
+
+class _Body:
+    """The answer's body for tarfile: read(n) returns what has arrived (at
+    least one byte, at most n) instead of waiting for n bytes, so an entry is
+    yielded as soon as its own bytes are in, not when the bytes after it
+    fill a buffer. urllib3's response waits for n; the http.client response
+    under it (urllib3 1.x and 2.x keep it as _fp) has read1."""
+
+    def __init__(self, raw):
+        self._raw = raw
+        self._read1 = getattr(getattr(raw, "_fp", None), "read1", None)
+
+    def read(self, n=-1):
+        if self._read1 is not None and n is not None and n > 0:
+            return self._read1(n)
+        return self._raw.read(n)
 
 
 def _read_stream(raw, want, continue_on_error):
     i = 0
     names = [entry_name(e) for e in want]
     try:
-        tf = tarfile.open(fileobj=raw, mode="r|", bufsize=_TAR_BUFSIZE)
+        tf = tarfile.open(fileobj=_Body(raw), mode="r|", bufsize=_TAR_BUFSIZE)
         while True:
             m = tf.next()
             if m is None:
