@@ -41,5 +41,11 @@ def batch_get(target, entries, *, continue_on_error=False, bucket=None, **client
     client_kwargs, e.g. session= or credentials=, go to BatchClient).
     Making a BatchClient once and reusing it keeps its connections.
     """
-    client = target if isinstance(target, BatchClient) else BatchClient(target, **client_kwargs)
-    return client.batch_get(entries, continue_on_error=continue_on_error, bucket=bucket)
+    if isinstance(target, BatchClient):
+        return target.batch_get(entries, continue_on_error=continue_on_error, bucket=bucket)
+    return _closing(BatchClient(target, **client_kwargs), entries, continue_on_error, bucket)
+
+
+def _closing(client, entries, continue_on_error, bucket):
+    with client:
+        yield from client.batch_get(entries, continue_on_error=continue_on_error, bucket=bucket)

@@ -233,6 +233,7 @@ class BatchClient:
         self._timeout = timeout
         self._max_pool = max_pool_connections
         self._http = None
+        self._inherited = None
         self._pid = None
         self._lock = threading.Lock()
 
@@ -241,6 +242,7 @@ class BatchClient:
         # credentials as a plain copy (a refreshing provider holds a lock).
         st = self.__dict__.copy()
         st["_http"] = None
+        st["_inherited"] = None
         st["_pid"] = None
         st["_lock"] = None
         c = self._credentials.get_frozen_credentials()
@@ -256,6 +258,11 @@ class BatchClient:
         if self._http is None or self._pid != pid:
             with self._lock:
                 if self._http is None or self._pid != pid:
+                    if self._http is not None:
+                        # Connections of the parent, inherited by a fork
+                        # (a DataLoader worker): never used here, and kept
+                        # referenced so that no clean-up here touches them.
+                        self._inherited = self._http
                     self._http = botocore.httpsession.URLLib3Session(
                         verify=self._verify, proxies=get_environ_proxies(self.url),
                         timeout=self._timeout, max_pool_connections=self._max_pool)

@@ -19,7 +19,7 @@ from .support import fedgate_env, new_bucket, s3_client, sha, tar_bytes
 class FedgateBatchTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.ep, cls.ak, cls.sk = fedgate_env(cls)
+        cls.ep, cls.ak, cls.sk = fedgate_env()
         cls.s3 = s3_client(cls.ep, cls.ak, cls.sk)
         cls.client = BatchClient(cls.s3)
         cls.addClassCleanup(cls.client.close)

@@ -205,7 +205,7 @@ class FedgateDataLoaderTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.ep, ak, sk = fedgate_env(cls)
+        cls.ep, ak, sk = fedgate_env()
         cls.s3 = s3_client(cls.ep, ak, sk)
         cls.bucket = new_bucket(cls.s3, "pyds")
         rnd = random.Random(11)
@@ -215,6 +215,7 @@ class FedgateDataLoaderTest(unittest.TestCase):
         cls.sums = {cls.bucket + "/" + k: sha(v) for k, v in blobs.items()}
         cls.keys = sorted(blobs)
         cls.client = BatchClient(cls.s3)
+        cls.addClassCleanup(cls.client.close)
 
     def dataset(self, keys=None, **kw):
         kw.setdefault("batch_size", 64)
