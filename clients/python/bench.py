@@ -10,7 +10,8 @@ samples, the same workers, warm cache, in alternating rounds.
 
 Each sample is read in a worker (its length checked) and its name and length
 go to the main process, so the numbers are the loading, not the IPC of the
-bytes (the same for both).
+bytes (the same for both). A third line is batch_get alone in this process,
+no DataLoader: what the client reads when nothing else is in the way.
 """
 
 import argparse
@@ -91,6 +92,19 @@ def run(ds, workers, n, total_bytes):
     return n / dt
 
 
+def run_batch_get(bc, keys, bucket, batch_size, total_bytes):
+    """The client alone: batch_get in this process, no DataLoader."""
+    t = time.perf_counter()
+    nbytes = 0
+    for i in range(0, len(keys), batch_size):
+        for _, data in bc.batch_get(keys[i:i + batch_size], bucket=bucket):
+            nbytes += len(data)
+    dt = time.perf_counter() - t
+    if nbytes != total_bytes:
+        sys.exit("batch_get read %d bytes, want %d" % (nbytes, total_bytes))
+    return len(keys) / dt
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = ap.add_mutually_exclusive_group(required=True)
@@ -126,12 +140,15 @@ def main():
               % (ep, a.samples, a.size, a.workers, a.batch_size, torch.__version__, os.cpu_count()))
         run(fg, a.workers, a.samples, total)  # warm-up: caches filled, both paths exercised once
         run(b3, a.workers, a.samples, total)
-        res = {"fedgate batch dataset": [], "boto3 get_object per sample": []}
+        res = {"fedgate batch dataset": [], "boto3 get_object per sample": [], "batch_get, 1 process": []}
+        bc = BatchClient(ep, credentials=(ak, sk))
         for r in range(a.rounds):
             fg.set_epoch(r + 1)
             b3.epoch = r + 1
             res["fedgate batch dataset"].append(run(fg, a.workers, a.samples, total))
             res["boto3 get_object per sample"].append(run(b3, a.workers, a.samples, total))
+            res["batch_get, 1 process"].append(run_batch_get(bc, keys, bucket, a.batch_size, total))
+        bc.close()
         for name, v in res.items():
             print("%-28s %8.0f samples/s  %7.1f MB/s  (rounds: %s)" % (
                 name, statistics.median(v), statistics.median(v) * a.size / 1e6, ", ".join("%.0f" % x for x in v)))
