@@ -6,7 +6,10 @@
 # staticcheck for `make lint` (scripts/deploytools.sh, docs/testing.md), and
 # Debian's Chromium for the console's headless-browser test
 # (e2e/console_test.go, docs/console.md), and Debian's s3cmd, rclone and
-# python3-boto3 for the tools-at-their-defaults test (scripts/test-tools.sh).
+# python3-boto3 for the tools-at-their-defaults test (scripts/test-tools.sh),
+# and python3-torch, python3-venv, python3-setuptools and python3-wheel for
+# the Python client's test (scripts/test-python-client.sh: pip builds the
+# package offline into a venv).
 # Idempotent: reruns skip what is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +24,10 @@ command -v chromium >/dev/null || missing+=(chromium)
 [ -x /usr/bin/s3cmd ] || missing+=(s3cmd)
 [ -x /usr/bin/rclone ] || missing+=(rclone)
 /usr/bin/python3 -c 'import boto3' 2>/dev/null || missing+=(python3-boto3)
+/usr/bin/python3 -c 'import torch' 2>/dev/null || missing+=(python3-torch)
+/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+/usr/bin/python3 -c 'import setuptools' 2>/dev/null || missing+=(python3-setuptools)
+/usr/bin/python3 -c 'import wheel' 2>/dev/null || missing+=(python3-wheel)
 if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
