@@ -214,7 +214,7 @@ func TestEgressLocalFileReads(t *testing.T) {
 	if lf, _ := b.LocalFiler(); lf == nil {
 		t.Fatal("a posix bucket has no local files")
 	}
-	sent, err := b.LocalRead(ctx, "train/x/obj")
+	sent, err := b.LocalRead(ctx, store.ObjectInfo{Key: "train/x/obj"})
 	if err != nil {
 		t.Fatal(err)
 	}
