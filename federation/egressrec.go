@@ -206,11 +206,11 @@ func (r *egressRecorder) take() []regionstate.EgressRow {
 // countingReader counts the bytes read through it into the recorder.
 type countingReader struct {
 	io.ReadCloser
-	rec           *egressRecorder
-	tag           egressTag
-	st            store.Store
-	dir           string
-	kind          int
+	rec  *egressRecorder
+	tag  egressTag
+	st   store.Store
+	dir  string
+	kind int
 	// reuse is 1 + the bucket of egress.Counts.Reuse of a client's read
 	// (the reader the client reads); 0: the bytes are no client's read.
 	reuse         int
