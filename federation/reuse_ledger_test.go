@@ -291,3 +291,69 @@ func TestEgressAdviseLearnsKeepFromLedger(t *testing.T) {
 		t.Errorf("reads never repeated: keep %+v (recommend %v); want 0, learned", *k, once.Recommend)
 	}
 }
+
+// A composite placement's read counts its reuse distance once, on the
+// placement's own row (at its location: its first member in read order),
+// while its members count the bytes; a placement whose first member is in
+// the region's location (rep, ec from gcp:us-central1) counts none.
+func TestEgressReuseOfComposites(t *testing.T) {
+	t0 := time.Date(2026, 11, 2, 8, 0, 0, 0, time.UTC)
+	clock := &testClock{t: t0}
+	ns := meterFixtureWith(t, nil, clock.now, 0, func(c *federation.Config) {
+		c.Policy.Buckets = append(c.Policy.Buckets, policies.Bucket{Name: "far",
+			Placement: policies.Placement{Kind: policies.PlacementReplicate, Stores: []string{"s3", "blob"}}})
+	})
+	const size = 8 << 10
+	data := bytes.Repeat([]byte("abcdefgh"), size/8)
+	for _, bucket := range []string{"far", "rep", "ec"} {
+		putGet(t, ns, bucket, "ds/x/obj", data) // the first read, at t0
+	}
+	clock.set(t0.Add(20 * time.Hour))
+	for _, bucket := range []string{"far", "rep", "ec"} {
+		readRange(t, ns, bucket, "ds/x/obj", 0, -1) // 20 h later: 16-32 h
+	}
+	ctx := context.Background()
+	if err := ns.FlushEgress(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ns.EgressLedger(ctx, t0, t0.Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reuse := map[string][]int64{}
+	var farBytes int64
+	for _, r := range rows {
+		if r.Direction != egress.Read {
+			continue
+		}
+		if r.Bucket == "far" && r.Reuse == nil {
+			farBytes += r.Bytes
+		}
+		if r.Reuse != nil {
+			k := fmt.Sprintf("%s %s %s +%dh %q", r.Bucket, r.Store, r.Src, r.Hour-egress.HourOf(t0), r.Prefix)
+			if reuse[k] != nil {
+				t.Fatalf("two rows %s", k)
+			}
+			reuse[k] = r.Reuse
+			if r.Bytes != 0 {
+				t.Errorf("%s: the placement's own row has %d bytes of egress", k, r.Bytes)
+			}
+		}
+	}
+	// Azure (0.087 USD/GB) is cheaper than AWS (0.09) from GCP: blob first.
+	want := map[string][]int64{
+		`far replicate(s3,blob) azure:eastus +0h "ds/x/"`:  reuseOf([2]int64{0, size}),
+		`far replicate(s3,blob) azure:eastus +20h "ds/x/"`: reuseOf([2]int64{6, size}),
+	}
+	if len(reuse) != len(want) {
+		t.Errorf("rows with reuse distances: %v, want %v", reuse, want)
+	}
+	for k, w := range want {
+		if !slices.Equal(reuse[k], w) {
+			t.Errorf("%s: %v, want %v", k, reuse[k], w)
+		}
+	}
+	if farBytes != 2*size {
+		t.Errorf("far: its members read %d bytes, want %d", farBytes, 2*size)
+	}
+}
