@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/egress"
@@ -355,5 +357,26 @@ func TestEgressReuseOfComposites(t *testing.T) {
 	}
 	if farBytes != 2*size {
 		t.Errorf("far: its members read %d bytes, want %d", farBytes, 2*size)
+	}
+	// The node exports its tracker: one object remembered (far's; rep's
+	// and ec's reads are at home), none forgotten.
+	reg := prometheus.NewRegistry()
+	if err := ns.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			got[mf.GetName()] += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	for name, want := range map[string]float64{"fedgate_egress_reuse_objects": 1, "fedgate_egress_reuse_evictions_total": 0, "fedgate_egress_reuse_horizon_seconds": 0} {
+		if v, ok := got[name]; !ok || v != want {
+			t.Errorf("%s = %v (exported %v), want %v", name, v, ok, want)
+		}
 	}
 }
