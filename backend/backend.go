@@ -108,10 +108,11 @@ type Bucket interface {
 	// LocalFiler returns the store's local-file ability and the key prefix
 	// to apply, or nil when the bucket must not be read from local files.
 	LocalFiler() (store.LocalFiler, string)
-	// LocalRead accounts for a read served from LocalFiler's file: it
-	// refuses it (ErrEgressBudget) or returns the function that counts the
-	// bytes sent.
-	LocalRead(ctx context.Context, key string) (sent func(n int64), err error)
+	// LocalRead accounts for a read served from LocalFiler's file of the
+	// object version info describes (info.Key the bucket's key): it refuses
+	// it (ErrEgressBudget) or returns the function that counts the bytes
+	// sent.
+	LocalRead(ctx context.Context, info store.ObjectInfo) (sent func(n int64), err error)
 
 	// CreateUpload starts a multipart upload of key.
 	CreateUpload(ctx context.Context, u User, key string, meta store.Metadata, checksumAlg string) (Upload, error)

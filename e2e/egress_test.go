@@ -130,6 +130,12 @@ func TestEgressReportTwoRegions(t *testing.T) {
 			Estimated                bool  `json:"copy_bytes_estimated"`
 			BytesRead                int64 `json:"bytes_read"`
 			Recommend                bool
+			Demand                   int64 `json:"demand_bytes"`
+			Keep                     *struct {
+				Hours   *float64 `json:"hours"`
+				Learned bool     `json:"learned"`
+				Scope   string   `json:"scope"`
+			} `json:"keep"`
 		} `json:"advice"`
 	}
 	mustOK(t, json.Unmarshal([]byte(out), &adv))
@@ -139,6 +145,12 @@ func TestEgressReportTwoRegions(t *testing.T) {
 	if a := adv.Advice[0]; a.Bucket != "ds-gcs" || a.Prefix != "train/a/" || a.From != "gcp:us-central1" || a.To != "aws:us-east-1" ||
 		a.BytesRead != 30*mb || a.CopyBytes != 30*mb || a.Estimated || !a.Recommend {
 		t.Fatalf("advice: %+v\n%s", a, out)
+	}
+	// The ledger has reuse distances of both reads (the first, and the
+	// re-read the cache served): with less than a day of history the
+	// advice keeps copies for the break-even time, by default.
+	if a := adv.Advice[0]; a.Demand != 60*mb || a.Keep == nil || a.Keep.Learned || a.Keep.Scope != "default" || a.Keep.Hours == nil || *a.Keep.Hours <= 0 {
+		t.Fatalf("advice's keep time from the live ledger: %+v\n%s", a, out)
 	}
 
 	// The ledger survives a restart; other formats render.

@@ -54,7 +54,7 @@ func (n *Namespace) fetcher(t egressTag, st store.Store, key string, v store.Val
 		if err != nil {
 			return nil, err
 		}
-		return n.countRead(rc, t, st), nil
+		return n.countRead(rc, t, st, noReuse), nil
 	}
 }
 

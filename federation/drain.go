@@ -79,6 +79,9 @@ func (n *Namespace) RegisterMetrics(reg prometheus.Registerer) error {
 	if n.egress != nil {
 		cs = append(cs, n.egress.bytesTotal, n.egress.servedTotal, n.budget.used)
 	}
+	if n.reuse != nil {
+		cs = append(cs, n.reuse.collectors()...)
+	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return err

@@ -28,7 +28,7 @@ func meterFixture(t *testing.T) *federation.Namespace {
 
 // meterFixtureWith is meterFixture with egress settings and a clock; adjust
 // changes the namespace's Config further.
-func meterFixtureWith(t *testing.T, eg *policies.Egress, now func() time.Time, retention time.Duration, adjust ...func(*federation.Config)) *federation.Namespace {
+func meterFixtureWith(t testing.TB, eg *policies.Egress, now func() time.Time, retention time.Duration, adjust ...func(*federation.Config)) *federation.Namespace {
 	t.Helper()
 	node := openState(t)
 	stores := map[string]store.Store{}
@@ -214,7 +214,7 @@ func TestEgressLocalFileReads(t *testing.T) {
 	if lf, _ := b.LocalFiler(); lf == nil {
 		t.Fatal("a posix bucket has no local files")
 	}
-	sent, err := b.LocalRead(ctx, "train/x/obj")
+	sent, err := b.LocalRead(ctx, store.ObjectInfo{Key: "train/x/obj"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package federation
 import (
 	"context"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -10,15 +12,18 @@ import (
 
 	"github.com/fedgate/fedgate/federation/egress"
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
 )
 
 // Egress accounting: every byte read from or written to a store is counted
 // by (hour, store location -> region location, bucket, store, direction),
 // and every byte served to a client through the cache by the same key
-// (served - read = egress the cache avoided). Counts are kept in memory and
-// added to the Raft ledger every egressFlush, so they survive restarts and
-// sum over the region's nodes.
+// (served - read = egress the cache avoided). The bytes of each client read
+// of an object from another location than the region's are also counted by
+// reuse distance (reuse.go) on the row of the key's prefix. Counts are kept
+// in memory and added to the Raft ledger every egressFlush, so they survive
+// restarts and sum over the region's nodes.
 
 const egressFlush = 15 * time.Second
 
@@ -32,7 +37,16 @@ type egressKey struct {
 	prefix    string
 }
 
-type egressCounts struct{ bytes, served, logical int64 }
+type egressCounts struct {
+	bytes, served, logical int64
+	// reuse splits the bytes of clients' reads by reuse distance
+	// (egress.Counts.Reuse); all zero when none were counted.
+	reuse [egress.ReuseBuckets]int64
+}
+
+// noReuse: the bytes are not a client's read of an object from another
+// location (a cache fill, a member's share of a composite read, a write).
+const noReuse = -1
 
 type egressRecorder struct {
 	region string // this region's location, "cloud:region"
@@ -97,6 +111,14 @@ const (
 )
 
 func (r *egressRecorder) add(t egressTag, st store.Store, dir string, kind int, n int64) {
+	r.count(t, st, dir, kind, n, noReuse)
+}
+
+// count adds n bytes of kind; reuse is the bucket of egress.Counts.Reuse
+// the bytes also count under when they are a client's read (noReuse:
+// not), on the row of the key's prefix, when the store is in another
+// location than the region.
+func (r *egressRecorder) count(t egressTag, st store.Store, dir string, kind int, n int64, reuse int) {
 	if r == nil || st == nil || n == 0 {
 		return
 	}
@@ -113,11 +135,25 @@ func (r *egressRecorder) add(t egressTag, st store.Store, dir string, kind int, 
 	}
 	r.mu.Lock()
 	k.region = r.region
-	if dir == "read" && kind == countBytes && k.storeLoc != r.region {
+	crossing := dir == "read" && k.storeLoc != r.region
+	if crossing && kind == countBytes {
 		// Only bytes that crossed a location boundary are split by prefix:
 		// advice weighs nothing else, and the ledger stays small (served
 		// and logical bytes are summed over prefixes anyway).
 		k.prefix = r.trackLocked(hour, t.bucket, egress.AdvisePrefix(t.key))
+	}
+	if crossing && reuse >= 0 && reuse < egress.ReuseBuckets {
+		if kind == countBytes {
+			c.reuse[reuse] = n
+		} else {
+			// Served and logical bytes stay on the "" row; the read's
+			// reuse goes with its prefix, as the bytes it moved do.
+			pk := k
+			pk.prefix = r.trackLocked(hour, t.bucket, egress.AdvisePrefix(t.key))
+			var rc egressCounts
+			rc.reuse[reuse] = n
+			r.bumpLocked(pk, rc)
+		}
 	}
 	r.bumpLocked(k, c)
 	r.mu.Unlock()
@@ -154,6 +190,9 @@ func (r *egressRecorder) take() []regionstate.EgressRow {
 	for k, c := range m {
 		row := regionstate.EgressRow{Hour: k.hour, Bucket: k.bucket, Store: k.store, Direction: k.direction, Prefix: k.prefix,
 			Bytes: c.bytes, Served: c.served, Logical: c.logical}
+		if c.reuse != ([egress.ReuseBuckets]int64{}) {
+			row.Reuse = slices.Clone(c.reuse[:])
+		}
 		if k.direction == "read" {
 			row.Src, row.Dst = k.storeLoc, k.region
 		} else {
@@ -167,11 +206,14 @@ func (r *egressRecorder) take() []regionstate.EgressRow {
 // countingReader counts the bytes read through it into the recorder.
 type countingReader struct {
 	io.ReadCloser
-	rec           *egressRecorder
-	tag           egressTag
-	st            store.Store
-	dir           string
-	kind          int
+	rec  *egressRecorder
+	tag  egressTag
+	st   store.Store
+	dir  string
+	kind int
+	// reuse is 1 + the bucket of egress.Counts.Reuse of a client's read
+	// (the reader the client reads); 0: the bytes are no client's read.
+	reuse         int
 	pending, done int64
 }
 
@@ -188,7 +230,7 @@ func (c *countingReader) flush() {
 	if c.pending == 0 {
 		return
 	}
-	c.rec.add(c.tag, c.st, c.dir, c.kind, c.pending)
+	c.rec.count(c.tag, c.st, c.dir, c.kind, c.pending, c.reuse-1)
 	c.done += c.pending
 	c.pending = 0
 }
@@ -200,8 +242,10 @@ func (c *countingReader) Close() error {
 
 // countRead wraps a reader of bytes coming from st for t's object. A
 // composite placement's bytes are counted by its members (meteredStore):
-// here they count only as read through it.
-func (n *Namespace) countRead(rc io.ReadCloser, t egressTag, st store.Store) io.ReadCloser {
+// here they count only as read through it. reuse is the read's bucket of
+// egress.Counts.Reuse when the reader is what a client reads (readReuse),
+// else noReuse (a cache fill).
+func (n *Namespace) countRead(rc io.ReadCloser, t egressTag, st store.Store, reuse int) io.ReadCloser {
 	if n.egress == nil {
 		return rc
 	}
@@ -209,15 +253,37 @@ func (n *Namespace) countRead(rc io.ReadCloser, t egressTag, st store.Store) io.
 	if isComposite(st) {
 		kind = countLogical
 	}
-	return &countingReader{ReadCloser: rc, rec: n.egress, tag: t, st: st, dir: "read", kind: kind}
+	return &countingReader{ReadCloser: rc, rec: n.egress, tag: t, st: st, dir: "read", kind: kind, reuse: reuse + 1}
 }
 
-// countServed wraps a reader of bytes served to a client through the cache.
-func (n *Namespace) countServed(rc io.ReadCloser, t egressTag, st store.Store) io.ReadCloser {
+// countServed wraps a reader of bytes served to a client through the
+// cache; reuse is the read's bucket of egress.Counts.Reuse (readReuse).
+func (n *Namespace) countServed(rc io.ReadCloser, t egressTag, st store.Store, reuse int) io.ReadCloser {
 	if n.egress == nil {
 		return rc
 	}
-	return &countingReader{ReadCloser: rc, rec: n.egress, tag: t, st: st, dir: "read", kind: countServed}
+	return &countingReader{ReadCloser: rc, rec: n.egress, tag: t, st: st, dir: "read", kind: countServed, reuse: reuse + 1}
+}
+
+// readReuse records a client's read (one open) of the object version info
+// names in bucket, from st, in the reuse tracker and returns its bucket of
+// egress.Counts.Reuse; noReuse when nothing is tracked: accounting or the
+// tracker is off, or st is in the region's own location (such reads cost
+// nothing to repeat, and advice ignores them).
+func (n *Namespace) readReuse(bucket string, info store.ObjectInfo, st store.Store) int {
+	if n.egress == nil || n.reuse == nil || sameLocation(st.Location(), n.egress.location()) {
+		return noReuse
+	}
+	return n.reuse.read(bucket, info.Key, info.Validator, n.now())
+}
+
+// sameLocation reports whether l is written s ("cloud:region"), without
+// building l's string.
+func sameLocation(l policies.Location, s string) bool {
+	if l.Region == "" {
+		return s == l.Cloud
+	}
+	return len(s) == len(l.Cloud)+1+len(l.Region) && strings.HasPrefix(s, l.Cloud) && s[len(l.Cloud)] == ':' && strings.HasSuffix(s, l.Region)
 }
 
 // countWrite records bytes written to st for bucket (a composite
@@ -291,8 +357,9 @@ func (n *Namespace) flushEgress(ctx context.Context) error {
 			if r.Direction == "write" {
 				loc = r.Dst
 			}
-			n.egress.bump(egressKey{hour: r.Hour, store: r.Store, storeLoc: loc, bucket: r.Bucket, direction: r.Direction, prefix: r.Prefix},
-				egressCounts{r.Bytes, r.Served, r.Logical})
+			c := egressCounts{bytes: r.Bytes, served: r.Served, logical: r.Logical}
+			copy(c.reuse[:], r.Reuse)
+			n.egress.bump(egressKey{hour: r.Hour, store: r.Store, storeLoc: loc, bucket: r.Bucket, direction: r.Direction, prefix: r.Prefix}, c)
 		}
 		n.log.Warn("egress counts not recorded yet; retrying", "error", err)
 		return err
@@ -316,12 +383,16 @@ func (r *egressRecorder) bumpLocked(k egressKey, add egressCounts) {
 	c.bytes += add.bytes
 	c.served += add.served
 	c.logical += add.logical
+	for i, v := range add.reuse {
+		c.reuse[i] += v
+	}
 }
 
 // EgressLedger returns the region's ledger for [since, until) after adding
 // this node's latest counts (other nodes add theirs every egressFlush).
 // Read rows carry the bytes the cache served beyond what was read from the
-// store as AvoidedBytes.
+// store as AvoidedBytes, and the reuse distances of clients' reads of
+// objects from other locations (on their prefix's row) as Reuse.
 func (n *Namespace) EgressLedger(ctx context.Context, since, until time.Time) ([]egress.Row, error) {
 	_ = n.flushEgress(ctx)
 	if err := n.readBarrier(ctx); err != nil {
@@ -346,9 +417,18 @@ func (n *Namespace) EgressLedger(ctx context.Context, since, until time.Time) ([
 			}
 			t.bytes, t.served, t.logical = t.bytes+r.Bytes, t.served+r.Served, t.logical+r.Logical
 		}
-		if r.Bytes > 0 {
+		if r.Bytes > 0 || len(r.Reuse) > 0 {
 			k.Prefix = r.Prefix
-			out = append(out, egress.Row{Key: k, Counts: egress.Counts{Bytes: r.Bytes}})
+			c := egress.Counts{Bytes: r.Bytes}
+			if len(r.Reuse) > 0 {
+				c.Reuse = make([]int64, egress.ReuseBuckets)
+				for i, n := range r.Reuse {
+					// Buckets beyond this version's (a newer node's) are
+					// longer distances: they count in the last.
+					c.Reuse[min(i, egress.ReuseBuckets-1)] += n
+				}
+			}
+			out = append(out, egress.Row{Key: k, Counts: c})
 		}
 	}
 	for k, t := range all {

@@ -43,7 +43,7 @@ func (noPeers) ReadChunk(context.Context, string, cachetier.ChunkKey, int64, int
 
 // openState opens a one-node region state in a temporary directory,
 // closed when the test ends.
-func openState(t *testing.T) *regionstate.Node {
+func openState(t testing.TB) *regionstate.Node {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -80,6 +80,10 @@ type Config struct {
 	// EgressRetention is how long egress ledger rows are kept (0: for
 	// ever); older hours are pruned about once an hour.
 	EgressRetention time.Duration
+	// ReuseObjects is how many objects' last reads this node remembers to
+	// count reuse distances (reuse.go; 16 bytes each): 0 means
+	// DefaultReuseObjects, negative turns reuse distances off.
+	ReuseObjects int
 	// BudgetRefresh bounds how stale the egress budget statuses a read
 	// sees may be: they are re-evaluated at most this often (default
 	// DefaultBudgetRefresh, 5 s).
@@ -130,6 +134,7 @@ type Namespace struct {
 
 	region    Region
 	egress    *egressRecorder // nil: accounting off
+	reuse     *reuseTracker   // nil: no reuse distances
 	budget    *budgets
 	retention time.Duration // of the egress ledger; 0: for ever
 	budgetTTL time.Duration // Config.BudgetRefresh
@@ -207,6 +212,10 @@ func New(cfg Config) (*Namespace, error) {
 		// Before the view: placements rank their members from the region's
 		// location and meter them.
 		n.egress = newEgressRecorder(cfg.RegionLocation, cfg.Now)
+		if cfg.ReuseObjects == 0 {
+			cfg.ReuseObjects = DefaultReuseObjects
+		}
+		n.reuse = newReuseTracker(cfg.ReuseObjects)
 		n.retention = cfg.EgressRetention
 		n.budgetTTL = cfg.BudgetRefresh
 		n.budget = newBudgets()
@@ -532,16 +541,18 @@ func (b *Bucket) LocalFiler() (store.LocalFiler, string) {
 }
 
 // LocalRead accounts for a read the caller serves straight from the
-// store's local file (LocalFiler): it refuses it, like any read from the
-// store, when a spent block-cold-reads budget covers it, and returns the
-// function that counts the bytes sent (a posix store may be priced: an
-// on-prem NAS read by a cloud region).
-func (b *Bucket) LocalRead(ctx context.Context, key string) (sent func(n int64), err error) {
+// store's local file (LocalFiler) of the object version info describes
+// (its Key the bucket's key): it refuses it, like any read from the store,
+// when a spent block-cold-reads budget covers it, and returns the function
+// that counts the bytes sent (a posix store may be priced: an on-prem NAS
+// read by a cloud region), under the read's reuse distance.
+func (b *Bucket) LocalRead(ctx context.Context, info store.ObjectInfo) (sent func(n int64), err error) {
 	if err := b.ns.checkColdRead(ctx, b.Name, b.store); err != nil {
 		return nil, err
 	}
+	reuse := b.ns.readReuse(b.Name, info, b.store)
 	return func(n int64) {
-		b.ns.egress.add(egressTag{bucket: b.Name, key: key}, b.store, "read", countBytes, n)
+		b.ns.egress.count(egressTag{bucket: b.Name, key: info.Key}, b.store, "read", countBytes, n, reuse)
 	}, nil
 }
 

@@ -280,7 +280,8 @@ func (b *Bucket) invalidate(key string) {
 
 // Open streams [off, off+n) of the object version info describes: through
 // the chunk cache for buckets that use it, else straight from the store;
-// either way store failures are retried within a budget.
+// either way store failures are retried within a budget. Each Open is one
+// read of the object for its reuse distance (readReuse).
 func (b *Bucket) Open(ctx context.Context, info store.ObjectInfo, off, n int64) (io.ReadCloser, error) {
 	if strings.HasPrefix(string(info.Validator), stagedPrefix) {
 		return b.openStaged(ctx, info, off, n)
@@ -300,7 +301,7 @@ func (b *Bucket) Open(ctx context.Context, info store.ObjectInfo, off, n int64) 
 		if err != nil {
 			return nil, err
 		}
-		return b.ns.countRead(rc, tag, b.store), nil
+		return b.ns.countRead(rc, tag, b.store, b.ns.readReuse(b.Name, info, b.store)), nil
 	}
 	id := cachetier.ObjectID{Store: b.store.Name(), Key: skey, Validator: info.Validator, Size: info.Size}
 	rc, err := b.ns.cache.NewReader(ctx, id, b.ns.fetcher(tag, b.store, skey, info.Validator), off, n, cachetier.ReadOptions{
@@ -308,5 +309,5 @@ func (b *Bucket) Open(ctx context.Context, info store.ObjectInfo, off, n int64) 
 	if err != nil {
 		return nil, err
 	}
-	return b.ns.countServed(rc, tag, b.store), nil
+	return b.ns.countServed(rc, tag, b.store, b.ns.readReuse(b.Name, info, b.store)), nil
 }

@@ -282,7 +282,7 @@ func (s *Server) serveObject(q *request, withBody bool) error {
 		defer f.Close()
 		info.Key = q.key
 		return s.sendObject(q, info, withBody, func(start, n int64) (io.Reader, func(), error) {
-			sent, err := b.LocalRead(ctx, q.key)
+			sent, err := b.LocalRead(ctx, info)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -73,6 +73,11 @@ type Config struct {
 	// EgressBudgetRefresh bounds how stale the budget statuses a cold read
 	// is checked against may be (default federation.DefaultBudgetRefresh).
 	EgressBudgetRefresh time.Duration
+	// EgressReuseObjects is how many objects' last reads the node
+	// remembers to count reuse distances in the egress ledger (16 bytes
+	// each; DefaultConfig: federation.DefaultReuseObjects); 0 records
+	// none.
+	EgressReuseObjects int
 	// LifecycleEvery is the time between the region leader's lifecycle
 	// passes (default federation.DefaultLifecycleEvery); LifecycleRate
 	// bounds their deletions and aborts per second (0: the default,
@@ -136,6 +141,7 @@ func DefaultConfig() Config {
 		StagingWait:           30 * time.Second,
 		EgressRetention:       400 * 24 * time.Hour,
 		EgressBudgetRefresh:   federation.DefaultBudgetRefresh,
+		EgressReuseObjects:    federation.DefaultReuseObjects,
 		LifecycleEvery:        federation.DefaultLifecycleEvery,
 		LifecycleRate:         federation.DefaultLifecycleRate,
 		RaftSnapshotThreshold: 8192,
@@ -143,6 +149,10 @@ func DefaultConfig() Config {
 		ShutdownTimeout:       60 * time.Second,
 	}
 }
+
+// MaxEgressReuseObjects bounds Config.EgressReuseObjects (16 GiB of
+// memory): a larger number is taken for a typo.
+const MaxEgressReuseObjects = 1 << 30
 
 // SharedStoreMsg is the refusal of a multi-node region on the embedded,
 // node-local default store.
@@ -178,6 +188,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--write-back-copies %d: want at least 1", c.WriteBackCopies)
 	case c.EgressRetention < 0:
 		return errors.New("--egress-retention: want a duration like 90d, or 0")
+	case c.EgressReuseObjects < 0 || c.EgressReuseObjects > MaxEgressReuseObjects:
+		return fmt.Errorf("--egress-reuse-objects %d: want 0 (off) to %d", c.EgressReuseObjects, MaxEgressReuseObjects)
 	case c.EgressBudgetRefresh < 0:
 		return errors.New("--egress-budget-refresh: want a positive duration like 5s")
 	case c.LifecycleEvery < 0:

@@ -290,6 +290,7 @@ func (n *Node) open(ctx context.Context) error {
 		Region:          cl,
 		RegionLocation:  regionLocation(pol, cfg.Region),
 		EgressRetention: cfg.EgressRetention,
+		ReuseObjects:    reuseObjects(cfg.EgressReuseObjects),
 		BudgetRefresh:   cfg.EgressBudgetRefresh,
 		Lifecycle:       federation.LifecycleConfig{Every: cfg.LifecycleEvery, Rate: cfg.LifecycleRate, IsLeader: rn.IsLeader},
 		WriteBack: federation.WriteBackConfig{Staging: n.stage, Copies: cfg.WriteBackCopies, Wait: cfg.StagingWait,
@@ -708,4 +709,13 @@ func listenInternal(cfg *Config, tlsCfg *tls.Config) (net.Listener, error) {
 		ln = tls.NewListener(ln, tlsCfg)
 	}
 	return ln, nil
+}
+
+// reuseObjects is federation.Config.ReuseObjects for
+// Config.EgressReuseObjects, where 0 means off.
+func reuseObjects(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

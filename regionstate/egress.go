@@ -31,7 +31,19 @@ type EgressRow struct {
 	// (the egress itself is in its member stores' rows): Served - Bytes -
 	// Logical is what the cache avoided.
 	Logical int64 `json:",omitempty"`
+	// Reuse splits the bytes a node's clients read (reads from another
+	// location than the region's; on the prefix's row) by how long before
+	// the same node had last read the same object: index 0 first reads,
+	// then distance buckets (the gateway's egress.ReuseBucket). Summed
+	// element by element; nil on rows no node recorded them for (rows of
+	// nodes older than the field, writes, reads in the region's location).
+	// The slice is never changed in place once in the ledger: rows returned
+	// by State.Egress may share it, read-only.
+	Reuse []int64 `json:",omitempty"`
 }
+
+// MaxEgressReuse bounds the length of EgressRow.Reuse.
+const MaxEgressReuse = 64
 
 func (r EgressRow) key() string {
 	parts := []string{strconv.FormatInt(r.Hour, 10), r.Src, r.Dst, r.Bucket, r.Store, r.Direction}
@@ -61,6 +73,14 @@ func (c *AddEgress) apply(b *batch) error {
 			r.Direction != "read" && r.Direction != "write" {
 			return invalid("egress row %+v: needs an hour, locations, a store, a direction (read or write) and counts >= 0", r)
 		}
+		if len(r.Reuse) > MaxEgressReuse {
+			return invalid("egress row %+v: %d reuse buckets, at most %d", r, len(r.Reuse), MaxEgressReuse)
+		}
+		for _, n := range r.Reuse {
+			if n < 0 {
+				return invalid("egress row %+v: reuse counts must be >= 0", r)
+			}
+		}
 	}
 	t := b.cat.egress
 	t.mu.Lock()
@@ -70,15 +90,30 @@ func (c *AddEgress) apply(b *batch) error {
 		cur := t.m[k]
 		if cur.Hour == 0 {
 			cur = r
-			cur.Bytes, cur.Served, cur.Logical = 0, 0, 0
+			cur.Bytes, cur.Served, cur.Logical, cur.Reuse = 0, 0, 0, nil
 		}
 		cur.Bytes += r.Bytes
 		cur.Served += r.Served
 		cur.Logical += r.Logical
+		cur.Reuse = addReuse(cur.Reuse, r.Reuse)
 		t.m[k] = cur
 		b.put(tEgress, k, mustJSON(cur))
 	}
 	return nil
+}
+
+// addReuse returns the element-wise sum of cur and add in a new slice (cur
+// may be shared with snapshots and readers), or cur when add is empty.
+func addReuse(cur, add []int64) []int64 {
+	if len(add) == 0 {
+		return cur
+	}
+	out := make([]int64, max(len(cur), len(add)))
+	copy(out, cur)
+	for i, n := range add {
+		out[i] += n
+	}
+	return out
 }
 
 // PruneEgress removes the ledger rows of hours before BeforeHour (the

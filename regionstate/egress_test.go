@@ -1,6 +1,11 @@
 package regionstate
 
-import "testing"
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"testing"
+)
 
 func TestAddEgressSums(t *testing.T) {
 	n := openNode(t, testConfig(t, t.TempDir()))
@@ -61,5 +66,95 @@ func TestPruneEgress(t *testing.T) {
 	n = openNode(t, testConfig(t, dir))
 	if got := n.State().Egress(0, 1000); len(got) != 5 {
 		t.Fatalf("after a restart: %d rows, want 5", len(got))
+	}
+}
+
+// Reuse distances sum element by element (lengths may differ), stay apart
+// from rows without them, survive a restart and a snapshot, and are never
+// changed in place under a reader.
+func TestAddEgressReuse(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, testConfig(t, dir))
+	row := EgressRow{Hour: 10, Src: "aws:us-east-1", Dst: "gcp:us-central1", Bucket: "b", Store: "s3", Direction: "read", Prefix: "train/a/"}
+	a, b, c := row, row, row
+	a.Bytes, a.Reuse = 100, []int64{100, 0, 0}
+	b.Bytes, b.Reuse = 30, []int64{10, 0, 20}
+	c.Bytes = 5 // an old node's row: no reuse
+	apply(t, n, AddEgress{Rows: []EgressRow{a}})
+	before := n.State().Egress(10, 11)
+	apply(t, n, AddEgress{Rows: []EgressRow{b, c}})
+	got := n.State().Egress(10, 11)
+	if len(got) != 1 || got[0].Bytes != 135 || !slices.Equal(got[0].Reuse, []int64{110, 0, 20}) {
+		t.Fatalf("Egress = %+v; want 135 bytes, reuse [110 0 20]", got)
+	}
+	if !slices.Equal(before[0].Reuse, []int64{100, 0, 0}) || !slices.Equal(a.Reuse, []int64{100, 0, 0}) {
+		t.Fatalf("a later AddEgress changed a row read before (%v) or the command's own slice (%v)", before[0].Reuse, a.Reuse)
+	}
+	d := row
+	d.Reuse = []int64{0, 0, 0, 0, 1} // longer: the sum grows
+	apply(t, n, AddEgress{Rows: []EgressRow{d}})
+	if got := n.State().Egress(10, 11); !slices.Equal(got[0].Reuse, []int64{110, 0, 20, 0, 1}) {
+		t.Fatalf("a longer reuse: %+v", got[0])
+	}
+	plain := row
+	plain.Prefix, plain.Bytes = "", 7
+	apply(t, n, AddEgress{Rows: []EgressRow{plain}})
+	if got := n.State().Egress(10, 11); got[0].Prefix != "" || got[0].Reuse != nil {
+		t.Fatalf("a row without reuse distances: %+v", got[0])
+	}
+
+	neg := row
+	neg.Reuse = []int64{1, -1}
+	wantErr(t, n, AddEgress{Rows: []EgressRow{neg}}, ErrInvalid)
+	long := row
+	long.Reuse = make([]int64, MaxEgressReuse+1)
+	wantErr(t, n, AddEgress{Rows: []EgressRow{long}}, ErrInvalid)
+
+	// The FSM's file keeps them.
+	n.Close()
+	n = openNode(t, testConfig(t, dir))
+	got = n.State().Egress(10, 11)
+	if len(got) != 2 || !slices.Equal(got[1].Reuse, []int64{110, 0, 20, 0, 1}) {
+		t.Fatalf("after a restart: %+v", got)
+	}
+}
+
+// Ledger records and commands written before EgressRow had Reuse decode
+// with none, and a row with Reuse decodes on a node that does not know
+// the field (encoding/json ignores unknown fields): rolling upgrades
+// either way.
+func TestEgressReuseCompatible(t *testing.T) {
+	old := []byte(`{"Hour":10,"Src":"aws:us-east-1","Dst":"gcp:us-central1","Bucket":"b","Store":"s3","Direction":"read","Bytes":4,"Served":2}`)
+	var r EgressRow
+	if err := json.Unmarshal(old, &r); err != nil || r.Reuse != nil || r.Bytes != 4 {
+		t.Fatalf("an old row: %+v, %v", r, err)
+	}
+	c := newCatalog()
+	if err := c.loadEgress([]byte(r.key()), old); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.egress.m[r.key()]; got.Served != 2 || got.Reuse != nil {
+		t.Fatalf("an old snapshot record: %+v", got)
+	}
+	r.Reuse = []int64{1, 2}
+	data, err := Encode(AddEgress{Rows: []EgressRow{r}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a node built before the field decodes the command into.
+	var before struct {
+		Rows []struct {
+			Hour                               int64
+			Src, Dst, Bucket, Store, Direction string
+			Prefix                             string `json:",omitempty"`
+			Bytes                              int64
+			Served, Logical                    int64 `json:",omitempty"`
+		}
+	}
+	if err := json.Unmarshal(data[1:], &before); err != nil || len(before.Rows) != 1 || before.Rows[0].Bytes != 4 {
+		t.Fatalf("an old node's decoding: %+v, %v", before, err)
+	}
+	if bytes.Contains(mustJSON(EgressRow{Hour: 1, Bytes: 1}), []byte("Reuse")) {
+		t.Fatal("a row without reuse distances writes a Reuse field")
 	}
 }

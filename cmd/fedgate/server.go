@@ -33,6 +33,7 @@ type serverFlags struct {
 	stagingWait, budgetRefresh, lifecycleEvery          time.Duration
 	lifecycleRate                                       int
 	egressRetention                                     string
+	egressReuseObjects                                  int
 	raftSnapshotThreshold, raftTrailingLogs             uint64
 	internalAddr                                        string
 	shutdownTimeout                                     time.Duration
@@ -64,8 +65,9 @@ func (f serverFlags) nodeConfig(log *slog.Logger) (node.Config, error) {
 		DebugListen: f.debugListen, ShutdownTimeout: f.shutdownTimeout, RaftAddr: f.raftAddr, InternalAddr: f.internalAddr,
 		BootstrapExpect: f.bootstrapExpect, Join: f.join, Bootstrap: f.bootstrap,
 		PeerCertFile: f.peerCert, PeerKeyFile: f.peerKey, PeerCAFile: f.peerCA, PeerServerName: f.peerServerName,
-		LookupEnv: os.LookupEnv,
-		Batch:     gateway.BatchConfig{MaxEntries: f.batchMaxEntries, Prefetch: f.batchPrefetch},
+		EgressReuseObjects: f.egressReuseObjects,
+		LookupEnv:          os.LookupEnv,
+		Batch:              gateway.BatchConfig{MaxEntries: f.batchMaxEntries, Prefetch: f.batchPrefetch},
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
@@ -162,6 +164,7 @@ environment. See docs/server-config.md.`,
 	fl.DurationVar(&f.budgetRefresh, "egress-budget-refresh", federation.DefaultBudgetRefresh, "how often a node re-adds the month's egress cost to check budgets (cold reads see a spent budget at most this late)")
 	fl.DurationVar(&f.stagingWait, "staging-wait", 30*time.Second, "how long a write-back write waits for staging room before it gets 503 SlowDown")
 	fl.StringVar(&f.egressRetention, "egress-retention", "400d", "how long the egress ledger keeps its hourly rows, like 90d or 400d (0: for ever)")
+	fl.IntVar(&f.egressReuseObjects, "egress-reuse-objects", federation.DefaultReuseObjects, "objects whose last read the node remembers, to record reuse distances in the egress ledger for advice (16 bytes each; 0: off)")
 	fl.StringVar(&f.debugListen, "debug-listen", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
 	fl.IntVar(&f.batchMaxEntries, "batch-max-entries", gateway.DefaultBatchMaxEntries, "most entries one batch GET (POST /_fedgate/v1/batch) may name; more get 400 BatchTooLarge")
 	fl.StringVar(&f.batchMaxBytes, "batch-max-bytes", "16GiB", "most entry bytes one batch GET sends; more get 400 BatchTooLarge (docs/training.md)")

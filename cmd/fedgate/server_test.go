@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/node"
 )
 
 // sample is a valid YAML value for a flag of the given type, and the
@@ -174,5 +178,33 @@ func TestServerConfigDocExample(t *testing.T) {
 	}
 	if err := applyServerConfig(cmd, &serverFlags{serverConfig: path}, noEnv); err != nil {
 		t.Errorf("the example in docs/server-config.md: %v", err)
+	}
+}
+
+// --egress-reuse-objects reaches the node's config: the default, 0 (off),
+// and a negative or absurd number refused with the flag's name.
+func TestServerEgressReuseObjects(t *testing.T) {
+	parse := func(args ...string) (node.Config, error) {
+		cmd := newServerCmd()
+		if err := cmd.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		n, err := cmd.Flags().GetInt("egress-reuse-objects")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := serverFlags{listen: "127.0.0.1:0", dataDir: t.TempDir(), nodeID: "n1", writeBackCopies: 2, egressRetention: "0", egressReuseObjects: n}
+		return f.nodeConfig(slog.New(slog.DiscardHandler))
+	}
+	if cfg, err := parse(); err != nil || cfg.EgressReuseObjects != federation.DefaultReuseObjects {
+		t.Errorf("default: %d, %v; want %d", cfg.EgressReuseObjects, err, federation.DefaultReuseObjects)
+	}
+	if cfg, err := parse("--egress-reuse-objects", "0"); err != nil || cfg.EgressReuseObjects != 0 {
+		t.Errorf("0: %d, %v", cfg.EgressReuseObjects, err)
+	}
+	for _, bad := range []string{"-1", "2000000000"} {
+		if _, err := parse("--egress-reuse-objects", bad); err == nil || !strings.Contains(err.Error(), "--egress-reuse-objects") {
+			t.Errorf("%s: error %v, want one naming --egress-reuse-objects", bad, err)
+		}
 	}
 }

@@ -44,8 +44,9 @@ with built-in list prices (approximate; override with --storage-price, --request
 Strategies (--strategy, comma-separated or repeated; default: all but advisor-monthly):
   advisor          fedgate egress advise, re-run every --advise-every on the ledger the replay
                    writes, keeping copies as long as the reuse it has seen says they pay
-  advisor-monthly  the same without reuse distances in the ledger (what a gateway records
-                   today): a prefix is copied while its monthly egress beats a copy's storage
+  advisor-monthly  the same without reuse distances in the ledger (a gateway's before it
+                   recorded them): a prefix is copied while its monthly egress beats a copy's
+                   storage
   t-even           SkyStore's T_even: keep a copy fetch-cost / storage-cost-per-hour after a read
   always-store     keep a copy of everything read
   always-evict     never keep a copy

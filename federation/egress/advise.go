@@ -96,8 +96,8 @@ type Advice struct {
 // month exceeds the copy's storage and the copy pays for itself within
 // the horizon. Advice comes recommended first, then by saving.
 //
-// Rows that carry reuse distances (Counts.Reuse: the simulator's ledger)
-// are weighed per object instead: every crossing read counts, whether a
+// Rows that carry reuse distances (Counts.Reuse: a gateway's ledger and the
+// simulator's) are weighed per object instead: every crossing read counts, whether a
 // copy served it or not, and the advice is how long to keep a copy of an
 // object after each read (Advice.Keep, LearnKeep): a copy pays only when
 // the object is read again before holding it costs more than fetching it

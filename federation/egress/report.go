@@ -98,6 +98,11 @@ func Build(priced []Priced, since, until time.Time, by string) Report {
 		if (!since.IsZero() && t.Before(since)) || (!until.IsZero() && !t.Before(until)) {
 			continue
 		}
+		if p.Bytes == 0 && p.AvoidedBytes == 0 {
+			// Rows that carry only reuse distances (a cache hit's
+			// prefix, a composite placement's reads): nothing to show.
+			continue
+		}
 		in = append(in, p)
 	}
 	if CheckBy(by) != nil {

@@ -278,6 +278,27 @@ func TestBuildDailyAndGrouping(t *testing.T) {
 	}
 }
 
+// A row that carries only reuse distances (a gateway's row of a prefix
+// served from the cache, or of a composite placement's reads) moves no
+// bytes and shows no line.
+func TestBuildSkipsReuseOnlyRows(t *testing.T) {
+	rows := []Row{
+		row(at(11, 2, 5), "aws:us-east-1", "gcp:us-central1", "imagenet", "datasets", Read, 5*GB, 0),
+		{Key: Key{Hour: at(11, 2, 6), Src: "azure:eastus", Dst: "gcp:us-central1", Bucket: "far", Store: "replicate(s3,blob)", Direction: Read, Prefix: "ds/"},
+			Counts: Counts{Reuse: []int64{0, 0, 0, 7}}},
+	}
+	priced, err := Price(rows, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, by := range []string{ByNone, ByStore, ByBucket, ByRegionPair, ByDay} {
+		r := Build(priced, nov1, dec1, by)
+		if len(r.Lines) != 1 || r.Lines[0].Bucket != "imagenet" || len(r.Buckets) != 1 || len(r.Pairs) != 1 {
+			t.Errorf("--by %q: lines %+v, buckets %d, pairs %d; want imagenet's alone", by, r.Lines, len(r.Buckets), len(r.Pairs))
+		}
+	}
+}
+
 func TestHumanBytes(t *testing.T) {
 	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 1000: "1.00 kB", 1_500_000_000: "1.50 GB", 999_999_999_999: "1.00 TB", 3 * 1000 * TB: "3.00 PB"} {
 		if got := HumanBytes(n); got != want {

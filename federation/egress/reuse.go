@@ -9,10 +9,11 @@ import (
 // Reuse distances: for every byte a region reads, how long ago the region
 // last read the same object. A read row of the ledger may carry them
 // (Counts.Reuse): bytes by distance bucket. The simulator records them
-// (it sees every object); a gateway does not yet (docs/egress.md). With
-// them, Advise learns how long a copy of each prefix's objects should be
-// kept after a read (LearnKeep); without them it weighs whole-prefix
-// copies by monthly averages only.
+// (it sees every object); a gateway records them per node, from a bounded
+// table of the objects each node read last (federation/reuse.go,
+// docs/egress.md). With them, Advise learns how long a copy of each
+// prefix's objects should be kept after a read (LearnKeep); without them it
+// weighs whole-prefix copies by monthly averages only.
 
 // ReuseBuckets is the length of Counts.Reuse. Bucket 0 holds first reads
 // (the region had not read the object before); bucket 1 re-reads less

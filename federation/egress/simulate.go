@@ -50,11 +50,11 @@ const (
 	// per prefix and reading region).
 	StrategyAdvisor StrategyKind = "advisor"
 	// StrategyAdvisorMonthly: the same, but the ledger has no reuse
-	// distances, as a gateway's ledger has none today: Advise weighs each
-	// prefix by its monthly egress against a whole copy (the advice of
-	// `fedgate egress advise` on a live region), and a recommended prefix's
-	// objects are kept while the advice stands. Not among the defaults:
-	// it shows what learning keep times changed.
+	// distances, like the ledger of a gateway before it recorded them (or
+	// of nodes run with --egress-reuse-objects 0): Advise weighs each
+	// prefix by its monthly egress against a whole copy, and a recommended
+	// prefix's objects are kept while the advice stands. Not among the
+	// defaults: it shows what learning keep times changed.
 	StrategyAdvisorMonthly StrategyKind = "advisor-monthly"
 	// StrategyTEven: SkyStore's T_even: after each read keep the copy for
 	// (fetch cost) / (storage cost per hour) hours, per object.
@@ -117,7 +117,7 @@ func (s Strategy) Describe() string {
 	case StrategyAdvisor:
 		return "fedgate egress advise, re-run on the replay's ledger: keeps copies as long as it learns they pay"
 	case StrategyAdvisorMonthly:
-		return "fedgate egress advise without reuse distances (a live gateway's ledger): copies of a prefix while its monthly ski-rental says so"
+		return "fedgate egress advise without reuse distances in the ledger: copies of a prefix while its monthly ski-rental says so"
 	case StrategyTEven:
 		return "SkyStore T_even: keep a copy fetch-cost / storage-cost-per-hour hours after each read"
 	case StrategyAlwaysStore:

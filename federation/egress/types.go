@@ -44,10 +44,13 @@ type Counts struct {
 	// AvoidedBytes are bytes served from the region's cache instead of
 	// being read from the store (reads only): egress avoided.
 	AvoidedBytes int64 `json:"avoided_bytes"`
-	// Reuse, on a read row, splits the bytes read (Bytes + AvoidedBytes)
-	// by how long before the same region had last read the same object
-	// (ReuseBuckets). Only the simulator records it so far; nil when not
-	// recorded.
+	// Reuse, on a read row from another location than the region's,
+	// splits the bytes clients read (crossing or served by a copy or the
+	// cache) by how long before the same region had last read the same
+	// object (ReuseBuckets). The simulator records it; a gateway too, per
+	// node (a read another node made last counts as a first read; see
+	// docs/egress.md), on the row of the key's prefix. nil when not
+	// recorded (older nodes, reuse distances turned off).
 	Reuse []int64 `json:"reuse,omitempty"`
 }
 

@@ -575,7 +575,7 @@ func listEntries(objects map[string]*object, opts store.ListOptions) []store.Ent
 // LocalFiler: the fake's objects are never local files.
 func (b *bucket) LocalFiler() (store.LocalFiler, string) { return nil, "" }
 
-func (b *bucket) LocalRead(context.Context, string) (func(int64), error) {
+func (b *bucket) LocalRead(context.Context, store.ObjectInfo) (func(int64), error) {
 	b.f.mu.Lock()
 	defer b.f.mu.Unlock()
 	if err := b.f.failure(OpLocalRead); err != nil {
