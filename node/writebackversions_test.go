@@ -218,8 +218,11 @@ func TestWriteBackVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.WaitForReplication()
-	if e, ok := journaled(r, 0, bucket, goneKey); !ok || !e.Tombstone {
-		t.Fatalf("journal entry of the deleted staged version: %+v, %v; want a tombstone", e, ok)
+	// A tombstone, or nothing once the tombstone drained: a delete under
+	// the blocked prefix succeeds (nothing is there), only writes fail.
+	// Either way the bytes never reach the store (checked after the drain).
+	if e, ok := journaled(r, 0, bucket, goneKey); ok && !e.Tombstone {
+		t.Fatalf("journal entry of the deleted staged version: %+v; want a tombstone", e)
 	}
 
 	unblockOld()
