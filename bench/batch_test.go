@@ -4,8 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -21,7 +19,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -232,15 +229,8 @@ func (c *batchClient) get(b *testing.B, bucket string, keys []string, size int) 
 		req.Entries = append(req.Entries, benchEntry{bucket, k})
 	}
 	body, _ := json.Marshal(req)
-	hr, err := http.NewRequest(http.MethodPost, c.endpoint+"/_fedgate/v1/batch", bytes.NewReader(body))
+	hr, err := testserver.BatchRequest(context.Background(), c.endpoint, testserver.RootAccessKey, testserver.RootSecretKey, body)
 	if err != nil {
-		b.Fatal(err)
-	}
-	sum := sha256.Sum256(body)
-	hash := hex.EncodeToString(sum[:])
-	hr.Header.Set("X-Amz-Content-Sha256", hash)
-	if err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: testserver.RootAccessKey, SecretAccessKey: testserver.RootSecretKey},
-		hr, hash, "s3", "us-east-1", time.Now()); err != nil {
 		b.Fatal(err)
 	}
 	resp, err := c.client.Do(hr)

@@ -20,8 +20,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fedgate/fedgate/internal/testserver"
 )
 
 // The batch GET tests sign POST /_fedgate/v1/batch with aws-sdk-go-v2's
@@ -58,13 +59,8 @@ func batchPost(t *testing.T, endpoint, ak, sk string, req batchReq) batchAnswer 
 	t.Helper()
 	body, err := json.Marshal(req)
 	mustOK(t, err)
-	hr, err := http.NewRequestWithContext(ctx(t), http.MethodPost, endpoint+"/_fedgate/v1/batch", bytes.NewReader(body))
+	hr, err := testserver.BatchRequest(ctx(t), endpoint, ak, sk, body)
 	mustOK(t, err)
-	sum := sha256.Sum256(body)
-	hash := hex.EncodeToString(sum[:])
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set("X-Amz-Content-Sha256", hash)
-	mustOK(t, v4.NewSigner().SignHTTP(ctx(t), aws.Credentials{AccessKeyID: ak, SecretAccessKey: sk}, hr, hash, "s3", "us-east-1", time.Now()))
 	resp, err := http.DefaultClient.Do(hr)
 	mustOK(t, err)
 	defer resp.Body.Close()
@@ -237,11 +233,8 @@ func TestBatchGet(t *testing.T) {
 	batchPost(t, s.Endpoint, rootAK, "wrong-secret", batchReq{Entries: []batchEntry{{Bucket: "train", Key: "big"}}}).wantError(t, 403, "SignatureDoesNotMatch")
 	// Malformed JSON.
 	batchPostRaw := func(body string) batchAnswer {
-		hr, _ := http.NewRequest(http.MethodPost, s.Endpoint+"/_fedgate/v1/batch", strings.NewReader(body))
-		sum := sha256.Sum256([]byte(body))
-		hash := hex.EncodeToString(sum[:])
-		hr.Header.Set("X-Amz-Content-Sha256", hash)
-		mustOK(t, v4.NewSigner().SignHTTP(ctx(t), aws.Credentials{AccessKeyID: rootAK, SecretAccessKey: rootSK}, hr, hash, "s3", "us-east-1", time.Now()))
+		hr, err := testserver.BatchRequest(ctx(t), s.Endpoint, rootAK, rootSK, []byte(body))
+		mustOK(t, err)
 		resp, err := http.DefaultClient.Do(hr)
 		mustOK(t, err)
 		defer resp.Body.Close()
@@ -391,28 +384,7 @@ func TestBatchColdOriginFillsCache(t *testing.T) {
 // (the budget is checked as bytes are read), so the archive ends with an
 // __errors__/ trailer.
 func TestBatchEgressBudget(t *testing.T) {
-	o := s3Origin(t)
-	a := randBytes(t, 1_000_000)
-	o.put(t, "ds/a", a)
-	const tries = 40
-	for i := range tries {
-		o.put(t, fmt.Sprintf("ds/b%02d", i), randBytes(t, 1000))
-	}
-	y, env := o.store(t)
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-	policy := "regions:\n  - {name: lab, location: onprem:lga1}\nstores:\n  - name: s3\n" + y +
-		"  - {name: nas, kind: posix, location: onprem:lga1, path: " + t.TempDir() + "}\n" +
-		"buckets:\n  - {name: dsb, origin: s3/ds/}\ndefaults: {store: nas}\n" +
-		"egress:\n  prices:\n    aws:us-east-1:\n      onprem:lga1: 100USD\n" +
-		"  budgets:\n    - {bucket: dsb, monthly: 0.05USD, action: block-cold-reads}\n"
-	pf := filepath.Join(t.TempDir(), "policy.yaml")
-	mustOK(t, os.WriteFile(pf, []byte(policy), 0o644))
-	s := startServer(t, "--config", pf, "--cache-size", "1GiB", "--egress-budget-refresh", "100ms")
-	if got, _ := getBytes(t, s.root(), "dsb", "a"); !bytes.Equal(got, a) { // $0.10 of a $0.05 budget
-		t.Fatal("first read differs")
-	}
+	s, a, tries := startSpentBudget(t)
 	// Wait until the node has seen the budget spent: a cold batch entry
 	// (a key not read before each time) is refused.
 	next := 0

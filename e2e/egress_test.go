@@ -172,17 +172,19 @@ func sameMoney(got json.Number, want string) bool {
 	return ok1 && ok2 && g.Cmp(w) == 0
 }
 
-// TestEgressBudgetBlocksColdReads: once a bucket's month of egress has
-// spent its block-cold-reads budget, reads that would go to the store get
-// a clear S3 error naming the budget, and cached data is still served.
-func TestEgressBudgetBlocksColdReads(t *testing.T) {
+// startSpentBudget starts a server whose bucket dsb mounts a MinIO prefix
+// holding a (1 MB, returned) and b00..b<tries-1> (1 KB each) under a
+// block-cold-reads budget of $0.05 a month at $100 a GB, and reads a: the
+// budget is spent.
+// Cold reads after it: the first one to start after the node re-evaluates
+// the budget (every 100 ms) is refused; until then each is served (and
+// cached, so every try reads a key not read before).
+func startSpentBudget(t *testing.T) (s *server, a []byte, tries int) {
+	t.Helper()
 	o := s3Origin(t)
-	a := randBytes(t, 1_000_000)
+	a = randBytes(t, 1_000_000)
 	o.put(t, "ds/a", a)
-	// Cold reads after a's: the first one to start after the node
-	// re-evaluates the budget is refused; until then each is served (and
-	// cached, so every try reads a key not read before).
-	const tries = 40
+	tries = 40
 	for i := range tries {
 		o.put(t, fmt.Sprintf("ds/b%02d", i), randBytes(t, 1000))
 	}
@@ -197,10 +199,18 @@ func TestEgressBudgetBlocksColdReads(t *testing.T) {
 		"  budgets:\n    - {bucket: dsb, monthly: 0.05USD, action: block-cold-reads}\n"
 	pf := filepath.Join(t.TempDir(), "policy.yaml")
 	mustOK(t, os.WriteFile(pf, []byte(policy), 0o644))
-	s := startServer(t, "--config", pf, "--cache-size", "1GiB", "--egress-budget-refresh", "100ms")
+	s = startServer(t, "--config", pf, "--cache-size", "1GiB", "--egress-budget-refresh", "100ms")
 	if got, _ := getBytes(t, s.root(), "dsb", "a"); !bytes.Equal(got, a) { // $0.10 of a $0.05 budget
 		t.Fatal("first read differs")
 	}
+	return s, a, tries
+}
+
+// TestEgressBudgetBlocksColdReads: once a bucket's month of egress has
+// spent its block-cold-reads budget, reads that would go to the store get
+// a clear S3 error naming the budget, and cached data is still served.
+func TestEgressBudgetBlocksColdReads(t *testing.T) {
+	s, a, tries := startSpentBudget(t)
 	var ae smithy.APIError
 	refused := false
 	for i := 0; i < tries && !refused; i++ {

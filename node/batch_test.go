@@ -3,10 +3,7 @@ package node_test
 import (
 	"archive/tar"
 	"bytes"
-	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,12 +14,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/internal/testenv"
+	"github.com/fedgate/fedgate/internal/testserver"
 	"github.com/fedgate/fedgate/node"
 	"github.com/fedgate/fedgate/node/nodetest"
 )
@@ -118,15 +115,8 @@ func postBatch(t *testing.T, endpoint string, req gateway.BatchRequest) []tarFil
 	t.Helper()
 	body, _ := json.Marshal(req)
 	ctx := testCtx(t, time.Minute)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint+gateway.BatchPath, bytes.NewReader(body))
+	hr, err := testserver.BatchRequest(ctx, endpoint, nodetest.AccessKey, nodetest.SecretKey, body)
 	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(body)
-	hash := hex.EncodeToString(sum[:])
-	hr.Header.Set("X-Amz-Content-Sha256", hash)
-	if err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: nodetest.AccessKey, SecretAccessKey: nodetest.SecretKey},
-		hr, hash, "s3", "us-east-1", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.DefaultClient.Do(hr)
