@@ -167,22 +167,8 @@ func setup(b *testing.B) *env {
 // through presigned URLs (made once per GET key).
 func (e *env) presigned(b *testing.B, name, bucket string) target {
 	ps := s3.NewPresignClient(e.s3)
-	cache := map[string]string{}
-	var mu sync.Mutex
 	return target{name: name,
-		getURL: func(key string) string {
-			mu.Lock()
-			defer mu.Unlock()
-			if u, ok := cache[key]; ok {
-				return u
-			}
-			req, err := ps.PresignGetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}, s3.WithPresignExpires(6*time.Hour))
-			if err != nil {
-				b.Fatal(err)
-			}
-			cache[key] = req.URL
-			return req.URL
-		},
+		getURL: presigner(b, e.s3, bucket),
 		putURL: func(key string) (string, http.Header) {
 			req, err := ps.PresignPutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}, s3.WithPresignExpires(6*time.Hour))
 			if err != nil {

@@ -10,16 +10,15 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-)
 
-// BatchPath is where a fedgate server takes batch GETs (docs/training.md).
-const BatchPath = "/_fedgate/v1/batch"
+	"github.com/fedgate/fedgate/gateway"
+)
 
 // BatchRequest returns a POST of body (a batch GET's JSON) to endpoint,
 // signed as a client signs it: SigV4 with ak/sk, service s3, region
 // us-east-1, the payload's SHA-256.
 func BatchRequest(ctx context.Context, endpoint, ak, sk string, body []byte) (*http.Request, error) {
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint+BatchPath, bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint+gateway.BatchPath, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

@@ -189,10 +189,22 @@ func (l *lister) folded(ctx context.Context, lo, hi string) bool {
 // flat lists [lo, hi) without server-side folding; a delimiter, if any, is
 // folded here.
 func (l *lister) flat(ctx context.Context, lo, hi string) bool {
-	p, d := l.opts.Prefix, l.opts.Delimiter
+	return l.s.flatList(ctx, l.opts.Prefix, l.opts.Delimiter, lo, hi, l.query,
+		func(cp string) bool { return l.emit(store.Entry{Key: cp, IsPrefix: true}) },
+		func(a *storage.ObjectAttrs) bool { return l.emit(store.Entry{Key: a.Name, Info: infoOf(a)}) },
+		l.fail)
+}
+
+// flatList lists [lo, hi) with query (a listing without server-side
+// folding) and folds delimiter d after prefix p itself, restarting the
+// listing after each common prefix: prefix and object are called in key
+// order and stop the listing by returning false; fail ends it on an error.
+// It returns false when the listing is over (stopped or failed).
+func (s *Store) flatList(ctx context.Context, p, d, lo, hi string, query func(lo, hi, delim string) *storage.Query,
+	prefix func(string) bool, object func(*storage.ObjectAttrs) bool, fail func(error) bool) bool {
 	for {
-		it := l.s.lbkt.Objects(ctx, l.query(lo, hi, ""))
-		it.PageInfo().MaxSize = l.s.listPage
+		it := s.lbkt.Objects(ctx, query(lo, hi, ""))
+		it.PageInfo().MaxSize = s.listPage
 		restart, skip := "", ""
 		for restart == "" {
 			a, err := it.Next()
@@ -200,14 +212,14 @@ func (l *lister) flat(ctx context.Context, lo, hi string) bool {
 				return true
 			}
 			if err != nil {
-				return l.fail(err)
+				return fail(err)
 			}
 			if skip != "" && strings.HasPrefix(a.Name, skip) {
 				continue
 			}
 			if i := strings.Index(a.Name[len(p):], d); d != "" && i >= 0 {
 				cp := a.Name[:len(p)+i+len(d)]
-				if !l.emit(store.Entry{Key: cp, IsPrefix: true}) {
+				if !prefix(cp) {
 					return false
 				}
 				if restart = successor(cp); restart == "" {
@@ -215,7 +227,7 @@ func (l *lister) flat(ctx context.Context, lo, hi string) bool {
 				}
 				continue
 			}
-			if !l.emit(store.Entry{Key: a.Name, Info: infoOf(a)}) {
+			if !object(a) {
 				return false
 			}
 		}

@@ -328,38 +328,5 @@ func (l *versionLister) folded(ctx context.Context, lo, hi string) bool {
 // flat lists [lo, hi) without server-side folding; a delimiter, if any, is
 // folded here, restarting the listing after each common prefix.
 func (l *versionLister) flat(ctx context.Context, lo, hi string) bool {
-	p, d := l.opts.Prefix, l.opts.Delimiter
-	for {
-		it := l.s.lbkt.Objects(ctx, l.query(lo, hi, ""))
-		it.PageInfo().MaxSize = l.s.listPage
-		restart, skip := "", ""
-		for restart == "" {
-			a, err := it.Next()
-			if errors.Is(err, iterator.Done) {
-				return true
-			}
-			if err != nil {
-				return l.fail(err)
-			}
-			if skip != "" && strings.HasPrefix(a.Name, skip) {
-				continue
-			}
-			if i := strings.Index(a.Name[len(p):], d); d != "" && i >= 0 {
-				cp := a.Name[:len(p)+i+len(d)]
-				if !l.prefix(cp) {
-					return false
-				}
-				if restart = successor(cp); restart == "" {
-					skip = cp // no valid offset after cp: read past it
-				}
-				continue
-			}
-			if !l.object(a) {
-				return false
-			}
-		}
-		if lo = restart; hi != "" && lo >= hi {
-			return true
-		}
-	}
+	return l.s.flatList(ctx, l.opts.Prefix, l.opts.Delimiter, lo, hi, l.query, l.prefix, l.object, l.fail)
 }
