@@ -93,8 +93,12 @@ type Config struct {
 	// origin (default 2s). A peer that timed out is skipped for five times
 	// as long.
 	PeerTimeout time.Duration
-	Logger      *slog.Logger
-	Now         func() time.Time // clock for last-access times (default time.Now)
+	// OpenFiles is how many cached chunks' files stay open between reads
+	// (default DefaultOpenFiles; negative: none), so that a hit costs one
+	// pread. Each is a file descriptor of the process.
+	OpenFiles int
+	Logger    *slog.Logger
+	Now       func() time.Time // clock for last-access times (default time.Now)
 }
 
 // ObjectID identifies one version of one object.
@@ -251,6 +255,7 @@ type Cache struct {
 	seqEnd   map[objKey]int64 // where each object's last reader ended
 	pins     PinFunc
 	warming  map[chunkID]struct{} // peer-owned chunks being warmed on their owner
+	open     openFiles
 }
 
 // Open opens (creating if needed) the cache in cfg.Dir: it loads the index,
@@ -284,6 +289,9 @@ func Open(cfg Config) (*Cache, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.OpenFiles == 0 {
+		cfg.OpenFiles = DefaultOpenFiles
+	}
 	c := &Cache{
 		cfg:         cfg,
 		log:         cfg.Logger.With("component", "cachetier"),
@@ -297,6 +305,7 @@ func Open(cfg Config) (*Cache, error) {
 		warming:     make(map[chunkID]struct{}),
 		peerDown:    make(map[string]time.Time),
 		idx:         newIndex(),
+		open:        openFiles{max: cfg.OpenFiles},
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cachetier: %w", err)
@@ -339,6 +348,7 @@ func (c *Cache) Close() error {
 		return ErrClosed
 	}
 	c.closed = true
+	c.closeAllOpenLocked()
 	c.mu.Unlock()
 	c.cancel()
 	c.fills.Wait()

@@ -17,9 +17,10 @@ import (
 // the bytes from the temporary file as they land, so nothing waits for the
 // whole chunk and nothing holds it in memory. When the fetch has delivered
 // exactly the chunk's length, the file is fsynced and renamed to its chunk
-// name under Cache.mu, and only then does the index know it. On any error
-// the file is removed and the joiners get the error after the bytes that
-// did arrive: a partial chunk is never visible, and never silently short.
+// name (outside Cache.mu: see fill.committing), and only then does the
+// index know it. On any error the file is removed and the joiners get the
+// error after the bytes that did arrive: a partial chunk is never visible,
+// and never silently short.
 //
 // A fill's context is the Cache's, not a reader's: one reader giving up does
 // not fail the others. When the last interested reader lets go of an
@@ -38,6 +39,10 @@ type fill struct {
 	interest  int  // handles that still want the chunk
 	reserved  bool // its bytes are counted in the index's used
 	abandoned bool // never commit
+	// committing: its file is being renamed onto its chunk name, outside
+	// the lock; removeLocked leaves that name's file alone meanwhile (the
+	// rename replaces it).
+	committing bool
 
 	started  chan struct{} // file.f or startErr is set
 	opened   chan struct{} // the fetch returned; openErr is set
@@ -190,6 +195,11 @@ func (c *Cache) acquire(ctx context.Context, id ObjectID, idx int64, fetch Fetch
 				} else {
 					c.demoteLocked(e) // the ring moved it: serve it while it lasts
 				}
+				if cf := c.openLocked(e); cf != nil {
+					c.mu.Unlock()
+					c.st.hits.Add(1)
+					return &handle{c: c, idx: idx, length: length, file: cf, hit: true}, nil
+				}
 				path := c.chunkPath(e.name)
 				c.mu.Unlock()
 				f, err := os.Open(path)
@@ -200,8 +210,11 @@ func (c *Cache) acquire(ctx context.Context, id ObjectID, idx int64, fetch Fetch
 				if err != nil {
 					return nil, fmt.Errorf("cachetier: open chunk: %w", err)
 				}
+				c.mu.Lock()
+				cf := c.keepOpenLocked(e, f)
+				c.mu.Unlock()
 				c.st.hits.Add(1)
-				return &handle{c: c, idx: idx, length: length, file: newChunkFile(f), hit: true}, nil
+				return &handle{c: c, idx: idx, length: length, file: cf, hit: true}, nil
 			}
 			c.removeLocked(e, true) // recorded for another size: not this version
 		}
@@ -337,27 +350,46 @@ func (c *Cache) copyChunk(fl *fill, f *os.File, fetch Fetcher) error {
 // finish commits a complete fill (rename, index) unless it is abandoned or
 // uncached, or cleans up after a failed one, then wakes its readers.
 func (c *Cache) finish(fl *fill, tmp string, err error) {
-	committed := false
+	name := chunkName(fl.id)
+	path := c.chunkPath(name)
+	renamed := false
 	c.mu.Lock()
+	if err == nil && fl.reserved && !fl.abandoned {
+		// The rename runs outside the lock: it can wait for the
+		// filesystem's journal, and every other fill's commit, and every
+		// hit, would wait behind it. Readers joining meanwhile read the
+		// complete fill's file.
+		fl.committing = true
+		c.mu.Unlock()
+		rerr := os.Rename(tmp, path)
+		c.mu.Lock()
+		fl.committing = false
+		if rerr != nil {
+			c.log.Warn("commit chunk", "err", rerr) // the readers still get their bytes
+		} else {
+			renamed = true
+		}
+	}
 	if c.inflight[fl.id] == fl {
 		delete(c.inflight, fl.id)
 	}
 	if fl.reserved {
 		c.unreserveLocked(fl.length, fl.group)
 	}
-	if err == nil && fl.reserved && !fl.abandoned {
-		name := chunkName(fl.id)
-		if rerr := os.Rename(tmp, c.chunkPath(name)); rerr != nil {
-			c.log.Warn("commit chunk", "err", rerr) // the readers still get their bytes
-		} else {
+	if renamed {
+		if !fl.abandoned {
 			e := c.addLocked(fl.id, fl.objSize, fl.length, name, fl.group, c.cfg.Now().UnixNano())
 			c.pending = append(c.pending, op{key: name, val: encodeRecord(e)})
-			committed = true
+		} else if !c.nameInUseLocked(fl.id) {
+			// Invalidated while it was being renamed: not kept.
+			if rerr := os.Remove(path); rerr != nil && !os.IsNotExist(rerr) {
+				c.log.Warn("remove chunk file", "err", rerr)
+			}
 		}
 	}
 	c.mu.Unlock()
 	c.wakePersist()
-	if !committed && tmp != "" {
+	if !renamed && tmp != "" {
 		os.Remove(tmp) // open handles keep reading it
 	}
 	if err != nil {

@@ -57,6 +57,10 @@ type entry struct {
 	pinned     bool  // in the pinned lists, not the LRU ones
 	class      int   // the priority class whose LRU list holds it (unpinned)
 	lru, glru  *list.Element
+	// open is the chunk file kept open for hits (see openFiles), with
+	// its element in Cache.open's LRU list.
+	open     *chunkFile
+	openElem *list.Element
 }
 
 type group struct {
@@ -202,6 +206,7 @@ func (c *Cache) removeLocked(e *entry, unlink bool) {
 		return // already removed
 	}
 	delete(obj.chunks, e.idx)
+	c.closeOpenLocked(e)
 	if len(obj.chunks) == 0 {
 		sk := storeKey{obj.key.store, obj.key.key}
 		delete(c.idx.keys[sk], obj.key.validator)
@@ -218,12 +223,22 @@ func (c *Cache) removeLocked(e *entry, unlink bool) {
 		c.idx.pinnedBytes -= e.length
 		e.group.pinnedBytes -= e.length
 	}
-	if unlink {
+	if unlink && !c.nameInUseLocked(chunkID{e.obj.key, e.idx}) {
 		if err := os.Remove(c.chunkPath(e.name)); err != nil && !os.IsNotExist(err) {
 			c.log.Warn("remove chunk file", "err", err)
 		}
 	}
 	c.pending = append(c.pending, op{key: e.name})
+}
+
+// nameInUseLocked reports whether chunk id's file name holds, or is about
+// to hold, a file that must stay: one the index records, or one a fill of
+// the chunk is renaming onto it (fill.committing).
+func (c *Cache) nameInUseLocked(id chunkID) bool {
+	if fl := c.inflight[id]; fl != nil && fl.committing {
+		return true
+	}
+	return c.lookupLocked(id) != nil
 }
 
 func (c *Cache) evictLocked(e *entry) {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // NewReader returns a reader of [off, off+n) of id (n < 0: to the end).
@@ -252,11 +253,15 @@ func (c *Cache) Chunk(ctx context.Context, id ObjectID, idx int64, fetch Fetcher
 	if err != nil {
 		return ChunkRef{}, err
 	}
-	if h.hit { // h's file is its own descriptor: hand it over
-		c.st.cacheBytes.Add(h.length)
-		return makeRef(h.file.f, h.length, h.file.unref), nil
-	}
 	defer h.release()
+	if h.hit { // a private descriptor: h's may be shared (openFiles)
+		f, err := reopenFile(h.file.f)
+		if err != nil {
+			return ChunkRef{}, err
+		}
+		c.st.cacheBytes.Add(h.length)
+		return makeRef(f, h.length, func() { f.Close() }), nil
+	}
 	if h.peer != nil {
 		return c.peerChunkRef(ctx, h)
 	}
@@ -270,6 +275,17 @@ func (c *Cache) Chunk(ctx context.Context, id ObjectID, idx int64, fetch Fetcher
 	return makeRef(f, h.length, func() { f.Close() }), nil
 }
 
+// reopenFile opens a new read-only descriptor of the file f has open,
+// through /proc/self/fd (Linux): it works after the file was renamed or
+// unlinked.
+func reopenFile(f *os.File) (*os.File, error) {
+	nf, err := os.Open("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err != nil {
+		return nil, fmt.Errorf("cachetier: reopen chunk: %w", err)
+	}
+	return nf, nil
+}
+
 func makeRef(f *os.File, length int64, release func()) ChunkRef {
 	var once sync.Once
 	return ChunkRef{File: f, Offset: 0, Length: length, Release: func() { once.Do(release) }}
@@ -279,7 +295,7 @@ func makeRef(f *os.File, length int64, release func()) ChunkRef {
 // through /proc/self/fd, which works after the file was renamed or
 // unlinked (Linux), else by its chunk name if the same file is there.
 func (c *Cache) reopen(h *handle) (*os.File, error) {
-	f, err := os.Open("/proc/self/fd/" + strconv.Itoa(int(h.file.f.Fd())))
+	f, err := reopenFile(h.file.f)
 	if err == nil {
 		return f, nil
 	}
@@ -292,5 +308,61 @@ func (c *Cache) reopen(h *handle) (*os.File, error) {
 		}
 		f.Close()
 	}
-	return nil, fmt.Errorf("cachetier: reopen chunk: %w", err)
+	return nil, err
+}
+
+// Prime starts filling chunk idx of id here with fetch, unless the chunk
+// is cached or being filled here already, and reports whether it did. It
+// is for a caller that holds the chunk's bytes already (a metadata request
+// that brought a small object's bytes with it): fetch returns them, and a
+// reader that comes for the chunk joins the fill instead of asking the
+// origin again. The chunk is filled here whichever node the ring gives it
+// to (as with opts.Local). The fill is kept until it ends; nobody needs to
+// wait for it.
+//
+// When Prime returns true, fetch is called exactly once: with the fill's
+// context, or, when the fill could not start, with an ended context, so
+// that what it holds is let go. When it returns false, fetch is never
+// called.
+func (c *Cache) Prime(id ObjectID, idx int64, fetch Fetcher, opts ReadOptions) bool {
+	if checkID(id) != nil || idx < 0 || idx >= c.NumChunks(id.Size) {
+		return false
+	}
+	opts = opts.withDefaults()
+	ck := idOf(id, idx)
+	length := c.chunkLen(id.Size, idx)
+	var called atomic.Bool
+	once := func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+		if called.Swap(true) {
+			return nil, fmt.Errorf("cachetier: primed chunk fetched twice")
+		}
+		return fetch(ctx, off, n)
+	}
+	c.mu.Lock()
+	if c.closed || c.inflight[ck] != nil {
+		c.mu.Unlock()
+		return false
+	}
+	if e := c.lookupLocked(ck); e != nil {
+		if e.length == length {
+			c.mu.Unlock()
+			return false
+		}
+		c.removeLocked(e, true) // recorded for another size: not this version
+	}
+	fl := c.startFillLocked(ck, id, length, c.groupOf(&opts), once)
+	c.mu.Unlock()
+	h := &handle{c: c, idx: idx, length: length, file: fl.file, fl: fl}
+	go func() {
+		<-fl.finished
+		h.release()
+		if !called.Load() {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if rc, err := once(ctx, 0, length); err == nil {
+				rc.Close()
+			}
+		}
+	}()
+	return true
 }
