@@ -386,6 +386,63 @@ func (s *Store) ReadRange(ctx context.Context, key string, offset, length int64,
 	return out.Body, nil
 }
 
+// ReadFirst implements store.FirstReader with one ranged GET of the first
+// n bytes: its headers are a HEAD's (Content-Range gives the size), its
+// body the bytes. An empty object (S3 refuses the range) is HEADed.
+func (s *Store) ReadFirst(ctx context.Context, key string, n int64) (store.ObjectInfo, io.ReadCloser, error) {
+	if err := s.checkKey("stat", key); err != nil {
+		return store.ObjectInfo{}, nil, err
+	}
+	if n <= 0 {
+		return store.ObjectInfo{}, nil, fmt.Errorf("s3: read first %d bytes of %q: %w", n, key, store.ErrNotSupported)
+	}
+	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: rangeHeader(0, n)})
+	if err != nil {
+		if isCode(err, "InvalidRange") {
+			info, err := s.head(ctx, key, "")
+			if err != nil {
+				return info, nil, err
+			}
+			return info, io.NopCloser(strings.NewReader("")), nil
+		}
+		if isDeleteMarker(err) {
+			var re *smithyhttp.ResponseError
+			errors.As(err, &re)
+			dm := &store.DeleteMarker{Key: key, VersionID: re.Response.Header.Get("X-Amz-Version-Id"), Latest: true}
+			return store.ObjectInfo{}, nil, store.Retried(fmt.Errorf("s3: stat %q: %w", key, dm))
+		}
+		return store.ObjectInfo{}, nil, mapErr("stat", key, err)
+	}
+	h := headers{
+		contentType: out.ContentType, cacheControl: out.CacheControl, contentDisposition: out.ContentDisposition,
+		contentEncoding: out.ContentEncoding, contentLanguage: out.ContentLanguage, expires: out.ExpiresString,
+		meta: out.Metadata,
+	}
+	info := h.info(key, aws.ToString(out.ETag))
+	info.ModTime = aws.ToTime(out.LastModified)
+	info.VersionID = aws.ToString(out.VersionId)
+	info.Size = aws.ToInt64(out.ContentLength) // a 200 answer: the whole object
+	if cr := aws.ToString(out.ContentRange); cr != "" {
+		total, ok := contentRangeTotal(cr)
+		if !ok {
+			out.Body.Close()
+			return store.ObjectInfo{}, nil, store.Retried(fmt.Errorf("s3: stat %q: the GET's Content-Range %q gives no size", key, cr))
+		}
+		info.Size = total
+	}
+	return info, out.Body, nil
+}
+
+// contentRangeTotal returns the complete length of "bytes FIRST-LAST/TOTAL".
+func contentRangeTotal(cr string) (int64, bool) {
+	i := strings.LastIndexByte(cr, '/')
+	if i < 0 || !strings.HasPrefix(cr, "bytes ") {
+		return 0, false
+	}
+	total, err := strconv.ParseInt(cr[i+1:], 10, 64)
+	return total, err == nil && total >= 0
+}
+
 // rangeHeader is the Range of a read of length bytes (< 0: to the end)
 // from offset; nil for the whole object.
 func rangeHeader(offset, length int64) *string {

@@ -130,6 +130,7 @@ func Run(t *testing.T, newStore NewStore, caps Capabilities) {
 	run("ReadRange", testReadRangeSmall)
 	run("ReadRangeChunkBoundaries", testReadRangeChunks)
 	run("ReadRangeIfMatch", testReadRangeIfMatch)
+	run("ReadFirst", testReadFirst)
 	runKeyTests(t, newStore, caps)
 	runListTests(t, newStore, caps)
 	run("ConcurrentKeys", testConcurrentKeys)
