@@ -178,3 +178,19 @@ type Admin interface {
 	// read degraded.
 	Degraded(ctx context.Context) (Degraded, error)
 }
+
+type readIntentKey struct{}
+
+// WithReadIntent marks ctx: its caller reads the object it Stats from the
+// first byte on next. A bucket may then fetch a small object's bytes with
+// its metadata, in one request to its store (federation: primeMax). The
+// batch GET marks the entries it reads from their start.
+func WithReadIntent(ctx context.Context) context.Context {
+	return context.WithValue(ctx, readIntentKey{}, true)
+}
+
+// ReadIntent reports whether ctx carries WithReadIntent.
+func ReadIntent(ctx context.Context) bool {
+	v, _ := ctx.Value(readIntentKey{}).(bool)
+	return v
+}

@@ -13,9 +13,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -310,9 +315,52 @@ func TestBatchAccessAndLimits(t *testing.T) {
 	}
 }
 
+// requestCounter is a reverse proxy in front of an S3 server that counts
+// the requests it forwards by method and path.
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[string]int // "GET /bucket/key"
+}
+
+// countRequests puts a counting proxy in front of the endpoint a store's
+// policy YAML names and returns the YAML pointing at the proxy.
+func countRequests(t *testing.T, storeYAML string) (string, *requestCounter) {
+	m := regexp.MustCompile(`endpoint: (\S+)`).FindStringSubmatch(storeYAML)
+	if m == nil {
+		t.Fatalf("no endpoint in %q", storeYAML)
+	}
+	target, err := url.Parse(m[1])
+	mustOK(t, err)
+	rc := &requestCounter{counts: map[string]int{}}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc.mu.Lock()
+		rc.counts[r.Method+" "+r.URL.Path]++
+		rc.mu.Unlock()
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return strings.Replace(storeYAML, m[0], "endpoint: "+srv.URL, 1), rc
+}
+
+// count returns the requests of method whose path ends in suffix.
+func (rc *requestCounter) count(method, suffix string) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	n := 0
+	for k, v := range rc.counts {
+		if strings.HasPrefix(k, method+" ") && strings.HasSuffix(k, suffix) {
+			n += v
+		}
+	}
+	return n
+}
+
 // TestBatchColdOriginFillsCache: a batch of objects and shard members of
 // a bucket mounted from MinIO fills the chunk cache as it streams; the
-// same batch again reads nothing from the origin.
+// same batch again reads nothing from the origin. Each small object
+// costs the origin one request (its bytes come with its metadata), not a
+// HEAD and a GET.
 func TestBatchColdOriginFillsCache(t *testing.T) {
 	o := s3Origin(t)
 	objs := map[string][]byte{}
@@ -331,6 +379,7 @@ func TestBatchColdOriginFillsCache(t *testing.T) {
 			batchEntry{Bucket: "mounted", Key: "shards/s-0.zip", ArchPath: ms[i].name})
 	}
 	storeYAML, env := o.store(t)
+	storeYAML, counter := countRequests(t, storeYAML)
 	policy := "regions:\n  - name: e2e\n    location: onprem:lab\nstores:\n  - name: origin\n" + storeYAML +
 		"  - name: nas\n    kind: posix\n    location: onprem:lab\n    path: " + t.TempDir() + "\n" +
 		"buckets:\n  - name: mounted\n    origin: origin/datasets/\n    cache: {ttl: 0s, quota: 1GiB}\n" +
@@ -367,6 +416,9 @@ func TestBatchColdOriginFillsCache(t *testing.T) {
 	cold := s.metric("fedgate_cache_origin_bytes_total") - before
 	if cold <= 0 {
 		t.Fatal("the cold batch read nothing from the origin")
+	}
+	if gets, heads := counter.count("GET", ".jpg"), counter.count("HEAD", ".jpg"); gets != 64 || heads != 0 {
+		t.Fatalf("the cold batch of 64 small objects cost the origin %d GETs and %d HEADs, want 64 and 0", gets, heads)
 	}
 	req.ContinueOnError = true
 	check(batchPost(t, s.Endpoint, rootAK, rootSK, req))

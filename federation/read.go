@@ -3,11 +3,13 @@ package federation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/internal/backoff"
@@ -245,7 +247,7 @@ func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error)
 	var info store.ObjectInfo
 	var err error
 	for attempt := 1; ; attempt++ {
-		info, err = b.store.Stat(withEgressTag(ctx, egressTag{bucket: b.Name, key: key}), k.key)
+		info, err = b.statStore(ctx, key, k.key)
 		if !retryable(err) || attempt >= readAttempts {
 			break
 		}
@@ -264,6 +266,52 @@ func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error)
 		b.ns.stats.put(k, info, b.ns.now().Add(b.cache.TTL), epoch)
 	}
 	return info, err
+}
+
+// primeMax bounds the objects whose bytes a Stat with read intent
+// (backend.WithReadIntent) fetches with their metadata, in one request
+// (store.FirstReader), on a bucket whose reads go through the chunk
+// cache: they fill the cache, and the read that follows joins that fill
+// instead of asking the store again. At most a chunk.
+const primeMax = 256 << 10
+
+// statStore asks the store for skey's info: a Stat, or, for a caller with
+// read intent (backend.WithReadIntent), the metadata with the first bytes,
+// which start the chunk fill of a small object (see primeMax).
+func (b *Bucket) statStore(ctx context.Context, key, skey string) (store.ObjectInfo, error) {
+	t := egressTag{bucket: b.Name, key: key}
+	fr, ok := b.store.(store.FirstReader)
+	cache := b.ns.cache
+	if !ok || !backend.ReadIntent(ctx) || !b.cache.Chunked || cache == nil || b.ns.checkColdRead(ctx, b.Name, b.store) != nil {
+		return b.store.Stat(withEgressTag(ctx, t), skey)
+	}
+	n := min(primeMax, cache.ChunkSize())
+	info, rc, err := fr.ReadFirst(withEgressTag(ctx, t), skey, n)
+	if err != nil {
+		return info, err
+	}
+	if info.Size == 0 || info.Size > n || info.Validator == "" {
+		rc.Close() // a larger object: read as usual, chunk by chunk
+		return info, nil
+	}
+	id := cachetier.ObjectID{Store: b.store.Name(), Key: skey, Validator: info.Validator, Size: info.Size}
+	v, size := info.Validator, info.Size
+	fetch := func(fctx context.Context, off, length int64) (io.ReadCloser, error) {
+		if off != 0 || length != size {
+			rc.Close()
+			return nil, fmt.Errorf("federation: primed fetch of %d bytes at %d of a %d-byte object", length, off, size)
+		}
+		ft := t
+		ft.blocked = &blockedRead{}
+		// The body is resumed, as any fill's, if it breaks.
+		r := &resumingReader{ctx: withEgressTag(fctx, ft), st: b.store, key: skey, v: v, left: size, rc: rc}
+		return b.ns.countRead(r, ft, b.store, noReuse), nil
+	}
+	opts := b.ns.readOptions(b)
+	if !cache.Prime(id, 0, fetch, opts) {
+		rc.Close() // cached or being filled already
+	}
+	return info, nil
 }
 
 // Forget drops what this node knows of a key (cached metadata and chunks):

@@ -546,10 +546,13 @@ func (run *batchRun) logDone(result string, err error) {
 	run.log.Log(context.Background(), level, "batch", attrs...)
 }
 
-// prepareAll prepares every entry, Prefetch at a time at least 16, and
-// returns the error of the first entry (in request order) that fails.
+// prepareAll prepares every entry, 4 x Prefetch at a time (at least 64),
+// and returns the error of the first entry (in request order) that fails.
+// A prepare is a metadata round trip to a store or peer at worst (with read
+// intent a small entry's bytes come with it, into the cache, not memory),
+// so many in flight hide a far origin's latency at little cost.
 func (run *batchRun) prepareAll(ctx context.Context) error {
-	conc := max(run.bt.cfg.Prefetch, 16)
+	conc := max(4*run.bt.cfg.Prefetch, 64)
 	sem := make(chan struct{}, conc)
 	var wg sync.WaitGroup
 	for _, it := range run.items {
@@ -590,7 +593,11 @@ func (run *batchRun) prepare(ctx context.Context, it *batchItem) {
 		it.err = err
 		return
 	}
-	info, err := b.Stat(ctx, it.e.Key)
+	sctx := ctx
+	if it.e.ArchPath == "" && (it.e.Range == "" || strings.HasPrefix(it.e.Range, "bytes=0-")) {
+		sctx = backend.WithReadIntent(ctx) // its bytes may come with its metadata
+	}
+	info, err := b.Stat(sctx, it.e.Key)
 	if check != nil {
 		if cerr := check(info, err); cerr != nil {
 			it.err = cerr
