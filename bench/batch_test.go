@@ -43,36 +43,48 @@ import (
 // signer. The summary prints a/b and a/c per round.
 func BenchmarkBatchGet(b *testing.B) {
 	const capBps = 50_000_000
+	rtts := parseDurations(b, *coldRTTs)
 	srv := testenv.MinIO(b)
 	bucket := srv.NewBucket(b)
-	proxy := "http://" + startThrottleProxy(b, strings.TrimPrefix(srv.Endpoint, "http://"), capBps)
+	endpoint := strings.TrimPrefix(srv.Endpoint, "http://")
 	mc := s3.New(s3.Options{Region: srv.Region, BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
 
 	// One fedgate: bucket "data" mounted from the MinIO bucket through the
-	// capped proxy, metadata trusted for an hour (a dataset's cache.ttl).
+	// capped proxy, metadata trusted for an hour (a dataset's cache.ttl);
+	// bucket "cold<i>" the same through a proxy that also adds round trip
+	// rtts[i].
 	b.Setenv("FG_BENCH_AK", srv.AccessKey)
 	b.Setenv("FG_BENCH_SK", srv.SecretKey)
-	policy := fmt.Sprintf(`regions:
-  - {name: bench, location: onprem:lab}
-stores:
-  - name: origin
+	store := func(name, proxy string) string {
+		return fmt.Sprintf(`  - name: %s
     kind: s3
     location: aws:us-east-1
     bucket: %s
     endpoint: %s
     path_style: true
     credentials: {access_key_env: FG_BENCH_AK, secret_key_env: FG_BENCH_SK}
-buckets:
-  - name: data
-    origin: origin
-    cache: {ttl: 1h}
-`, bucket, proxy)
+`, name, bucket, proxy)
+	}
+	proxy := "http://" + startThrottleProxy(b, endpoint, capBps)
+	stores := store("origin", proxy)
+	buckets := "  - {name: data, origin: origin, cache: {ttl: 1h}}\n"
+	coldProxies := make([]string, len(rtts))
+	for i, rtt := range rtts {
+		coldProxies[i] = "http://" + startDelayProxy(b, endpoint, capBps, rtt)
+		stores += store(fmt.Sprintf("origin%d", i), coldProxies[i])
+		buckets += fmt.Sprintf("  - {name: cold%d, origin: origin%d, cache: {ttl: 1h}}\n", i, i)
+	}
+	policy := "regions:\n  - {name: bench, location: onprem:lab}\nstores:\n" + stores + "buckets:\n" + buckets
 	pf := filepath.Join(b.TempDir(), "policy.yaml")
 	if err := os.WriteFile(pf, []byte(policy), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	fg := testserver.Start(b, binary, b.TempDir(), "--config", pf, "--cache-size", "4GiB")
+	args := []string{"--config", pf, "--cache-size", "4GiB"}
+	if d := os.Getenv("FEDGATE_BENCH_DEBUG_LISTEN"); d != "" {
+		args = append(args, "--debug-listen", d)
+	}
+	fg := testserver.Start(b, binary, b.TempDir(), args...)
 	fgc := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(fg.Endpoint), UsePathStyle: true, Credentials: staticCredentials()})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
 	bc := &batchClient{endpoint: fg.Endpoint, client: client}
@@ -84,61 +96,90 @@ buckets:
 	}{{"16KiB", 16 << 10}, {"128KiB", 128 << 10}} {
 		// The warm set: warmBatches x 256 samples, read once before.
 		warm := uploadSamples(b, mc, bucket, "warm/"+sz.name, *warmBatches*batchSize, sz.size)
-		for i := 0; i < len(warm); i += batchSize {
-			bc.get(b, "data", warm[i:min(i+batchSize, len(warm))], sz.size)
+		if *batchWarm {
+			for i := 0; i < len(warm); i += batchSize {
+				bc.get(b, "data", warm[i:min(i+batchSize, len(warm))], sz.size)
+			}
+			perFedgate := presigner(b, fgc, "data")
+			perMinIO := presigner(b, mc, bucket)
+			originBefore := metric(b, fg.Endpoint, "fedgate_cache_origin_bytes_total")
+			// One value per round: the last (largest b.N) run of each
+			// sub-benchmark wins.
+			aw, bw, cw := make([]float64, *rounds), make([]float64, *rounds), make([]float64, *rounds)
+			for round := range *rounds {
+				b.Run(fmt.Sprintf("warm/%s/a-batch/round%d", sz.name, round), func(b *testing.B) {
+					aw[round] = measure(b, func(b *testing.B, n int) { bc.parallel(b, "data", warm, n, sz.size) })
+				})
+				b.Run(fmt.Sprintf("warm/%s/b-fedgate-per-object/round%d", sz.name, round), func(b *testing.B) {
+					bw[round] = measure(b, func(b *testing.B, n int) { perObject(b, client, perFedgate, warm, n, sz.size) })
+				})
+				b.Run(fmt.Sprintf("warm/%s/c-minio-per-object/round%d", sz.name, round), func(b *testing.B) {
+					cw[round] = measure(b, func(b *testing.B, n int) { perObject(b, client, perMinIO, warm, n, sz.size) })
+				})
+			}
+			if d := metric(b, fg.Endpoint, "fedgate_cache_origin_bytes_total") - originBefore; d != 0 {
+				summary = append(summary, fmt.Sprintf("note: the warm %s runs read %.0f bytes from the origin (not all warm)", sz.name, d))
+			}
+			var ab, acw []float64
+			for i := range min(len(aw), len(bw), len(cw)) {
+				ab = append(ab, aw[i]/bw[i])
+				acw = append(acw, aw[i]/cw[i])
+			}
+			summary = append(summary,
+				fmt.Sprintf("batch GET, %s samples, batches of %d, %d batches in flight: warm (a) batch %.0f samples/s, (b) fedgate per-object x16 %.0f, (c) MinIO per-object x16 %.0f; a/b = %.2f (%s), a/c = %.2f (%s)",
+					sz.name, batchSize, *batchClients, median(aw), median(bw), median(cw), median(ab), spread(ab), median(acw), spread(acw)))
 		}
-		perFedgate := presigner(b, fgc, "data")
-		perMinIO := presigner(b, mc, bucket)
-		perMinIOCapped := presigner(b, s3.New(s3.Options{Region: srv.Region, BaseEndpoint: aws.String(proxy), UsePathStyle: true,
-			Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")}), bucket)
-		originBefore := metric(b, fg.Endpoint, "fedgate_cache_origin_bytes_total")
-		// One value per round: the last (largest b.N) run of each
-		// sub-benchmark wins.
-		aw, bw, cw := make([]float64, *rounds), make([]float64, *rounds), make([]float64, *rounds)
-		ac, cc := make([]float64, *rounds), make([]float64, *rounds)
-		for round := range *rounds {
-			b.Run(fmt.Sprintf("warm/%s/a-batch/round%d", sz.name, round), func(b *testing.B) {
-				aw[round] = measure(b, func(b *testing.B, n int) { bc.parallel(b, "data", warm, n, sz.size) })
-			})
-			b.Run(fmt.Sprintf("warm/%s/b-fedgate-per-object/round%d", sz.name, round), func(b *testing.B) {
-				bw[round] = measure(b, func(b *testing.B, n int) { perObject(b, client, perFedgate, warm, n, sz.size) })
-			})
-			b.Run(fmt.Sprintf("warm/%s/c-minio-per-object/round%d", sz.name, round), func(b *testing.B) {
-				cw[round] = measure(b, func(b *testing.B, n int) { perObject(b, client, perMinIO, warm, n, sz.size) })
-			})
-		}
-		if d := metric(b, fg.Endpoint, "fedgate_cache_origin_bytes_total") - originBefore; d != 0 {
-			summary = append(summary, fmt.Sprintf("note: the warm %s runs read %.0f bytes from the origin (not all warm)", sz.name, d))
+		if !*batchCold {
+			continue
 		}
 		coldSeq := 0
-		for round := range *rounds {
-			b.Run(fmt.Sprintf("cold/%s/a-batch/round%d", sz.name, round), func(b *testing.B) {
-				ac[round] = measureCold(b, func(b *testing.B, n int) []string {
-					coldSeq++
-					return uploadSamples(b, mc, bucket, fmt.Sprintf("cold/%s/%d", sz.name, coldSeq), n*batchSize, sz.size)
-				}, func(b *testing.B, keys []string) { bc.parallel(b, "data", keys, len(keys)/batchSize, sz.size) })
-			})
-			b.Run(fmt.Sprintf("cold/%s/c-minio-capped-per-object/round%d", sz.name, round), func(b *testing.B) {
-				cc[round] = measure(b, func(b *testing.B, n int) { perObject(b, client, perMinIOCapped, warm, n, sz.size) })
-			})
+		for i, rtt := range rtts {
+			coldBucket := fmt.Sprintf("cold%d", i)
+			perMinIOCapped := presigner(b, s3.New(s3.Options{Region: srv.Region, BaseEndpoint: aws.String(coldProxies[i]), UsePathStyle: true,
+				Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")}), bucket)
+			ac, cc := make([]float64, *rounds), make([]float64, *rounds)
+			for round := range *rounds {
+				b.Run(fmt.Sprintf("cold-rtt%s/%s/a-batch/round%d", rtt, sz.name, round), func(b *testing.B) {
+					ac[round] = measureCold(b, func(b *testing.B, n int) []string {
+						coldSeq++
+						return uploadSamples(b, mc, bucket, fmt.Sprintf("cold/%s/%d", sz.name, coldSeq), n*batchSize, sz.size)
+					}, func(b *testing.B, keys []string) { bc.parallel(b, coldBucket, keys, len(keys)/batchSize, sz.size) })
+				})
+				b.Run(fmt.Sprintf("cold-rtt%s/%s/c-minio-capped-per-object/round%d", rtt, sz.name, round), func(b *testing.B) {
+					cc[round] = measure(b, func(b *testing.B, n int) { perObject(b, client, perMinIOCapped, warm, n, sz.size) })
+				})
+			}
+			var acc []float64
+			for i := range min(len(ac), len(cc)) {
+				acc = append(acc, ac[i]/cc[i])
+			}
+			summary = append(summary,
+				fmt.Sprintf("batch GET, %s samples, cold (origin capped at 50 MB/s per connection, round trip +%s): (a) batch %.0f samples/s, (c) MinIO per-object x16 through the same proxy %.0f; a/c = %.2f (%s)",
+					sz.name, rtt, median(ac), median(cc), median(acc), spread(acc)))
 		}
-		var ab, acw, acc []float64
-		for i := range min(len(aw), len(bw), len(cw)) {
-			ab = append(ab, aw[i]/bw[i])
-			acw = append(acw, aw[i]/cw[i])
-		}
-		for i := range min(len(ac), len(cc)) {
-			acc = append(acc, ac[i]/cc[i])
-		}
-		summary = append(summary,
-			fmt.Sprintf("batch GET, %s samples, batches of %d, %d batches in flight: warm (a) batch %.0f samples/s, (b) fedgate per-object x16 %.0f, (c) MinIO per-object x16 %.0f; a/b = %.2f (%s), a/c = %.2f (%s)",
-				sz.name, batchSize, *batchClients, median(aw), median(bw), median(cw), median(ab), spread(ab), median(acw), spread(acw)),
-			fmt.Sprintf("batch GET, %s samples, cold (origin capped at 50 MB/s per connection): (a) batch %.0f samples/s, (c) MinIO per-object x16 through the same cap %.0f; a/c = %.2f (%s)",
-				sz.name, median(ac), median(cc), median(acc), spread(acc)))
 	}
 	resultsMu.Lock()
 	notes = append(notes, summary...)
 	resultsMu.Unlock()
+}
+
+// parseDurations parses a comma-separated list of durations ("0,50ms").
+func parseDurations(b *testing.B, list string) []time.Duration {
+	var out []time.Duration
+	for f := range strings.SplitSeq(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if f == "0" {
+			f = "0s"
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil {
+			b.Fatalf("-coldrtts: %v", err)
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 const batchSize = 256
@@ -146,6 +187,9 @@ const batchSize = 256
 var (
 	batchClients = flag.Int("batchclients", 4, "batch GETs in flight at once in BenchmarkBatchGet (as DataLoader workers)")
 	warmBatches  = flag.Int("warmbatches", 4, "batches of 256 samples in BenchmarkBatchGet's warm set")
+	coldRTTs     = flag.String("coldrtts", "0,50ms", "round trips the cold origins of BenchmarkBatchGet add (comma-separated; 0: the cap alone)")
+	batchWarm    = flag.Bool("batchwarm", true, "run BenchmarkBatchGet's warm variant")
+	batchCold    = flag.Bool("batchcold", true, "run BenchmarkBatchGet's cold variants")
 )
 
 // measure runs b.N units of 256 samples with run and returns samples/s.
