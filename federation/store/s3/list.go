@@ -19,9 +19,10 @@ import (
 // prefixes merged in byte order. Keys travel URL-encoded, so control
 // characters survive XML. A common prefix at or before opts.StartAfter is
 // left out (S3 returns one when keys folded into it sort after StartAfter),
-// as is everything under StagingPrefix. Entry.Info has Key, Size, ModTime,
+// as is everything under StagingPrefix and MetaPrefix. Entry.Info has Key, Size, ModTime,
 // Validator and the server's ETag (the S3-facing one except for objects
-// written by a large Put, which List cannot see without a HEAD each), and
+// written by a large Put, whose MD5 ETag is in a sidecar that List does not
+// read: it would cost a request per object), and
 // no Metadata.
 //
 // Errors (yielded, then the listing ends): ErrAccessDenied, ErrThrottled
@@ -78,7 +79,7 @@ func (s *Store) entries(es []store.Entry, out *awss3.ListObjectsV2Output, startA
 		if err != nil {
 			return nil, err
 		}
-		if key <= startAfter || strings.HasPrefix(key, StagingPrefix) {
+		if key <= startAfter || reservedKey(key) {
 			continue
 		}
 		v := unquoteETag(aws.ToString(o.ETag))
@@ -92,7 +93,7 @@ func (s *Store) entries(es []store.Entry, out *awss3.ListObjectsV2Output, startA
 		if err != nil {
 			return nil, err
 		}
-		if key <= startAfter || key == StagingPrefix || strings.HasPrefix(key, StagingPrefix) {
+		if key <= startAfter || reservedKey(key) {
 			continue
 		}
 		es = append(es, store.Entry{Key: key, IsPrefix: true})

@@ -110,17 +110,20 @@ func TestCopySource(t *testing.T) {
 	}
 }
 
-// TestStagingHidden: keys under StagingPrefix are refused and staging
-// objects never listed.
+// TestStagingHidden: keys under StagingPrefix and MetaPrefix are refused,
+// and staging objects and sidecars are never listed.
 func TestStagingHidden(t *testing.T) {
 	s := newMinIO(t, nil)
 	ctx := t.Context()
-	if _, err := s.Put(ctx, StagingPrefix+"x", strings.NewReader("x"), 1, store.PutOptions{}); !errors.Is(err, store.ErrInvalidKey) {
-		t.Errorf("Put under the staging prefix: %v, want ErrInvalidKey", err)
+	for _, p := range []string{StagingPrefix, MetaPrefix} {
+		if _, err := s.Put(ctx, p+"x", strings.NewReader("x"), 1, store.PutOptions{}); !errors.Is(err, store.ErrInvalidKey) {
+			t.Errorf("Put under %s: %v, want ErrInvalidKey", p, err)
+		}
 	}
-	// A staging object left by a crashed Put.
-	st := StagingPrefix + "leftover"
-	s.client.PutObject(ctx, putInput(s, st))
+	// A staging object left by a crashed Put of an earlier version, and a
+	// sidecar.
+	s.client.PutObject(ctx, putInput(s, StagingPrefix+"leftover"))
+	s.client.PutObject(ctx, putInput(s, sidecarKey("a", "0123-2")))
 	if _, err := s.Put(ctx, "a", strings.NewReader("x"), 1, store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}

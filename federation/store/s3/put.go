@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -27,8 +26,8 @@ import (
 var unsigned = awss3.WithAPIOptions(v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
 
 // Put streams body into key. A body of at most PartSize bytes is buffered
-// and sent in one PutObject; a larger one goes through a staging multipart
-// upload and a server-side copy (see the package comment). The body is
+// and sent in one PutObject; a larger one is one multipart upload to key,
+// with a sidecar for its MD5 ETag (see the package comment and sidecar.go). The body is
 // always read to io.EOF before the object is committed.
 //
 // Errors: the body's read error (wrapped), io.ErrUnexpectedEOF (wrapped)
@@ -139,44 +138,58 @@ func writeErr(op, key string, opts store.PutOptions, err error) error {
 	return err
 }
 
-// largePut uploads a body larger than one part to a staging key, parts in
-// parallel, then copies it onto key with its metadata and conditions.
+// largePut uploads a body larger than one part as one multipart upload
+// straight to its key, parts in parallel, created with the object's
+// metadata; its MD5 ETag and late checksums go to a sidecar written before
+// the upload is completed with the write's conditions (see sidecar.go).
 type largePut struct {
 	s    *Store
 	key  string
 	size int64 // -1 when unknown
 	opts store.PutOptions
 
-	staging, uploadID string
+	uploadID string
 
 	mu    sync.Mutex
 	parts []types.CompletedPart
-	err   error // the first part upload error
+	md5s  map[int32][md5.Size]byte // each part's MD5, by part number
+	err   error                    // the first part upload error
 }
 
 func (u *largePut) run(ctx context.Context, body io.Reader, first []byte) (info store.ObjectInfo, err error) {
 	s := u.s
-	// Fail early, before the upload, when a condition already fails.
-	if u.opts.IfNoneMatch {
-		if _, err := s.head(ctx, u.key, ""); err == nil {
-			return store.ObjectInfo{}, fmt.Errorf("s3: put %q: %w", u.key, store.ErrPreconditionFailed)
-		}
+	// One HEAD before the upload: it fails early when a condition already
+	// fails, and tells whose sidecar the new object replaces.
+	prev, prevMeta, herr := s.headRaw(ctx, u.key, u.opts.IfMatch)
+	switch {
+	case herr == nil && u.opts.IfNoneMatch:
+		return store.ObjectInfo{}, fmt.Errorf("s3: put %q: %w", u.key, store.ErrPreconditionFailed)
+	case herr != nil && u.opts.IfMatch != "":
+		return store.ObjectInfo{}, writeErr("put", u.key, u.opts, herr)
+	case herr != nil && ctx.Err() != nil:
+		return store.ObjectInfo{}, ctx.Err()
 	}
-	if u.opts.IfMatch != "" {
-		if _, err := s.head(ctx, u.key, u.opts.IfMatch); err != nil {
-			return store.ObjectInfo{}, writeErr("put", u.key, u.opts, err)
-		}
+	replaced := ""
+	if herr == nil && hasSidecar(prevMeta) {
+		replaced = string(prev.Validator)
 	}
-	u.staging = StagingPrefix + randomHex()
-	cu, err := s.client.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: &u.staging})
+	h, err := toHeaders(u.opts.Metadata, "", nil)
+	if err != nil {
+		return store.ObjectInfo{}, fmt.Errorf("s3: put %q: %w", u.key, err)
+	}
+	h.meta[metaSidecar] = "1"
+	cin := &awss3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: &u.key}
+	h.createInput(cin)
+	cu, err := s.client.CreateMultipartUpload(ctx, cin)
 	if err != nil {
 		return store.ObjectInfo{}, mapErr("put", u.key, err)
 	}
 	u.uploadID = aws.ToString(cu.UploadId)
+	u.md5s = map[int32][md5.Size]byte{}
 	committed := false
 	defer func() {
 		if !committed {
-			s.abort(u.staging, u.uploadID)
+			s.abort(u.key, u.uploadID)
 		}
 	}()
 
@@ -185,30 +198,58 @@ func (u *largePut) run(ctx context.Context, body io.Reader, first []byte) (info 
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
-	etag := hex.EncodeToString(whole.Sum(nil))
-	h, err := s.writeHeaders(u.key, u.opts, etag)
-	if err != nil {
-		return store.ObjectInfo{}, err
+	doc := sidecarDoc{ETag: hex.EncodeToString(whole.Sum(nil))}
+	if u.opts.LateChecksums != nil {
+		doc.Checksums = u.opts.LateChecksums()
 	}
 	if err := ctx.Err(); err != nil {
 		return store.ObjectInfo{}, err
 	}
 	sortParts(u.parts) // all part uploads have returned
-	done, err := s.client.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{
-		Bucket: &s.bucket, Key: &u.staging, UploadId: &u.uploadID,
-		MultipartUpload: &types.CompletedMultipartUpload{Parts: u.parts},
-	})
-	if err != nil {
-		return store.ObjectInfo{}, mapErr("put", u.key, err)
+	sums := make([]store.PartInfo, len(u.parts))
+	for i, p := range u.parts {
+		n := aws.ToInt32(p.PartNumber)
+		sum := u.md5s[n]
+		sums[i] = store.PartInfo{Number: int(n), ETag: hex.EncodeToString(sum[:])}
 	}
-	committed = true
-	// In a versioned bucket the staging object's version goes too.
-	defer s.deleteStaging(u.staging, aws.ToString(done.VersionId))
-	validator, vid, err := s.copyObject(ctx, u.staging, unquoteETag(aws.ToString(done.ETag)), total, u.key, h, u.opts)
+	expected, _, err := multipartETag(sums) // S3's ETag of these parts
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	// The sidecar first: the object is never visible without it. A failure
+	// after this leaves a sidecar no object names (harmless, tiny).
+	if err := s.writeSidecar(ctx, u.key, expected, doc); err != nil {
+		return store.ObjectInfo{}, err
+	}
+	done := &awss3.CompleteMultipartUploadInput{
+		Bucket: &s.bucket, Key: &u.key, UploadId: &u.uploadID,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: u.parts},
+	}
+	done.IfNoneMatch, done.IfMatch = conditions(u.opts)
+	out, err := s.client.CompleteMultipartUpload(ctx, done)
 	if err != nil {
 		return store.ObjectInfo{}, writeErr("put", u.key, u.opts, err)
 	}
-	return store.ObjectInfo{Key: u.key, Size: total, ModTime: time.Now(), ETag: etag, Validator: store.Validator(validator), VersionID: vid}, nil
+	committed = true
+	validator := unquoteETag(aws.ToString(out.ETag))
+	if validator != expected {
+		// A server whose multipart ETags are not MD5s of part MD5s: the
+		// sidecar goes under the ETag it gave. Until it is there, a reader
+		// sees the S3 ETag.
+		if err := s.writeSidecar(ctx, u.key, validator, doc); err != nil {
+			return store.ObjectInfo{}, err
+		}
+		s.deleteSidecar(u.key, expected)
+	}
+	vid := aws.ToString(out.VersionId)
+	if replaced != "" && replaced != validator && vid == "" {
+		// An unversioned bucket: the replaced object is gone, and so is
+		// the need for its sidecar. (Versioned buckets keep every
+		// version's, as each version is still readable.)
+		s.deleteSidecar(u.key, replaced)
+	}
+	return store.ObjectInfo{Key: u.key, Size: total, ModTime: time.Now(), ETag: doc.ETag,
+		Validator: store.Validator(validator), VersionID: vid}, nil
 }
 
 // uploadParts sends first and the rest of body as parts, up to s.conc at
@@ -312,7 +353,7 @@ func (u *largePut) uploadPart(ctx context.Context, num int32, data []byte) error
 	s := u.s
 	sum := md5.Sum(data)
 	out, err := s.client.UploadPart(ctx, &awss3.UploadPartInput{
-		Bucket: &s.bucket, Key: &u.staging, UploadId: &u.uploadID, PartNumber: &num,
+		Bucket: &s.bucket, Key: &u.key, UploadId: &u.uploadID, PartNumber: &num,
 		Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))),
 		ContentMD5: aws.String(base64.StdEncoding.EncodeToString(sum[:])),
 	}, unsigned)
@@ -322,6 +363,7 @@ func (u *largePut) uploadPart(ctx context.Context, num int32, data []byte) error
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.parts = append(u.parts, types.CompletedPart{ETag: out.ETag, PartNumber: &num})
+	u.md5s[num] = sum
 	return nil
 }
 
@@ -331,10 +373,4 @@ func (s *Store) abort(key, uploadID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, _ = s.client.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &key, UploadId: &uploadID})
-}
-
-func randomHex() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

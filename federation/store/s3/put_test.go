@@ -5,9 +5,16 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -60,7 +67,8 @@ func readAll(t *testing.T, s *Store, key string) []byte {
 	return b
 }
 
-// checkNoStaging asserts that no staging object or open upload is left.
+// checkNoStaging asserts that no staging object and no open upload is
+// left.
 func checkNoStaging(t *testing.T, s *Store) {
 	t.Helper()
 	ctx := t.Context()
@@ -68,16 +76,159 @@ func checkNoStaging(t *testing.T, s *Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ups, err := s.client.ListMultipartUploads(ctx, &awss3.ListMultipartUploadsInput{Bucket: &s.bucket, Prefix: aws.String(StagingPrefix)})
+	ups, err := s.client.ListMultipartUploads(ctx, &awss3.ListMultipartUploadsInput{Bucket: &s.bucket})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(objs.Contents) != 0 || len(ups.Uploads) != 0 {
-		t.Errorf("left behind: %d staging objects, %d staging uploads", len(objs.Contents), len(ups.Uploads))
+		t.Errorf("left behind: %d staging objects, %d uploads", len(objs.Contents), len(ups.Uploads))
 	}
 }
 
-// TestLargePut drives the staging-upload-and-copy path with 5 MiB parts:
+// sidecars lists the raw sidecar objects of the store's bucket.
+func sidecars(t *testing.T, s *Store) []string {
+	t.Helper()
+	out, err := s.client.ListObjectsV2(t.Context(), &awss3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: aws.String(MetaPrefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range out.Contents {
+		keys = append(keys, aws.ToString(o.Key))
+	}
+	return keys
+}
+
+// requestCounter is a reverse proxy in front of MinIO that counts the S3
+// calls through it, by kind.
+type requestCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *requestCounter) start(t *testing.T, target string) string {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.count(r)
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func (c *requestCounter) count(r *http.Request) {
+	q := r.URL.Query()
+	kind := r.Method
+	switch {
+	case r.Header.Get("X-Amz-Copy-Source") != "":
+		kind = "copy"
+	case r.Method == http.MethodPost && q.Has("uploads"):
+		kind = "create-upload"
+	case r.Method == http.MethodPost && q.Has("uploadId"):
+		kind = "complete"
+	case r.Method == http.MethodPut && q.Has("partNumber"):
+		kind = "upload-part"
+	case r.Method == http.MethodDelete && q.Has("uploadId"):
+		kind = "abort"
+	}
+	c.mu.Lock()
+	c.n[kind]++
+	c.mu.Unlock()
+}
+
+func (c *requestCounter) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = map[string]int{}
+	return n
+}
+
+// TestLargePutOneUpload: a large Put is one multipart upload straight to
+// its key (the origin writes the bytes once: no staging object, no
+// server-side copy), a plain S3 client reads the object with its metadata,
+// and the MD5 ETag comes back through the sidecar; overwriting it in an
+// unversioned bucket replaces the sidecar.
+func TestLargePutOneUpload(t *testing.T) {
+	rc := &requestCounter{n: map[string]int{}}
+	s := newMinIO(t, func(c *Config) {
+		c.PartSize = 5 << 20
+		c.Endpoint = rc.start(t, c.Endpoint)
+	})
+	ctx := t.Context()
+	md := store.Metadata{ContentType: "application/x-ckpt", User: map[string]string{"run-id": "r-7"}}
+	var etags []string
+	for i, n := range []int{16<<20 + 3, 11 << 20} {
+		b := randBytes(uint64(40+i), n)
+		rc.take()
+		info, err := s.Put(ctx, "ckpt/model.pt", bytes.NewReader(b), int64(n), store.PutOptions{Metadata: md,
+			LateChecksums: func() map[string]string { return map[string]string{"CRC32": "Y3JjMzI="} }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts := (n + 5<<20 - 1) / (5 << 20)
+		got := rc.take()
+		want := map[string]int{"HEAD": 1, "create-upload": 1, "upload-part": parts, "PUT": 1, "complete": 1}
+		if i == 1 {
+			want["DELETE"] = 1 // the replaced object's sidecar
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("put %d: requests %v, want %v", i, got, want)
+		}
+		if info.ETag != md5hex(b) || !strings.HasSuffix(string(info.Validator), fmt.Sprintf("-%d", parts)) {
+			t.Errorf("put %d = %+v; want ETag %s and a multipart validator", i, info, md5hex(b))
+		}
+		st, err := s.Stat(ctx, "ckpt/model.pt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ETag != info.ETag || st.Validator != info.Validator || st.Checksums["CRC32"] != "Y3JjMzI=" ||
+			st.ContentType != md.ContentType || st.User["run-id"] != "r-7" || len(st.User) != 1 {
+			t.Errorf("Stat = %+v, Put said %+v", st, info)
+		}
+		// What any S3 client sees: the bytes, the metadata, S3's own ETag.
+		raw, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &s.bucket, Key: aws.String("ckpt/model.pt")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if aws.ToString(raw.ContentType) != md.ContentType || raw.Metadata["run-id"] != "r-7" ||
+			unquoteETag(aws.ToString(raw.ETag)) != string(info.Validator) {
+			t.Errorf("plain HEAD = type %q, metadata %v, ETag %s", aws.ToString(raw.ContentType), raw.Metadata, aws.ToString(raw.ETag))
+		}
+		if got := readAll(t, s, "ckpt/model.pt"); !bytes.Equal(got, b) {
+			t.Errorf("put %d: read back %d bytes", i, len(got))
+		}
+		etags = append(etags, info.ETag)
+	}
+	if sc := sidecars(t, s); len(sc) != 1 {
+		t.Errorf("sidecars after an overwrite: %q, want one", sc)
+	}
+	// The listing shows the object alone, with S3's ETag (documented).
+	var keys []string
+	for e, err := range s.List(ctx, store.ListOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, e.Key)
+	}
+	if !slicesEqual(keys, []string{"ckpt/model.pt"}) {
+		t.Errorf("List = %q", keys)
+	}
+	// The sidecar gone (a bucket cleaned by hand): S3's ETag, still readable.
+	for _, k := range sidecars(t, s) {
+		s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &s.bucket, Key: &k})
+	}
+	st, err := s.Stat(ctx, "ckpt/model.pt")
+	if err != nil || st.ETag != string(st.Validator) || st.ETag == etags[1] {
+		t.Errorf("Stat without its sidecar = %+v, %v; want S3's ETag", st, err)
+	}
+}
+
+// TestLargePut drives the multipart-and-sidecar path with 5 MiB parts:
 // known and unknown sizes, a size on a part boundary, full metadata.
 func TestLargePut(t *testing.T) {
 	s := newMinIO(t, func(c *Config) { c.PartSize = 5 << 20; c.Concurrency = 3 })

@@ -15,20 +15,24 @@
 //     and sent in one conditional PutObject with Content-MD5 and all its
 //     metadata;
 //   - a larger body (or one of unknown size that turns out larger) is
-//     uploaded as a multipart upload to a staging key under StagingPrefix,
-//     Config.Concurrency parts at a time, then copied server-side onto its
-//     key with its metadata and the write's conditions (CopyObject up to
-//     5 GiB, UploadPartCopy beyond), and the staging object is deleted. No
-//     byte passes through the gateway twice; the server copies once.
+//     uploaded as one multipart upload straight to its key,
+//     Config.Concurrency parts at a time, created with its metadata; the
+//     MD5 ETag and late checksums, known only at the end, go to a small
+//     sidecar object under MetaPrefix written before the upload is
+//     completed with the write's conditions (sidecar.go). The object is
+//     written once: no staging copy, no server-side copy.
 //
 // In both cases the body is read to io.EOF before anything becomes visible
 // under the key, and memory is bounded store-wide by Config.MaxBufferMemory.
 // Multipart uploads (Multiparter) go straight to S3 multipart on the key.
 //
 // Limits: SSE-KMS and SSE-C buckets are not supported (their ETags are not
-// MD5s); an interrupted large Put can leave a staging object or an
-// incomplete upload behind (expire StagingPrefix and incomplete uploads with
-// a bucket lifecycle rule).
+// MD5s); an interrupted large Put can leave an incomplete upload behind
+// (expire incomplete uploads with a bucket lifecycle rule), and a deleted
+// or overwritten large object (but for an overwrite by a large Put in an
+// unversioned bucket) leaves its sidecar, a few hundred bytes under
+// MetaPrefix. StagingPrefix, where earlier versions staged large Puts, is
+// still refused and never listed.
 package s3
 
 import (
@@ -267,14 +271,14 @@ func (s *Store) Name() string { return s.name }
 func (s *Store) Location() policies.Location { return s.loc }
 
 // checkKey refuses keys no store holds (empty, over MaxKeyLen bytes, NUL,
-// invalid UTF-8), keys under StagingPrefix and, with MinIOKeyRules, the
+// invalid UTF-8), keys under StagingPrefix and MetaPrefix and, with MinIOKeyRules, the
 // keys MinIO cannot hold faithfully, with ErrInvalidKey.
 func (s *Store) checkKey(op, key string) error {
 	switch {
 	case key == "", len(key) > store.MaxKeyLen, strings.IndexByte(key, 0) >= 0, !utf8.ValidString(key):
 		return fmt.Errorf("s3: %s %q: %w", op, key, store.ErrInvalidKey)
-	case strings.HasPrefix(key, StagingPrefix):
-		return fmt.Errorf("s3: %s %q: %w: reserved for staging", op, key, store.ErrInvalidKey)
+	case reservedKey(key):
+		return fmt.Errorf("s3: %s %q: %w: reserved for fedgate's staging and sidecars", op, key, store.ErrInvalidKey)
 	case s.minioKeys && MinIORefuses(key):
 		return fmt.Errorf("s3: %s %q: %w: MinIO cannot hold this key", op, key, store.ErrInvalidKey)
 	}
@@ -322,8 +326,22 @@ func (s *Store) Stat(ctx context.Context, key string) (store.ObjectInfo, error) 
 	return s.head(ctx, key, "")
 }
 
-// head HEADs key, with If-Match when ifMatch is set.
+// head HEADs key, with If-Match when ifMatch is set, and reads its
+// sidecar when it has one.
 func (s *Store) head(ctx context.Context, key string, ifMatch store.Validator) (store.ObjectInfo, error) {
+	info, meta, err := s.headRaw(ctx, key, ifMatch)
+	if err != nil {
+		return info, err
+	}
+	if err := s.resolveSidecar(ctx, key, meta, &info); err != nil {
+		return store.ObjectInfo{}, err
+	}
+	return info, nil
+}
+
+// headRaw is head without the sidecar: the ETag is the S3 ETag for an
+// object that has one, and meta tells (hasSidecar).
+func (s *Store) headRaw(ctx context.Context, key string, ifMatch store.Validator) (store.ObjectInfo, map[string]string, error) {
 	in := &awss3.HeadObjectInput{Bucket: &s.bucket, Key: &key}
 	if ifMatch != "" {
 		in.IfMatch = aws.String(quoteETag(string(ifMatch)))
@@ -336,9 +354,9 @@ func (s *Store) head(ctx context.Context, key string, ifMatch store.Validator) (
 			var re *smithyhttp.ResponseError
 			errors.As(err, &re)
 			dm := &store.DeleteMarker{Key: key, VersionID: re.Response.Header.Get("X-Amz-Version-Id"), Latest: true}
-			return store.ObjectInfo{}, store.Retried(fmt.Errorf("s3: stat %q: %w", key, dm))
+			return store.ObjectInfo{}, nil, store.Retried(fmt.Errorf("s3: stat %q: %w", key, dm))
 		}
-		return store.ObjectInfo{}, mapErr("stat", key, err)
+		return store.ObjectInfo{}, nil, mapErr("stat", key, err)
 	}
 	h := headers{
 		contentType: out.ContentType, cacheControl: out.CacheControl, contentDisposition: out.ContentDisposition,
@@ -349,7 +367,7 @@ func (s *Store) head(ctx context.Context, key string, ifMatch store.Validator) (
 	info.Size = aws.ToInt64(out.ContentLength)
 	info.ModTime = aws.ToTime(out.LastModified)
 	info.VersionID = aws.ToString(out.VersionId) // the bucket's own version, where it keeps versions
-	return info, nil
+	return info, out.Metadata, nil
 }
 
 // ReadRange streams length bytes from offset (length < 0: to the end) with
@@ -429,6 +447,10 @@ func (s *Store) ReadFirst(ctx context.Context, key string, n int64) (store.Objec
 			return store.ObjectInfo{}, nil, store.Retried(fmt.Errorf("s3: stat %q: the GET's Content-Range %q gives no size", key, cr))
 		}
 		info.Size = total
+	}
+	if err := s.resolveSidecar(ctx, key, out.Metadata, &info); err != nil {
+		out.Body.Close()
+		return store.ObjectInfo{}, nil, err
 	}
 	return info, out.Body, nil
 }

@@ -23,7 +23,6 @@ import (
 	"iter"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -82,6 +81,9 @@ func (s *Store) StatVersion(ctx context.Context, key, id string) (store.ObjectIn
 	info.Size = aws.ToInt64(out.ContentLength)
 	info.ModTime = aws.ToTime(out.LastModified)
 	info.VersionID = id
+	if err := s.resolveSidecar(ctx, key, out.Metadata, &info); err != nil {
+		return store.ObjectInfo{}, err
+	}
 	return info, nil
 }
 
@@ -202,7 +204,7 @@ func noSuchVersion(op, key, id string) error {
 }
 
 // ListVersions streams ListObjectVersions pages: versions, delete markers
-// and common prefixes, in S3's order, with the keys under StagingPrefix
+// and common prefixes, in S3's order, with the keys under StagingPrefix and MetaPrefix
 // (and, with MinIOKeyRules, below a prefix MinIO refuses) left out as List
 // leaves them. A common prefix at or before opts.KeyMarker is left out.
 // Info has Key, VersionID, Size, ModTime, Validator and the server's ETag
@@ -301,7 +303,7 @@ func (s *Store) versionEntries(es []store.VersionEntry, out *awss3.ListObjectVer
 		if err != nil {
 			return err
 		}
-		if strings.HasPrefix(key, StagingPrefix) {
+		if reservedKey(key) {
 			return nil
 		}
 		info.Key, info.VersionID = key, id
@@ -327,7 +329,7 @@ func (s *Store) versionEntries(es []store.VersionEntry, out *awss3.ListObjectVer
 		if err != nil {
 			return nil, err
 		}
-		if strings.HasPrefix(key, StagingPrefix) {
+		if reservedKey(key) {
 			continue
 		}
 		rs = append(rs, ranked{e: store.VersionEntry{Key: key, IsPrefix: true}})
@@ -402,22 +404,4 @@ func (o *versionOrder) HandleDeserialize(ctx context.Context, in middleware.Dese
 		}
 	}
 	return out, md, nil
-}
-
-// deleteStaging removes a staging object for good: the version id the
-// write returned when the bucket keeps versions, else the object, and the
-// delete marker that a versioned or suspended bucket answers a plain
-// delete with. With its own deadline, as the caller's ctx may be what
-// failed.
-func (s *Store) deleteStaging(key, versionID string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	in := &awss3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}
-	if versionID != "" {
-		in.VersionId = &versionID
-	}
-	out, err := s.client.DeleteObject(ctx, in)
-	if err == nil && versionID == "" && aws.ToBool(out.DeleteMarker) && aws.ToString(out.VersionId) != "" {
-		_, _ = s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &s.bucket, Key: &key, VersionId: out.VersionId})
-	}
 }
