@@ -40,6 +40,8 @@ require github.com/google/btree v1.1.3
 
 require github.com/HdrHistogram/hdrhistogram-go v1.4.0
 
+require github.com/aws/aws-sdk-go-v2/feature/s3/manager v1.23.24
+
 require (
 	cel.dev/expr v0.25.3 // indirect
 	cloud.google.com/go v0.123.0 // indirect

@@ -255,13 +255,42 @@ func (u *largePut) run(ctx context.Context, body io.Reader, first []byte) (info 
 // uploadParts sends first and the rest of body as parts, up to s.conc at
 // once, hashing the bytes into whole, and returns the body's size. It reads
 // body to io.EOF; on error the in-flight parts are canceled.
+//
+// whole is written on a goroutine of its own, part after part in order,
+// while the next part is read and the parts upload: hashing the body does
+// not hold up reading it. A part's buffer is reused once it is both
+// uploaded and hashed.
 func (u *largePut) uploadParts(ctx context.Context, body io.Reader, first []byte, whole io.Writer) (int64, error) {
 	s := u.s
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	free := make(chan []byte, s.conc+1)
-	held := 0 // buffers taken from the budget besides first (Put's)
+	// Buffers taken from the budget besides first (Put's): up to conc, so
+	// that the next part is read while conc parts upload.
+	held := 0
+	type hashItem struct {
+		data []byte
+		done chan struct{}
+	}
+	hashQ := make(chan hashItem, s.conc+1)
+	hashed := make(chan struct{})
+	go func() {
+		defer close(hashed)
+		for it := range hashQ {
+			whole.Write(it.data)
+			close(it.done)
+		}
+	}()
+	hashClosed := false
+	closeHash := func() {
+		if !hashClosed {
+			hashClosed = true
+			close(hashQ)
+			<-hashed
+		}
+	}
 	defer func() {
+		closeHash()
 		cancel()
 		wg.Wait()
 		close(free)
@@ -277,14 +306,16 @@ func (u *largePut) uploadParts(ctx context.Context, body io.Reader, first []byte
 
 	buf, n, eof, total := first, len(first), false, int64(0)
 	for num := int32(1); ; num++ {
-		whole.Write(buf[:n])
 		total += int64(n)
 		data := buf[:n]
+		it := hashItem{data: data, done: make(chan struct{})}
+		hashQ <- it
 		wg.Go(func() {
 			if err := u.uploadPart(ctx, num, data); err != nil {
 				u.fail(err)
 				cancel()
 			}
+			<-it.done
 			free <- data[:cap(data)]
 		})
 		if eof {
@@ -296,7 +327,7 @@ func (u *largePut) uploadParts(ctx context.Context, body io.Reader, first []byte
 		select {
 		case buf = <-free:
 		default:
-			if held < s.conc-1 && s.mem.tryAcquire(s.partSize) {
+			if held < s.conc && s.mem.tryAcquire(s.partSize) {
 				held++
 				buf = s.bufs.get(int(s.partSize))
 			} else {

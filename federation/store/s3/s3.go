@@ -111,7 +111,9 @@ type Config struct {
 	// PartSize is both the largest body sent in one PutObject and the part
 	// size of large Puts (default 16 MiB, at least 5 MiB).
 	PartSize int64
-	// Concurrency is the number of parts of one large Put in flight (default 4).
+	// Concurrency is the number of parts of one large Put in flight (default
+	// 4); one more part is read meanwhile, so a large Put buffers up to
+	// Concurrency+1 parts (within MaxBufferMemory).
 	Concurrency int
 	// MaxBufferMemory bounds the bytes buffered by all writes of this store
 	// at once (default 1 GiB, at least PartSize). Writes wait for room.
