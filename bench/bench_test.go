@@ -128,7 +128,11 @@ type env struct {
 
 func setup(b *testing.B) *env {
 	b.Helper()
-	fg := testserver.Start(b, binary, b.TempDir())
+	var args []string
+	if d := os.Getenv("FEDGATE_BENCH_DEBUG_LISTEN"); d != "" {
+		args = append(args, "--debug-listen", d) // go tool pprof http://$d/debug/pprof/profile
+	}
+	fg := testserver.Start(b, binary, b.TempDir(), args...)
 	cdir := b.TempDir()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), ceilingEnv+"="+cdir)

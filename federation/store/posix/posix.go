@@ -411,14 +411,16 @@ func (st *staged) discard() {
 	st.s.root.Remove(st.rel)
 }
 
-// copyBody writes body to the file while computing its MD5. With size >= 0
+// copyBody writes body to the file while computing its MD5 (on another
+// goroutine: store.PipeHash). With size >= 0
 // it reads exactly size bytes and fails with io.ErrUnexpectedEOF on fewer.
 func (st *staged) copyBody(ctx context.Context, body io.Reader, size int64) error {
 	r := body
 	if size >= 0 {
 		r = io.LimitReader(body, size)
 	}
-	h := md5.New()
+	h := store.NewPipeHash(md5.New()) // hashed beside the writes, not between them
+	defer h.Close()
 	buf := make([]byte, 256<<10)
 	n, err := io.CopyBuffer(io.MultiWriter(st.f, h), store.ContextReader(ctx, r), buf)
 	if err != nil {
