@@ -68,6 +68,17 @@ func (c *Cache) peerOwner(k ChunkKey, local bool) string {
 	return ""
 }
 
+// Alone reports whether this node owns every chunk: it is outside a ring,
+// or the only member of its ring. Prime fills only chunks this node owns,
+// so a caller fetching bytes in order to prime asks this first.
+func (c *Cache) Alone() bool {
+	if c.cfg.Self == "" {
+		return true
+	}
+	r := c.ring.Load()
+	return !r.Contains(c.cfg.Self) || len(r.members) == 1
+}
+
 // peerAvailable reports whether node may be asked: it has not timed out
 // within the last peerSkipFactor × PeerTimeout.
 func (c *Cache) peerAvailable(node string) bool {

@@ -3,9 +3,11 @@ package cachetier
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Prime fills a chunk from bytes the caller has; a reader that comes for
@@ -72,3 +74,44 @@ func TestPrimeFailureNotKept(t *testing.T) {
 type failingReader struct{}
 
 func (failingReader) Read([]byte) (int, error) { return 0, errBoom }
+
+// In a region, Prime takes only the chunks this node owns (or any with
+// ReadOptions.Local), and Alone says whether it owns them all.
+func TestPrimeOwnedOnly(t *testing.T) {
+	r := newRegion(t, time.Second, "a", "b", "c")
+	a := r.nodes["a"]
+	if a.Alone() {
+		t.Fatal("a node of a 3-node ring is Alone")
+	}
+	if !openCache(t, testConfig(t.TempDir())).Alone() {
+		t.Fatal("a cache outside a ring is not Alone")
+	}
+	var own, peer int
+	for i := range 30 {
+		o := newOrigin(1000, uint64(200+i))
+		id := r.object(o, fmt.Sprintf("v%d", i))
+		owner, _ := a.Owner(ChunkKey{id, 0})
+		primed := a.Prime(id, 0, func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(o.data)), nil
+		}, ReadOptions{})
+		switch {
+		case owner == "a" && !primed:
+			t.Errorf("object %d: owned by a, not primed", i)
+		case owner != "a" && primed:
+			t.Errorf("object %d: owned by %s, primed on a", i, owner)
+		case owner == "a":
+			own++
+		default:
+			peer++
+			if !a.Prime(id, 0, func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+				return io.NopCloser(bytes.NewReader(o.data)), nil
+			}, ReadOptions{Local: true}) {
+				t.Errorf("object %d: a Local prime of a peer's chunk was refused", i)
+			}
+		}
+	}
+	if own == 0 || peer == 0 {
+		t.Fatalf("owned %d, peer-owned %d: the ring spread nothing", own, peer)
+	}
+	r.settle()
+}

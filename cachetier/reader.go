@@ -316,9 +316,11 @@ func (c *Cache) reopen(h *handle) (*os.File, error) {
 // is for a caller that holds the chunk's bytes already (a metadata request
 // that brought a small object's bytes with it): fetch returns them, and a
 // reader that comes for the chunk joins the fill instead of asking the
-// origin again. The chunk is filled here whichever node the ring gives it
-// to (as with opts.Local). The fill is kept until it ends; nobody needs to
-// wait for it.
+// origin again. Only a chunk this node owns is primed (or any, with
+// opts.Local, or on a node outside a ring): a chunk the ring gives to a
+// peer is filled on that peer, where the region's other nodes look for
+// it, so Prime returns false for it. The fill is kept until it ends;
+// nobody needs to wait for it.
 //
 // When Prime returns true, fetch is called exactly once: with the fill's
 // context, or, when the fill could not start, with an ended context, so
@@ -326,6 +328,9 @@ func (c *Cache) reopen(h *handle) (*os.File, error) {
 // called.
 func (c *Cache) Prime(id ObjectID, idx int64, fetch Fetcher, opts ReadOptions) bool {
 	if checkID(id) != nil || idx < 0 || idx >= c.NumChunks(id.Size) {
+		return false
+	}
+	if c.peerOwner(ChunkKey{id, idx}, opts.Local) != "" {
 		return false
 	}
 	opts = opts.withDefaults()

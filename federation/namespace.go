@@ -103,8 +103,11 @@ type ChunkCache interface {
 	ReadChunk(ctx context.Context, k cachetier.ChunkKey, fetch cachetier.Fetcher, off, n int64, opts cachetier.ReadOptions) (io.ReadCloser, error)
 	// Prime fills a chunk here from bytes the caller holds already
 	// (a small object's, fetched with its metadata); false: it was cached
-	// or being filled, and fetch is not called.
+	// or being filled, or a peer owns it, and fetch is not called.
 	Prime(id cachetier.ObjectID, idx int64, fetch cachetier.Fetcher, opts cachetier.ReadOptions) bool
+	// Alone reports whether this node owns every chunk (no peers in its
+	// ring), so that Prime takes any chunk.
+	Alone() bool
 	// Warm fills one chunk (preload) if this node owns it.
 	Warm(ctx context.Context, id cachetier.ObjectID, idx int64, fetch cachetier.Fetcher, opts cachetier.ReadOptions) error
 	// Owner names the node owning a chunk (local: this node).

@@ -282,7 +282,12 @@ func (b *Bucket) statStore(ctx context.Context, key, skey string) (store.ObjectI
 	t := egressTag{bucket: b.Name, key: key}
 	fr, ok := b.store.(store.FirstReader)
 	cache := b.ns.cache
-	if !ok || !backend.ReadIntent(ctx) || !b.cache.Chunked || cache == nil || b.ns.checkColdRead(ctx, b.Name, b.store) != nil {
+	opts := b.ns.readOptions(b)
+	if !ok || !backend.ReadIntent(ctx) || !b.cache.Chunked || cache == nil || b.ns.checkColdRead(ctx, b.Name, b.store) != nil ||
+		(!cache.Alone() && !opts.Local) {
+		// In a region of several nodes, the chunk mostly belongs to a
+		// peer, which fills it from the origin itself: bytes brought
+		// along here would be thrown away (and paid for).
 		return b.store.Stat(withEgressTag(ctx, t), skey)
 	}
 	n := min(primeMax, cache.ChunkSize())
@@ -307,7 +312,6 @@ func (b *Bucket) statStore(ctx context.Context, key, skey string) (store.ObjectI
 		r := &resumingReader{ctx: withEgressTag(fctx, ft), st: b.store, key: skey, v: v, left: size, rc: rc}
 		return b.ns.countRead(r, ft, b.store, noReuse), nil
 	}
-	opts := b.ns.readOptions(b)
 	if !cache.Prime(id, 0, fetch, opts) {
 		rc.Close() // cached or being filled already
 	}
