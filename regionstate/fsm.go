@@ -2,10 +2,12 @@ package regionstate
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +22,16 @@ import (
 // every entry at or below that index, so a restart costs a file read, not a
 // replay; Raft's snapshot is restored only when the file is older than the
 // snapshot (see Open).
+//
+// The file is not fsynced per batch: the Raft log already made every entry
+// durable, and the file is only a shortcut for restarts. It is trusted at
+// the next start when it was closed cleanly (closeClean syncs it and marks
+// it), or when the machine has not rebooted since it was last written (its
+// writes are then all in the page cache: a killed process loses nothing,
+// and bbolt's copy-on-write commit leaves the file at the last complete
+// transaction). Otherwise — the machine crashed or lost power while the
+// node ran — its tables are emptied at open and the state is rebuilt from
+// Raft's snapshot and log, which were fsynced.
 type fsm struct {
 	log   *slog.Logger
 	state *State
@@ -30,6 +42,34 @@ type fsm struct {
 	diskErr  error
 	executed atomic.Uint64 // commands run, replays excluded (for tests)
 	subs     subscribers   // Node.Subscribe
+	// rebuilt: the file was not trusted at open and was emptied.
+	rebuilt bool
+	closed  bool
+	// crashAt, set by tests only, is asked before each batch; when it
+	// returns true the batch and every later one are dropped unapplied, as
+	// by a process that died after Raft appended them and before the FSM
+	// applied them.
+	crashAt func([]*raft.Log) bool
+	crashed bool
+}
+
+// Keys of the meta table besides appliedKey: cleanKey holds "1" while the
+// file is closed cleanly (synced), bootKey the boot id of the machine that
+// last opened it for writing.
+const (
+	cleanKey = "clean"
+	bootKey  = "boot"
+)
+
+// bootID identifies this boot of the machine (Linux's
+// /proc/sys/kernel/random/boot_id; "" elsewhere, where only a clean close
+// makes the file trusted). Tests replace it.
+var bootID = func() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimSpace(b))
 }
 
 var (
@@ -44,17 +84,37 @@ func openFSM(path string, log *slog.Logger) (*fsm, error) {
 	}
 	f := &fsm{log: log, state: &State{}, db: db}
 	cat, applied := newCatalog(), uint64(0)
+	boot := bootID()
+	// One synced transaction at open: check whether the file can be
+	// trusted (emptying it if not), and mark it open on this boot, so that
+	// the unsynced writes that follow are trusted only on this boot.
 	err = db.Update(func(tx *bolt.Tx) error {
-		for t := tMeta; t <= tLast; t++ {
+		meta, err := tx.CreateBucketIfNotExists(tableNames[tMeta])
+		if err != nil {
+			return err
+		}
+		v := meta.Get([]byte(appliedKey))
+		trusted := len(v) != 8 || string(meta.Get([]byte(cleanKey))) == "1" ||
+			(boot != "" && string(meta.Get([]byte(bootKey))) == boot)
+		if !trusted {
+			log.Warn("raft: the FSM file was not closed cleanly before the machine restarted; rebuilding it from the Raft snapshot and log",
+				"file", path, "applied", binary.BigEndian.Uint64(v))
+			for t := tMeta; t <= tLast; t++ {
+				if tx.Bucket(tableNames[t]) != nil {
+					if err := tx.DeleteBucket(tableNames[t]); err != nil {
+						return err
+					}
+				}
+			}
+			if meta, err = tx.CreateBucket(tableNames[tMeta]); err != nil {
+				return err
+			}
+			f.rebuilt = true
+		}
+		for t := tMeta + 1; t <= tLast; t++ {
 			bk, err := tx.CreateBucketIfNotExists(tableNames[t])
 			if err != nil {
 				return err
-			}
-			if t == tMeta {
-				if v := bk.Get([]byte(appliedKey)); len(v) == 8 {
-					applied = binary.BigEndian.Uint64(v)
-				}
-				continue
 			}
 			if err := bk.ForEach(func(k, v []byte) error {
 				_, err := cat.load(t, k, v)
@@ -63,18 +123,44 @@ func openFSM(path string, log *slog.Logger) (*fsm, error) {
 				return err
 			}
 		}
-		return nil
+		if v := meta.Get([]byte(appliedKey)); len(v) == 8 {
+			applied = binary.BigEndian.Uint64(v)
+		}
+		if err := meta.Put([]byte(bootKey), []byte(boot)); err != nil {
+			return err
+		}
+		return meta.Delete([]byte(cleanKey))
 	})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("raft: load FSM file: %w", err)
 	}
+	db.NoSync = true // from now on: see the type's comment
 	f.state.cur.Store(cat)
 	f.state.applied.Store(applied)
 	return f, nil
 }
 
-func (f *fsm) close() error { return f.db.Close() }
+// close syncs the file and marks it closed cleanly (unless a write to it
+// failed: then the next start rebuilds it), then closes it.
+func (f *fsm) close() error {
+	if f.closed {
+		return nil
+	}
+	f.closed = true
+	if f.diskErr == nil {
+		err := f.db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(tableNames[tMeta]).Put([]byte(cleanKey), []byte("1"))
+		})
+		if err == nil {
+			err = f.db.Sync()
+		}
+		if err != nil {
+			f.log.Warn("raft: marking the FSM file clean failed; the next start may rebuild it", "err", err)
+		}
+	}
+	return f.db.Close()
+}
 
 // Apply implements raft.FSM.
 func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
@@ -83,6 +169,10 @@ func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 // command's error.
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	resp := make([]any, len(logs))
+	if f.crashAt != nil && (f.crashed || f.crashAt(logs)) {
+		f.crashed = true
+		return resp
+	}
 	applied := f.state.applied.Load()
 	last := applied
 	b := newBatch(f.state.load())
@@ -210,7 +300,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		if err != nil {
 			return err
 		}
-		return tx.Bucket(tableNames[tMeta]).Put([]byte(appliedKey), u64(applied))
+		meta := tx.Bucket(tableNames[tMeta])
+		if err := meta.Put([]byte(bootKey), []byte(bootID())); err != nil {
+			return err
+		}
+		return meta.Put([]byte(appliedKey), u64(applied))
 	})
 	if err != nil {
 		return fmt.Errorf("raft: restore snapshot: %w", err)

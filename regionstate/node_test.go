@@ -250,3 +250,130 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// crash stops n as a crash would leave its files: Raft shut down, the FSM
+// file closed without being synced or marked clean.
+func crash(t *testing.T, n *Node) {
+	t.Helper()
+	n.fsm.closed = true // fsm.close: do not mark the file clean
+	if err := n.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := n.fsm.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withBootID makes the FSM see another boot of the machine.
+func withBootID(t *testing.T, id string) {
+	old := bootID
+	bootID = func() string { return id }
+	t.Cleanup(func() { bootID = old })
+}
+
+// TestCrashBetweenAppendAndApply: a node dies after Raft appended (and
+// committed) an entry and before its FSM applied it. After a restart the
+// entry is applied: on the same boot (the unsynced FSM file is trusted,
+// the log replays the entry past it) and after a machine crash (the file
+// is not trusted, the state is rebuilt from the snapshot and the log).
+func TestCrashBetweenAppendAndApply(t *testing.T) {
+	for _, reboot := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reboot=%v", reboot), func(t *testing.T) {
+			withBootID(t, "boot-1")
+			dir := t.TempDir()
+			cfg := testConfig(t, dir)
+			cfg.SnapshotThreshold, cfg.TrailingLogs = 4, 2
+			n := openNode(t, cfg)
+			apply(t, n, sample(1)...)
+			if err := n.Snapshot(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			apply(t, n, sample(2)...)
+			reached := make(chan struct{})
+			var once sync.Once
+			n.fsm.crashAt = func(logs []*raft.Log) bool {
+				for _, l := range logs {
+					if l.Type == raft.LogCommand && bytes.Contains(l.Data, []byte("lost-unless-replayed")) {
+						once.Do(func() { close(reached) })
+						return true
+					}
+				}
+				return false
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			go n.Apply(ctx, SetSetting{Key: "lost-unless-replayed", Value: "1"})
+			select {
+			case <-reached:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the entry never reached the FSM")
+			}
+			if _, ok := n.State().Setting("lost-unless-replayed"); ok {
+				t.Fatal("the dropped entry was applied")
+			}
+			crash(t, n)
+			if reboot {
+				withBootID(t, "boot-2")
+			}
+			n = openNode(t, cfg)
+			if v, ok := n.State().Setting("lost-unless-replayed"); !ok || v != "1" {
+				t.Fatalf("after restart: setting = %q, %v; want the committed entry applied", v, ok)
+			}
+			if n.fsm.rebuilt != reboot {
+				t.Fatalf("FSM file rebuilt = %v, want %v", n.fsm.rebuilt, reboot)
+			}
+			for _, c := range append(sample(1), sample(2)...) {
+				if b, ok := c.(CreateBucket); ok {
+					if _, ok := n.State().Bucket(b.Bucket.Name); !ok {
+						t.Fatalf("bucket %s missing after restart", b.Bucket.Name)
+					}
+				}
+			}
+			apply(t, n, SetSetting{Key: "after", Value: "restart"})
+		})
+	}
+}
+
+// TestFSMFileTrust: a cleanly closed FSM file is loaded on any boot; an
+// uncleanly closed one only on the boot that wrote it, else it is emptied.
+func TestFSMFileTrust(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		clean   bool
+		boot    string
+		trusted bool
+	}{
+		{"clean, same boot", true, "b1", true},
+		{"clean, after a reboot", true, "b2", true},
+		{"killed, same boot", false, "b1", true},
+		{"killed, after a reboot", false, "b2", false},
+		{"killed, no boot id", false, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			withBootID(t, "b1")
+			if tc.boot == "" {
+				bootID = func() string { return "" }
+			}
+			dir := t.TempDir()
+			f := newTestFSM(t, dir)
+			noErrors(t, applyFSM(t, f, 1, sample(1)...))
+			want := dumpState(f.state)
+			if tc.clean {
+				f.close()
+			} else {
+				f.closed = true
+				f.db.Close()
+			}
+			bootID = func() string { return tc.boot }
+			f = newTestFSM(t, dir)
+			if tc.trusted {
+				sameState(t, "reopened", dumpState(f.state), want)
+				if f.rebuilt || f.state.AppliedIndex() == 0 {
+					t.Fatalf("rebuilt %v, applied %d: want the file loaded", f.rebuilt, f.state.AppliedIndex())
+				}
+			} else if !f.rebuilt || f.state.AppliedIndex() != 0 {
+				t.Fatalf("rebuilt %v, applied %d: want the file emptied", f.rebuilt, f.state.AppliedIndex())
+			}
+		})
+	}
+}
