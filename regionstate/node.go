@@ -275,7 +275,7 @@ func raftConfig(cfg Config, hl *hclogAdapter) *raft.Config {
 	// AppendEntries; with nothing else to send, the leader sends one after
 	// CommitTimeout (50-100 ms by default). Forwarded writes wait for the
 	// follower to apply them, so keep that short.
-	rc.CommitTimeout = 5 * time.Millisecond
+	rc.CommitTimeout = 1 * time.Millisecond
 	if et := cfg.ElectionTimeout; et > 0 {
 		rc.HeartbeatTimeout, rc.ElectionTimeout = et, et
 		rc.LeaderLeaseTimeout = et / 2
