@@ -26,6 +26,18 @@ const pprofEnv = "FEDGATE_BENCH_PPROF_DIR"
 
 var commitClients = []int{1, 16, 128}
 
+// commitTargets selects BenchmarkRegionCommits' targets: fedgate
+// (requests spread over the nodes), fedgate-leader (all to the leader),
+// raw (raw hashicorp/raft, trivial FSM, the log store fedgate ships),
+// raw-other (the same with the other log store), raw+bbolt (the shipped
+// store and an FSM writing each batch to a bbolt file, fsynced, as
+// fedgate's FSM did before it stopped syncing).
+var commitTargets = flag.String("committargets", "fedgate,fedgate-leader,raw,raw-other",
+	"BenchmarkRegionCommits targets (comma-separated): fedgate, fedgate-leader, raw, raw-other, raw+bbolt")
+
+// rawNames: the log stores of raw and raw-other.
+var rawNames [2]string
+
 // commitResults[clients][target] = commits/s per round.
 var commitResults = map[int]map[string][]float64{}
 
@@ -95,8 +107,26 @@ func BenchmarkRegionCommits(b *testing.B) {
 	for i := range r.nodes {
 		clients[i] = r.s3Client(i)
 	}
-	raw := startRawRaft(b, fsmTrivial)
-	rawBolt := startRawRaft(b, fsmBolt)
+	shipped := logKind(fgraft.DefaultLogStore)
+	other := logKind("boltdb")
+	if shipped == other {
+		other = "wal"
+	}
+	want := map[string]bool{}
+	for _, t := range strings.Split(*commitTargets, ",") {
+		want[strings.TrimSpace(t)] = true
+	}
+	var raw, rawOther, rawBolt *rawCluster
+	if want["raw"] {
+		raw = startRawRaft(b, fsmTrivial, shipped)
+	}
+	if want["raw-other"] {
+		rawOther = startRawRaft(b, fsmTrivial, other)
+	}
+	if want["raw+bbolt"] {
+		rawBolt = startRawRaft(b, fsmBolt, shipped)
+	}
+	rawNames = [2]string{string(shipped), string(other)}
 
 	entry, err := fgraft.Encode(fgraft.CreateUpload{Upload: fgraft.MultipartUpload{
 		ID: "6f1c0a3e9b7d42c58e1f0a2b3c4d5e6f708192a3b4c5d6e7", Bucket: "ckpt", Key: "m/w127/4096", Store: "nas",
@@ -136,11 +166,15 @@ func BenchmarkRegionCommits(b *testing.B) {
 		{"fedgate", fedgateOp(roundRobin), finish},
 		{"fedgate-leader", fedgateOp(leaderOnly), finish},
 		{"raw", rawOp(raw), nil},
+		{"raw-other", rawOp(rawOther), nil},
 		{"raw+bbolt", rawOp(rawBolt), nil},
 	}
 	for _, c := range commitClients {
 		for round := range *rounds {
 			for _, t := range targets {
+				if !want[t.name] {
+					continue
+				}
 				b.Run(fmt.Sprintf("c%d/%s/round%d", c, t.name, round), func(b *testing.B) {
 					rate := runCommits(b, c, t.op, t.finish)
 					b.ReportMetric(rate, "commits/s")
@@ -354,8 +388,8 @@ func commitSummary(entrySize int) string {
 	defer resultsMu.Unlock()
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "Raft commits/s, 3 nodes (raw raft entries: %d bytes, an encoded CreateUpload); ratios are medians of the rounds' ratios:\n\n", entrySize)
-	fmt.Fprintln(&out, "| clients | fedgate | fedgate, all via the leader | raw raft | raw raft + bbolt FSM | fedgate/raw (each round) | fedgate via leader/raw | fedgate/(raw+bbolt) |")
-	fmt.Fprintln(&out, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(&out, "| clients | fedgate | fedgate, all via the leader | raw raft (%[1]s) | raw raft (%[2]s) | raw (%[1]s) + fsynced bbolt FSM | fedgate/raw %[1]s (each round) | fedgate via leader/raw %[1]s | fedgate/raw %[2]s |\n", rawNames[0], rawNames[1])
+	fmt.Fprintln(&out, "|---|---|---|---|---|---|---|---|---|")
 	cs := make([]int, 0, len(commitResults))
 	for c := range commitResults {
 		cs = append(cs, c)
@@ -370,9 +404,9 @@ func commitSummary(entrySize int) string {
 	}
 	for _, c := range cs {
 		res := commitResults[c]
-		fg, fl, raw, rb := res["fedgate"], res["fedgate-leader"], res["raw"], res["raw+bbolt"]
-		fmt.Fprintf(&out, "| %d | %.0f | %.0f | %.0f | %.0f | %.3f (%s) | %.3f | %.3f |\n", c, median(fg), median(fl), median(raw), median(rb),
-			median(ratios(fg, raw)), spread3(ratios(fg, raw)), median(ratios(fl, raw)), median(ratios(fg, rb)))
+		fg, fl, raw, ro, rb := res["fedgate"], res["fedgate-leader"], res["raw"], res["raw-other"], res["raw+bbolt"]
+		fmt.Fprintf(&out, "| %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.3f (%s) | %.3f | %.3f |\n", c, median(fg), median(fl), median(raw), median(ro), median(rb),
+			median(ratios(fg, raw)), spread3(ratios(fg, raw)), median(ratios(fl, raw)), median(ratios(fg, ro)))
 	}
 	fmt.Fprintln(&out, "\nfedgate's mean request latency per node, clients spread over the nodes (last round):")
 	for _, c := range cs {

@@ -10,6 +10,7 @@ import (
 	encbin "encoding/binary"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,6 +18,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	hraft "github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -27,13 +30,45 @@ const (
 	fsmBolt                   // one fsynced bbolt transaction per batch
 )
 
+// logKind is a raw cluster's Raft log store: the one regionstate ships
+// (regionstate.DefaultLogStore) and the other, for comparison.
+type logKind string
+
+// openRawLogStore opens a log and stable store of kind in dir, as
+// regionstate/logstore.go does (fsync on, the default of both).
+func openRawLogStore(b *testing.B, kind logKind, dir string) (hraft.LogStore, hraft.StableStore) {
+	switch kind {
+	case "boltdb":
+		store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db"), BoltOptions: &bolt.Options{Timeout: time.Second}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { store.Close() })
+		return store, store
+	case "wal":
+		wdir := filepath.Join(dir, "wal")
+		if err := os.MkdirAll(wdir, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		meta := &metadb.BoltMetaDB{}
+		w, err := wal.Open(wdir, wal.WithMetaStore(meta))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { w.Close(); meta.Close() })
+		return w, w
+	}
+	b.Fatalf("unknown log store %q", kind)
+	return nil, nil
+}
+
 type rawCluster struct {
 	nodes []*hraft.Raft
 }
 
 // startRawRaft starts three nodes on TCP loopback, bootstraps them and
 // waits for a leader.
-func startRawRaft(b *testing.B, kind fsmKind) *rawCluster {
+func startRawRaft(b *testing.B, kind fsmKind, lk logKind) *rawCluster {
 	b.Helper()
 	const n = 3
 	logger := hclog.NewNullLogger()
@@ -56,13 +91,9 @@ func startRawRaft(b *testing.B, kind fsmKind) *rawCluster {
 	}
 	c := &rawCluster{}
 	for i, m := range ms {
-		// regionstate/node.go: raft-boltdb/v2 (fsync on, the default) behind a
-		// 512-entry log cache, a file snapshot store keeping 2.
-		store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(m.dir, "raft.db"), BoltOptions: &bolt.Options{Timeout: time.Second}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { store.Close() })
+		// regionstate/node.go: the log store behind a 512-entry log cache,
+		// a file snapshot store keeping 2.
+		store, stable := openRawLogStore(b, lk, m.dir)
 		logs, err := hraft.NewLogCache(512, store)
 		if err != nil {
 			b.Fatal(err)
@@ -89,7 +120,7 @@ func startRawRaft(b *testing.B, kind fsmKind) *rawCluster {
 			}
 			fsm = &boltFSM{db: db}
 		}
-		r, err := hraft.NewRaft(rc, fsm, logs, store, snaps, m.trans)
+		r, err := hraft.NewRaft(rc, fsm, logs, stable, snaps, m.trans)
 		if err != nil {
 			b.Fatal(err)
 		}

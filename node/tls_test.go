@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
@@ -272,10 +273,13 @@ func TestS3PortTLSRegion(t *testing.T) {
 			t.Errorf("node %d: Endpoint() = %s", i, n.Endpoint())
 		}
 		for j := range r.Len() {
+			// Each node registers its address through Raft as it starts;
+			// another node knows it once it has applied that entry.
 			id := r.Node(j).ID()
-			if v, _ := n.Raft().State().Setting(peerapi.MemberKey(id)); v != r.Node(j).Endpoint() {
-				t.Errorf("node %d knows %s's S3 address as %q, want %s", i, id, v, r.Node(j).Endpoint())
-			}
+			waitFor(t, 10*time.Second, fmt.Sprintf("node %d to know %s's S3 address as %s", i, id, r.Node(j).Endpoint()), func() bool {
+				v, _ := n.Raft().State().Setting(peerapi.MemberKey(id))
+				return v == r.Node(j).Endpoint()
+			})
 		}
 	}
 	leader := r.Leader()

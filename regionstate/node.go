@@ -35,16 +35,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	bolt "go.etcd.io/bbolt"
 )
 
 // Config configures a Node.
 type Config struct {
 	// NodeID names this node in the Raft configuration; it must not change.
 	NodeID string
-	// Dir holds raft.db (log and stable store), fsm.db (the FSM's file) and
-	// snapshots/. It is created with mode 0700: it holds secret keys.
+	// Dir holds the Raft log and stable store (wal/, or raft.db for
+	// raft-boltdb), fsm.db (the FSM's file) and snapshots/. It is created with mode 0700: it holds secret keys.
 	Dir string
 	// BindAddr is the TCP address Raft listens on ("127.0.0.1:0" picks a
 	// port). Empty uses an in-memory transport ("inmem:"+NodeID), enough
@@ -105,6 +103,10 @@ type Config struct {
 	// TrailingLogs is how many entries a snapshot leaves in the log
 	// (0: hashicorp/raft's default, 10240).
 	TrailingLogs uint64
+	// LogStore is the Raft log store: LogStoreWAL or LogStoreBoltDB; ""
+	// is DefaultLogStore, migrating a data dir of the other kind to it
+	// (see logstore.go).
+	LogStore string
 	// ElectionTimeout sets Raft's heartbeat and election timeouts
 	// (0: 1s; at least 10ms). Tests make it small so Open is quick.
 	ElectionTimeout time.Duration
@@ -124,6 +126,7 @@ type Node struct {
 	// previous leaders committed (ReadIndex).
 	markedTerm atomic.Uint64
 	log        *slog.Logger
+	logStore   string // the kind opened
 	raft       *raft.Raft
 	trans      transport
 	fsm        *fsm
@@ -180,13 +183,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.closers = append(n.closers, n.fsm.close)
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(cfg.Dir, "raft.db"),
-		BoltOptions: &bolt.Options{Timeout: time.Second},
-	})
+	store, kind, err := openLogStore(cfg.Dir, cfg.LogStore, log)
 	if err != nil {
-		return nil, fmt.Errorf("raft: open log store: %w", err)
+		return nil, err
 	}
+	n.logStore = kind
 	n.closers = append(n.closers, store.Close)
 	logs, err := raft.NewLogCache(512, store)
 	if err != nil {

@@ -86,7 +86,7 @@ func TestOpenRefusesFSMWithoutRaftState(t *testing.T) {
 	n := openNode(t, testConfig(t, dir))
 	apply(t, n, SetSetting{Key: "k", Value: "v"})
 	closeNode(t, n)
-	if err := os.Remove(filepath.Join(dir, "raft.db")); err != nil {
+	if err := os.RemoveAll(filepath.Join(dir, "wal")); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -375,5 +375,69 @@ func TestFSMFileTrust(t *testing.T) {
 				t.Fatalf("rebuilt %v, applied %d: want the file emptied", f.rebuilt, f.state.AppliedIndex())
 			}
 		})
+	}
+}
+
+// TestLogStoreMigration: a data dir with a raft-boltdb log (what earlier
+// versions made) opens with the default log store: the log and the vote
+// move to raft-wal, the state survives, and raft.db is kept aside. A
+// migration cut short (wal.tmp left) is redone; the wrong explicit kind is
+// refused.
+func TestLogStoreMigration(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.LogStore = LogStoreBoltDB
+	n := openNode(t, cfg)
+	apply(t, n, sample(1)...)
+	want := dumpState(n.State())
+	closeNode(t, n)
+	if _, err := os.Stat(filepath.Join(dir, "raft.db")); err != nil {
+		t.Fatalf("the boltdb store made no raft.db: %v", err)
+	}
+	// A crashed migration's leftovers.
+	if err := os.MkdirAll(filepath.Join(dir, "wal.tmp"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wrong := testConfig(t, dir)
+	wrong.LogStore = LogStoreWAL
+	if n, err := Open(ctx, wrong); err == nil {
+		n.Close()
+		t.Fatal("Open with LogStore wal over a raft.db succeeded")
+	}
+
+	cfg.LogStore = ""
+	n = openNode(t, cfg) // migrates
+	sameState(t, "after migration", dumpState(n.State()), want)
+	if n.logStore != LogStoreWAL {
+		t.Fatalf("log store %q after migration", n.logStore)
+	}
+	apply(t, n, SetSetting{Key: "after", Value: "migration"})
+	want = dumpState(n.State())
+	closeNode(t, n)
+	for _, p := range []string{"raft.db.migrated", "wal"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	for _, p := range []string{"raft.db", "wal.tmp"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err == nil {
+			t.Errorf("%s still there", p)
+		}
+	}
+	// The FSM file out of the way: the state comes from the migrated log
+	// alone (the entries and the term/vote copied).
+	if err := os.Remove(filepath.Join(dir, "fsm.db")); err != nil {
+		t.Fatal(err)
+	}
+	n = openNode(t, cfg)
+	sameState(t, "from the migrated log", dumpState(n.State()), want)
+	closeNode(t, n)
+	old := testConfig(t, dir)
+	old.LogStore = LogStoreBoltDB
+	if n, err := Open(ctx, old); err == nil {
+		n.Close()
+		t.Fatal("Open with LogStore boltdb over a wal directory succeeded")
 	}
 }

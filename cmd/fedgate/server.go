@@ -35,6 +35,7 @@ type serverFlags struct {
 	egressRetention                                     string
 	egressReuseObjects                                  int
 	raftSnapshotThreshold, raftTrailingLogs             uint64
+	raftLogStore                                        string
 	internalAddr                                        string
 	shutdownTimeout                                     time.Duration
 	batchMaxEntries, batchPrefetch                      int
@@ -61,7 +62,7 @@ func (f serverFlags) nodeConfig(log *slog.Logger) (node.Config, error) {
 		Listen: f.listen, CertFile: f.certFile, KeyFile: f.keyFile, CAFile: f.caFile, DataDir: f.dataDir, CacheDir: f.cacheDir, PolicyFile: f.config, Region: f.region,
 		SigningRegion: f.s3Region, Domain: f.domain, AccessKey: f.accessKey, SecretKey: f.secretKey, NodeID: f.nodeID,
 		Logger: log, Version: version, FillConcurrency: f.fillConcurrency, WriteBackCopies: f.writeBackCopies,
-		StagingWait: f.stagingWait, EgressBudgetRefresh: f.budgetRefresh, LifecycleEvery: f.lifecycleEvery, LifecycleRate: float64(f.lifecycleRate), RaftSnapshotThreshold: f.raftSnapshotThreshold, RaftTrailingLogs: f.raftTrailingLogs,
+		StagingWait: f.stagingWait, EgressBudgetRefresh: f.budgetRefresh, LifecycleEvery: f.lifecycleEvery, LifecycleRate: float64(f.lifecycleRate), RaftSnapshotThreshold: f.raftSnapshotThreshold, RaftTrailingLogs: f.raftTrailingLogs, RaftLogStore: f.raftLogStore,
 		DebugListen: f.debugListen, ShutdownTimeout: f.shutdownTimeout, RaftAddr: f.raftAddr, InternalAddr: f.internalAddr,
 		BootstrapExpect: f.bootstrapExpect, Join: f.join, Bootstrap: f.bootstrap,
 		PeerCertFile: f.peerCert, PeerKeyFile: f.peerKey, PeerCAFile: f.peerCA, PeerServerName: f.peerServerName,
@@ -158,6 +159,7 @@ environment. See docs/server-config.md.`,
 	fl.StringVar(&f.stagingSize, "staging-size", "", "bytes of --cache-dir that write-back staging may use, e.g. 1TiB (default: 10% of the cache dir's filesystem)")
 	fl.IntVar(&f.writeBackCopies, "write-back-copies", 2, "nodes that must hold a write-back write (fsynced) before it is acknowledged")
 	fl.Uint64Var(&f.raftSnapshotThreshold, "raft-snapshot-threshold", 8192, "Raft log entries between automatic snapshots")
+	fl.StringVar(&f.raftLogStore, "raft-log-store", "", "Raft log store: wal (raft-wal) or boltdb (raft-boltdb); empty: wal, migrating a data dir's older boltdb log once")
 	fl.Uint64Var(&f.raftTrailingLogs, "raft-trailing-logs", 10240, "Raft log entries a snapshot keeps, so a briefly absent node catches up from the log, not a snapshot")
 	fl.DurationVar(&f.lifecycleEvery, "lifecycle-every", federation.DefaultLifecycleEvery, "time between the region leader's lifecycle passes (expiring objects, aborting stale multipart uploads; docs/lifecycle.md)")
 	fl.IntVar(&f.lifecycleRate, "lifecycle-rate", federation.DefaultLifecycleRate, "at most this many lifecycle deletions and upload aborts per second (negative: no bound)")

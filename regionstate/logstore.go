@@ -1,0 +1,242 @@
+package regionstate
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Raft log stores (Config.LogStore).
+const (
+	// LogStoreWAL is hashicorp/raft-wal: segment files under Dir/wal, an
+	// fsync per appended batch.
+	LogStoreWAL = "wal"
+	// LogStoreBoltDB is hashicorp/raft-boltdb/v2: one bbolt file,
+	// Dir/raft.db, an fsync per appended batch. Regions made before
+	// fedgate shipped raft-wal have it.
+	LogStoreBoltDB = "boltdb"
+	// DefaultLogStore is what a new data dir gets, and what an existing
+	// raft.db is migrated to when Config.LogStore is empty (chosen by
+	// measurement: docs/benchmarks.md, BenchmarkRegionCommits).
+	DefaultLogStore = LogStoreWAL
+)
+
+// Stable-store keys hashicorp/raft keeps (raft/raft.go): the current term
+// and the last vote. A migration copies them.
+var stableKeys = [][]byte{[]byte("CurrentTerm"), []byte("LastVoteTerm"), []byte("LastVoteCand")}
+
+type logStore interface {
+	raft.LogStore
+	raft.StableStore
+	io.Closer
+}
+
+// openLogStore opens the Raft log and stable store of dir. kind "" is
+// DefaultLogStore, migrating a raft-boltdb file left by an earlier version
+// into it; an explicit kind opens that store (a raft.db with kind "wal",
+// or a wal directory with kind "boltdb", is refused: the log would be
+// lost).
+func openLogStore(dir, kind string, log *slog.Logger) (logStore, string, error) {
+	boltPath := filepath.Join(dir, "raft.db")
+	walDir := filepath.Join(dir, "wal")
+	hasBolt := exists(boltPath)
+	hasWAL := exists(walDir)
+	switch kind {
+	case "":
+		if DefaultLogStore == LogStoreWAL && hasBolt && !hasWAL {
+			if err := migrateToWAL(dir, log); err != nil {
+				return nil, "", err
+			}
+			hasBolt, hasWAL = false, true
+		}
+		if DefaultLogStore == LogStoreWAL || hasWAL {
+			kind = LogStoreWAL
+		} else {
+			kind = LogStoreBoltDB
+		}
+	case LogStoreWAL:
+		if hasBolt && !hasWAL {
+			return nil, "", fmt.Errorf("raft: %s holds a raft-boltdb log; start with the default log store to migrate it to %q", boltPath, LogStoreWAL)
+		}
+	case LogStoreBoltDB:
+		if hasWAL {
+			return nil, "", fmt.Errorf("raft: %s holds a raft-wal log; it cannot be opened as %q", walDir, LogStoreBoltDB)
+		}
+	default:
+		return nil, "", fmt.Errorf("raft: unknown log store %q (want %q or %q)", kind, LogStoreWAL, LogStoreBoltDB)
+	}
+	if kind == LogStoreWAL && hasBolt {
+		// A migration that ended before its last rename: the wal directory
+		// is complete (it was renamed into place), the old file is spare.
+		if err := os.Rename(boltPath, boltPath+".migrated"); err != nil {
+			return nil, "", fmt.Errorf("raft: %w", err)
+		}
+	}
+	s, err := openKind(dir, kind)
+	return s, kind, err
+}
+
+func openKind(dir, kind string) (logStore, error) {
+	if kind == LogStoreBoltDB {
+		s, err := raftboltdb.New(raftboltdb.Options{
+			Path:        filepath.Join(dir, "raft.db"),
+			BoltOptions: &bolt.Options{Timeout: time.Second},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("raft: open log store: %w", err)
+		}
+		return s, nil
+	}
+	return openWAL(filepath.Join(dir, "wal"))
+}
+
+// walStore is a raft-wal log whose meta database closes with it
+// (wal.WAL.Close leaves its default one open, and locked: the directory
+// could not be opened again by this process).
+type walStore struct {
+	*wal.WAL
+	meta *metadb.BoltMetaDB
+}
+
+// GetLog refuses entries below the first index: raft-wal truncates its
+// head logically and still reads such entries from its open tail segment,
+// which made a leader send a lagging follower the whole log instead of
+// the snapshot that replaced it.
+func (w *walStore) GetLog(index uint64, l *raft.Log) error {
+	first, err := w.WAL.FirstIndex()
+	if err != nil {
+		return err
+	}
+	if index < first {
+		return raft.ErrLogNotFound
+	}
+	return w.WAL.GetLog(index, l)
+}
+
+func (w *walStore) Close() error {
+	return errors.Join(w.WAL.Close(), w.meta.Close())
+}
+
+func openWAL(dir string) (*walStore, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("raft: %w", err)
+	}
+	meta := &metadb.BoltMetaDB{}
+	w, err := wal.Open(dir, wal.WithMetaStore(meta))
+	if err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("raft: open log store: %w", err)
+	}
+	return &walStore{WAL: w, meta: meta}, nil
+}
+
+// migrateToWAL copies dir's raft-boltdb log and stable keys into a new
+// raft-wal directory: built as wal.tmp, renamed to wal when complete, then
+// raft.db is renamed raft.db.migrated (kept: remove it once the region
+// runs). A crash at any point leaves either the old file alone in use, or
+// the complete new directory.
+func migrateToWAL(dir string, log *slog.Logger) error {
+	tmp := filepath.Join(dir, "wal.tmp")
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("raft: migrate log store: %w", err)
+	}
+	old, err := openKind(dir, LogStoreBoltDB)
+	if err != nil {
+		return err
+	}
+	defer old.Close()
+	w, err := openWAL(tmp)
+	if err != nil {
+		return err
+	}
+	first, err := old.FirstIndex()
+	if err == nil {
+		var last uint64
+		if last, err = old.LastIndex(); err == nil && last > 0 {
+			err = copyLogs(old, w, first, last)
+		}
+	}
+	for _, k := range stableKeys {
+		if err != nil {
+			break
+		}
+		var v []byte
+		v, err = old.Get(k)
+		if err != nil && err.Error() == "not found" { // raft-boltdb's ErrKeyNotFound
+			err = nil
+			continue
+		}
+		if err == nil && len(v) > 0 {
+			err = w.Set(k, v)
+		}
+	}
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("raft: migrate log store to %s: %w", LogStoreWAL, err)
+	}
+	if err := syncDir(tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "wal")); err != nil {
+		return fmt.Errorf("raft: migrate log store: %w", err)
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	old.Close()
+	if err := os.Rename(filepath.Join(dir, "raft.db"), filepath.Join(dir, "raft.db.migrated")); err != nil {
+		return fmt.Errorf("raft: migrate log store: %w", err)
+	}
+	log.Info("raft: migrated the Raft log from raft-boltdb to raft-wal", "dir", dir, "kept", "raft.db.migrated")
+	return nil
+}
+
+// copyLogs copies entries first..last in batches.
+func copyLogs(from raft.LogStore, to raft.LogStore, first, last uint64) error {
+	const batch = 1024
+	logs := make([]*raft.Log, 0, batch)
+	for i := first; i <= last; i++ {
+		l := new(raft.Log)
+		if err := from.GetLog(i, l); err != nil {
+			return fmt.Errorf("read entry %d: %w", i, err)
+		}
+		logs = append(logs, l)
+		if len(logs) == batch || i == last {
+			if err := to.StoreLogs(logs); err != nil {
+				return fmt.Errorf("write entries up to %d: %w", i, err)
+			}
+			logs = logs[:0]
+		}
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("raft: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+		return fmt.Errorf("raft: sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
