@@ -3,14 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,42 +22,6 @@ import (
 
 // s3PutSizeEnv overrides BenchmarkS3StorePut's object size (bytes).
 const s3PutSizeEnv = "FEDGATE_BENCH_S3PUT_SIZE"
-
-// requestKinds counts S3 calls by kind, as seen by an HTTP proxy.
-type requestKinds struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (k *requestKinds) count(r *http.Request) {
-	q := r.URL.Query()
-	kind := r.Method
-	switch {
-	case r.Header.Get("X-Amz-Copy-Source") != "":
-		kind = "copy"
-	case r.Method == http.MethodPost && q.Has("uploads"):
-		kind = "create-upload"
-	case r.Method == http.MethodPost && q.Has("uploadId"):
-		kind = "complete"
-	case r.Method == http.MethodPut && q.Has("partNumber"):
-		kind = "upload-part"
-	}
-	k.mu.Lock()
-	k.n[kind]++
-	k.mu.Unlock()
-}
-
-func (k *requestKinds) take() map[string]int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	n := k.n
-	k.n = map[string]int{}
-	return n
-}
-
-func (k *requestKinds) String() string {
-	return fmt.Sprint(k.take())
-}
 
 // BenchmarkS3StorePut compares, in one run, a large PUT through fedgate's
 // s3 store (federation/store/s3: parts of 16 MiB, 4 in flight, the
@@ -88,26 +47,18 @@ func BenchmarkS3StorePut(b *testing.B) {
 	srv := testenv.MinIO(b)
 	bucket := srv.NewBucket(b)
 	throttle := startThrottleProxy(b, strings.TrimPrefix(srv.Endpoint, "http://"), capBps)
-	kinds := &requestKinds{n: map[string]int{}}
-	target, _ := url.Parse("http://" + throttle)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.Transport = &http.Transport{MaxIdleConnsPerHost: 64}
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		kinds.count(r)
-		proxy.ServeHTTP(w, r)
-	}))
-	b.Cleanup(front.Close)
+	kinds := testenv.CountS3Calls(b, "http://"+throttle)
 
 	ctx := context.Background()
 	st, err := s3store.New(ctx, s3store.Config{
 		Name: "bench", Location: policies.Location{Cloud: "aws", Region: srv.Region}, Bucket: bucket,
-		Region: srv.Region, Endpoint: front.URL, PathStyle: true,
+		Region: srv.Region, Endpoint: kinds.URL, PathStyle: true,
 		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey,
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	client := s3.New(s3.Options{Region: srv.Region, BaseEndpoint: aws.String(front.URL), UsePathStyle: true,
+	client := s3.New(s3.Options{Region: srv.Region, BaseEndpoint: aws.String(kinds.URL), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
 	uploader := manager.NewUploader(client, func(u *manager.Uploader) {
 		u.PartSize = s3store.DefaultPartSize
@@ -122,24 +73,24 @@ func BenchmarkS3StorePut(b *testing.B) {
 	var storeRates, peerRates, ratios []float64
 	var storeCalls, peerCalls string
 	for round := range *rounds {
-		kinds.take()
+		kinds.Take()
 		key := fmt.Sprintf("store-%d", round)
 		start := time.Now()
 		if _, err := st.Put(ctx, key, reader(size), size, store.PutOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		sr := float64(size) / time.Since(start).Seconds()
-		storeCalls = kinds.String()
+		storeCalls = fmt.Sprint(kinds.Take())
 		remove(key)
 
-		kinds.take()
+		kinds.Take()
 		key = fmt.Sprintf("manager-%d", round)
 		start = time.Now()
 		if _, err := uploader.Upload(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: reader(size)}); err != nil {
 			b.Fatal(err)
 		}
 		pr := float64(size) / time.Since(start).Seconds()
-		peerCalls = kinds.String()
+		peerCalls = fmt.Sprint(kinds.Take())
 		remove(key)
 
 		b.Logf("round %d: s3 store %.1f MB/s, upload manager %.1f MB/s", round, sr/1e6, pr/1e6)

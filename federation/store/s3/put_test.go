@@ -9,18 +9,14 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/internal/testenv"
 )
 
 func randBytes(seed uint64, n int) []byte {
@@ -99,79 +95,31 @@ func sidecars(t *testing.T, s *Store) []string {
 	return keys
 }
 
-// requestCounter is a reverse proxy in front of MinIO that counts the S3
-// calls through it, by kind.
-type requestCounter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (c *requestCounter) start(t *testing.T, target string) string {
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(u)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.count(r)
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
-func (c *requestCounter) count(r *http.Request) {
-	q := r.URL.Query()
-	kind := r.Method
-	switch {
-	case r.Header.Get("X-Amz-Copy-Source") != "":
-		kind = "copy"
-	case r.Method == http.MethodPost && q.Has("uploads"):
-		kind = "create-upload"
-	case r.Method == http.MethodPost && q.Has("uploadId"):
-		kind = "complete"
-	case r.Method == http.MethodPut && q.Has("partNumber"):
-		kind = "upload-part"
-	case r.Method == http.MethodDelete && q.Has("uploadId"):
-		kind = "abort"
-	}
-	c.mu.Lock()
-	c.n[kind]++
-	c.mu.Unlock()
-}
-
-func (c *requestCounter) take() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := c.n
-	c.n = map[string]int{}
-	return n
-}
-
 // TestLargePutOneUpload: a large Put is one multipart upload straight to
 // its key (the origin writes the bytes once: no staging object, no
 // server-side copy), a plain S3 client reads the object with its metadata,
 // and the MD5 ETag comes back through the sidecar; overwriting it in an
 // unversioned bucket replaces the sidecar.
 func TestLargePutOneUpload(t *testing.T) {
-	rc := &requestCounter{n: map[string]int{}}
+	var rc *testenv.S3Calls
 	s := newMinIO(t, func(c *Config) {
 		c.PartSize = 5 << 20
-		c.Endpoint = rc.start(t, c.Endpoint)
+		rc = testenv.CountS3Calls(t, c.Endpoint)
+		c.Endpoint = rc.URL
 	})
 	ctx := t.Context()
 	md := store.Metadata{ContentType: "application/x-ckpt", User: map[string]string{"run-id": "r-7"}}
 	var etags []string
 	for i, n := range []int{16<<20 + 3, 11 << 20} {
 		b := randBytes(uint64(40+i), n)
-		rc.take()
+		rc.Take()
 		info, err := s.Put(ctx, "ckpt/model.pt", bytes.NewReader(b), int64(n), store.PutOptions{Metadata: md,
 			LateChecksums: func() map[string]string { return map[string]string{"CRC32": "Y3JjMzI="} }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		parts := (n + 5<<20 - 1) / (5 << 20)
-		got := rc.take()
+		got := rc.Take()
 		want := map[string]int{"HEAD": 1, "create-upload": 1, "upload-part": parts, "PUT": 1, "complete": 1}
 		if i == 1 {
 			want["DELETE"] = 1 // the replaced object's sidecar
