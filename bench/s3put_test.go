@@ -1,5 +1,7 @@
 package bench
 
+//lint:file-ignore SA1019 the peer is aws-sdk-go-v2's upload manager (feature/s3/manager), which the SDK deprecated in favour of transfermanager, still v0.x
+
 import (
 	"context"
 	"fmt"
