@@ -1,0 +1,206 @@
+// Package fs is the store kind for existing file trees (issue 14, in
+// progress): an object is a regular file at <root>/<key>. This file holds
+// its listing: a walk of the tree that yields keys in S3's byte order
+// without sorting the whole tree.
+package fs
+
+import (
+	"errors"
+	"io/fs"
+	"iter"
+	"os"
+	"slices"
+	"strings"
+)
+
+// walkEntry is a key (a regular file) or, with a delimiter, a common
+// prefix.
+type walkEntry struct {
+	Key      string
+	IsPrefix bool
+	Info     fs.FileInfo // files only
+}
+
+// hidden reports names the walk never shows: fedgate's temporary files of
+// writes in progress.
+func hidden(name string) bool { return strings.HasPrefix(name, tmpPrefix) }
+
+// tmpPrefix starts the names of files being written (renamed into place
+// when complete).
+const tmpPrefix = ".fedgate-tmp-"
+
+// child is one entry of a directory with the key order it sorts by: a
+// file's key, or a directory's path with its trailing "/" — every key
+// below a directory d starts with d+"/", and compares with any sibling's
+// key as d+"/" does, so ordering siblings by these keys and walking depth
+// first gives byte order over the whole tree ("a-b" < "a/..." < "a0").
+type child struct {
+	sortKey string
+	dir     bool
+	entry   fs.DirEntry
+}
+
+// walk yields the keys under root in byte order: those starting with
+// prefix, after startAfter; with a delimiter, keys that contain it after
+// the prefix are folded into one common prefix each (as S3 lists). Only
+// regular files are keys: symbolic links, devices and sockets are left
+// out (os.Root never follows a link out of the tree), and so are hidden
+// names. Each directory's names are read and sorted when the walk reaches
+// it; nothing else is held. An unreadable directory yields an error with
+// the key it stands for, and the walk goes on.
+func walk(root *os.Root, prefix, startAfter, delimiter string) iter.Seq2[walkEntry, error] {
+	return func(yield func(walkEntry, error) bool) {
+		w := &walker{root: root, prefix: prefix, startAfter: startAfter, delim: delimiter, yield: yield}
+		w.dir("")
+	}
+}
+
+type walker struct {
+	root                      *os.Root
+	prefix, startAfter, delim string
+	yield                     func(walkEntry, error) bool
+	lastPrefix                string // the last common prefix yielded
+	stopped                   bool
+}
+
+func (w *walker) emit(e walkEntry, err error) bool {
+	if w.stopped {
+		return false
+	}
+	if !w.yield(e, err) {
+		w.stopped = true
+	}
+	return !w.stopped
+}
+
+// dir walks directory path (its key prefix: "" or ending in "/").
+func (w *walker) dir(path string) bool {
+	name := path
+	if name == "" {
+		name = "."
+	}
+	f, err := w.root.Open(strings.TrimSuffix(name, "/"))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && path == "" {
+			return true
+		}
+		return w.emit(walkEntry{Key: path}, err)
+	}
+	ents, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return w.emit(walkEntry{Key: path}, err)
+	}
+	kids := make([]child, 0, len(ents))
+	for _, e := range ents {
+		if hidden(e.Name()) {
+			continue
+		}
+		switch {
+		case e.Type().IsRegular():
+			kids = append(kids, child{sortKey: path + e.Name(), entry: e})
+		case e.IsDir():
+			kids = append(kids, child{sortKey: path + e.Name() + "/", dir: true, entry: e})
+		}
+	}
+	slices.SortFunc(kids, func(a, b child) int { return strings.Compare(a.sortKey, b.sortKey) })
+	for _, k := range kids {
+		if !w.visit(k) {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *walker) visit(k child) bool {
+	key := k.sortKey
+	if !k.dir {
+		if !strings.HasPrefix(key, w.prefix) || key <= w.startAfter {
+			return true
+		}
+		if cp, ok := w.commonPrefix(key); ok {
+			return w.emitPrefix(cp)
+		}
+		info, err := k.entry.Info()
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return true // removed since the directory was read
+			}
+			return w.emit(walkEntry{Key: key}, err)
+		}
+		return w.emit(walkEntry{Key: key, Info: info}, nil)
+	}
+	// A directory: every key below it starts with key.
+	if !strings.HasPrefix(w.prefix, key) && !strings.HasPrefix(key, w.prefix) {
+		return true // neither inside the prefix nor on the way to it
+	}
+	if w.startAfter >= key && !strings.HasPrefix(w.startAfter, key) {
+		return true // every key below sorts at or before startAfter
+	}
+	if strings.HasPrefix(key, w.prefix) {
+		if cp, ok := w.commonPrefix(key); ok {
+			// The delimiter occurs in the directory's own path after the
+			// prefix, so every key below folds into cp: list it once, if
+			// the directory holds a key at all (S3 has no empty
+			// prefixes).
+			if cp <= w.startAfter || cp == w.lastPrefix {
+				return true
+			}
+			if has, err := w.hasKey(key); err != nil {
+				return w.emit(walkEntry{Key: key}, err)
+			} else if !has {
+				return true
+			}
+			return w.emitPrefix(cp)
+		}
+	}
+	return w.dir(key)
+}
+
+// commonPrefix returns the common prefix key folds into: up to and
+// including the first delimiter after the listing prefix.
+func (w *walker) commonPrefix(key string) (string, bool) {
+	if w.delim == "" {
+		return "", false
+	}
+	i := strings.Index(key[len(w.prefix):], w.delim)
+	if i < 0 {
+		return "", false
+	}
+	return key[:len(w.prefix)+i+len(w.delim)], true
+}
+
+func (w *walker) emitPrefix(cp string) bool {
+	if cp == w.lastPrefix || cp <= w.startAfter {
+		return true // keys folding into one prefix are adjacent in byte order
+	}
+	w.lastPrefix = cp
+	return w.emit(walkEntry{Key: cp, IsPrefix: true}, nil)
+}
+
+// hasKey reports whether directory path holds a regular file, at any
+// depth.
+func (w *walker) hasKey(path string) (bool, error) {
+	f, err := w.root.Open(strings.TrimSuffix(path, "/"))
+	if err != nil {
+		return false, err
+	}
+	ents, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return false, err
+	}
+	for _, e := range ents {
+		if !hidden(e.Name()) && e.Type().IsRegular() {
+			return true, nil
+		}
+	}
+	for _, e := range ents {
+		if !hidden(e.Name()) && e.IsDir() {
+			if ok, err := w.hasKey(path + e.Name() + "/"); ok || err != nil {
+				return ok, err
+			}
+		}
+	}
+	return false, nil
+}
