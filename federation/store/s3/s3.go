@@ -341,6 +341,19 @@ func (s *Store) head(ctx context.Context, key string, ifMatch store.Validator) (
 	return info, nil
 }
 
+// statErr maps the error of a HEAD or GET of key's current version: a
+// delete marker (S3: 404 with x-amz-delete-marker and the marker's id)
+// becomes a *store.DeleteMarker, the rest as mapErr says.
+func statErr(key string, err error) error {
+	if isDeleteMarker(err) {
+		var re *smithyhttp.ResponseError
+		errors.As(err, &re)
+		dm := &store.DeleteMarker{Key: key, VersionID: re.Response.Header.Get("X-Amz-Version-Id"), Latest: true}
+		return store.Retried(fmt.Errorf("s3: stat %q: %w", key, dm))
+	}
+	return mapErr("stat", key, err)
+}
+
 // headRaw is head without the sidecar: the ETag is the S3 ETag for an
 // object that has one, and meta tells (hasSidecar).
 func (s *Store) headRaw(ctx context.Context, key string, ifMatch store.Validator) (store.ObjectInfo, map[string]string, error) {
@@ -350,15 +363,7 @@ func (s *Store) headRaw(ctx context.Context, key string, ifMatch store.Validator
 	}
 	out, err := s.client.HeadObject(ctx, in)
 	if err != nil {
-		if isDeleteMarker(err) {
-			// The key's current version is a delete marker (S3: 404 with
-			// x-amz-delete-marker and the marker's id).
-			var re *smithyhttp.ResponseError
-			errors.As(err, &re)
-			dm := &store.DeleteMarker{Key: key, VersionID: re.Response.Header.Get("X-Amz-Version-Id"), Latest: true}
-			return store.ObjectInfo{}, nil, store.Retried(fmt.Errorf("s3: stat %q: %w", key, dm))
-		}
-		return store.ObjectInfo{}, nil, mapErr("stat", key, err)
+		return store.ObjectInfo{}, nil, statErr(key, err)
 	}
 	h := headers{
 		contentType: out.ContentType, cacheControl: out.CacheControl, contentDisposition: out.ContentDisposition,
@@ -425,13 +430,7 @@ func (s *Store) ReadFirst(ctx context.Context, key string, n int64) (store.Objec
 			}
 			return info, io.NopCloser(strings.NewReader("")), nil
 		}
-		if isDeleteMarker(err) {
-			var re *smithyhttp.ResponseError
-			errors.As(err, &re)
-			dm := &store.DeleteMarker{Key: key, VersionID: re.Response.Header.Get("X-Amz-Version-Id"), Latest: true}
-			return store.ObjectInfo{}, nil, store.Retried(fmt.Errorf("s3: stat %q: %w", key, dm))
-		}
-		return store.ObjectInfo{}, nil, mapErr("stat", key, err)
+		return store.ObjectInfo{}, nil, statErr(key, err)
 	}
 	h := headers{
 		contentType: out.ContentType, cacheControl: out.CacheControl, contentDisposition: out.ContentDisposition,
