@@ -132,6 +132,7 @@ func TestChunkRefIsPrivateOnKeptFile(t *testing.T) {
 	o := newOrigin(testChunk, 73)
 	id := o.id("v")
 	readRange(t, c, o, id, 0, testChunk, ReadOptions{})
+	settle(t, c)                                        // the fill committed: the next read is a hit
 	readRange(t, c, o, id, 0, testChunk, ReadOptions{}) // kept now
 	ref, err := c.Chunk(context.Background(), id, 0, o.fetch, ReadOptions{})
 	if err != nil {

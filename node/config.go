@@ -86,8 +86,8 @@ type Config struct {
 	LifecycleRate  float64
 	// RaftSnapshotThreshold and RaftTrailingLogs tune Raft snapshots.
 	RaftSnapshotThreshold, RaftTrailingLogs uint64
-	// RaftLogStore is regionstate.Config.LogStore: "wal", "boltdb", or ""
-	// (the default, raft-wal, migrating an older raft-boltdb log).
+	// RaftLogStore is regionstate.Config.LogStore: "boltdb", "wal", or ""
+	// (regionstate.DefaultLogStore).
 	RaftLogStore string
 	// RaftElectionTimeout is Raft's heartbeat and election timeout (0:
 	// Raft's default); tests make it small.

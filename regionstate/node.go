@@ -41,8 +41,8 @@ import (
 type Config struct {
 	// NodeID names this node in the Raft configuration; it must not change.
 	NodeID string
-	// Dir holds the Raft log and stable store (wal/, or raft.db for
-	// raft-boltdb), fsm.db (the FSM's file) and snapshots/. It is created with mode 0700: it holds secret keys.
+	// Dir holds the Raft log and stable store (raft.db, or wal/ for
+	// raft-wal), fsm.db (the FSM's file) and snapshots/. It is created with mode 0700: it holds secret keys.
 	Dir string
 	// BindAddr is the TCP address Raft listens on ("127.0.0.1:0" picks a
 	// port). Empty uses an in-memory transport ("inmem:"+NodeID), enough
@@ -103,9 +103,9 @@ type Config struct {
 	// TrailingLogs is how many entries a snapshot leaves in the log
 	// (0: hashicorp/raft's default, 10240).
 	TrailingLogs uint64
-	// LogStore is the Raft log store: LogStoreWAL or LogStoreBoltDB; ""
-	// is DefaultLogStore, migrating a data dir of the other kind to it
-	// (see logstore.go).
+	// LogStore is the Raft log store: LogStoreBoltDB or LogStoreWAL; "" is
+	// DefaultLogStore, or raft-wal for a data dir that has it (see
+	// logstore.go).
 	LogStore string
 	// ElectionTimeout sets Raft's heartbeat and election timeouts
 	// (0: 1s; at least 10ms). Tests make it small so Open is quick.

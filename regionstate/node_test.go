@@ -86,7 +86,7 @@ func TestOpenRefusesFSMWithoutRaftState(t *testing.T) {
 	n := openNode(t, testConfig(t, dir))
 	apply(t, n, SetSetting{Key: "k", Value: "v"})
 	closeNode(t, n)
-	if err := os.RemoveAll(filepath.Join(dir, "wal")); err != nil {
+	if err := os.Remove(filepath.Join(dir, "raft.db")); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -378,9 +378,8 @@ func TestFSMFileTrust(t *testing.T) {
 	}
 }
 
-// TestLogStoreMigration: a data dir with a raft-boltdb log (what earlier
-// versions made) opens with the default log store: the log and the vote
-// move to raft-wal, the state survives, and raft.db is kept aside. A
+// TestLogStoreMigration: a data dir with a raft-boltdb log opened with
+// LogStore "wal": the log and the vote move to raft-wal, the state survives, and raft.db is kept aside. A
 // migration cut short (wal.tmp left) is redone; the wrong explicit kind is
 // refused.
 func TestLogStoreMigration(t *testing.T) {
@@ -400,14 +399,7 @@ func TestLogStoreMigration(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	wrong := testConfig(t, dir)
-	wrong.LogStore = LogStoreWAL
-	if n, err := Open(ctx, wrong); err == nil {
-		n.Close()
-		t.Fatal("Open with LogStore wal over a raft.db succeeded")
-	}
-
-	cfg.LogStore = ""
+	cfg.LogStore = LogStoreWAL
 	n = openNode(t, cfg) // migrates
 	sameState(t, "after migration", dumpState(n.State()), want)
 	if n.logStore != LogStoreWAL {
@@ -431,6 +423,7 @@ func TestLogStoreMigration(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "fsm.db")); err != nil {
 		t.Fatal(err)
 	}
+	cfg.LogStore = "" // a wal directory is opened as such
 	n = openNode(t, cfg)
 	sameState(t, "from the migrated log", dumpState(n.State()), want)
 	closeNode(t, n)

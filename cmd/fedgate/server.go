@@ -159,7 +159,7 @@ environment. See docs/server-config.md.`,
 	fl.StringVar(&f.stagingSize, "staging-size", "", "bytes of --cache-dir that write-back staging may use, e.g. 1TiB (default: 10% of the cache dir's filesystem)")
 	fl.IntVar(&f.writeBackCopies, "write-back-copies", 2, "nodes that must hold a write-back write (fsynced) before it is acknowledged")
 	fl.Uint64Var(&f.raftSnapshotThreshold, "raft-snapshot-threshold", 8192, "Raft log entries between automatic snapshots")
-	fl.StringVar(&f.raftLogStore, "raft-log-store", "", "Raft log store: wal (raft-wal) or boltdb (raft-boltdb); empty: wal, migrating a data dir's older boltdb log once")
+	fl.StringVar(&f.raftLogStore, "raft-log-store", "", "Raft log store: boltdb (raft-boltdb, the default) or wal (raft-wal; migrates a boltdb log once; see docs/operations.md before using it)")
 	fl.Uint64Var(&f.raftTrailingLogs, "raft-trailing-logs", 10240, "Raft log entries a snapshot keeps, so a briefly absent node catches up from the log, not a snapshot")
 	fl.DurationVar(&f.lifecycleEvery, "lifecycle-every", federation.DefaultLifecycleEvery, "time between the region leader's lifecycle passes (expiring objects, aborting stale multipart uploads; docs/lifecycle.md)")
 	fl.IntVar(&f.lifecycleRate, "lifecycle-rate", federation.DefaultLifecycleRate, "at most this many lifecycle deletions and upload aborts per second (negative: no bound)")
