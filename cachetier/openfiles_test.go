@@ -41,12 +41,14 @@ func TestOpenFilesKeptBoundedAndLetGo(t *testing.T) {
 	for idx := range int64(6) {
 		readRange(t, c, o, id, idx*testChunk, testChunk, noAhead) // miss: the fill's own descriptor
 	}
+	settle(t, c) // fills commit after their readers have the bytes
 	if n := openChunkFDs(t, chunks); n != 0 {
 		t.Fatalf("after fills alone %d chunk files are open, want 0 (only hits keep them)", n)
 	}
 	for idx := range int64(6) {
 		readRange(t, c, o, id, idx*testChunk, testChunk, noAhead)
 	}
+	settle(t, c)
 	if n := openChunkFDs(t, chunks); n != 3 {
 		t.Fatalf("after 6 hits %d chunk files are open, want OpenFiles=3", n)
 	}
@@ -67,6 +69,7 @@ func TestOpenFilesKeptBoundedAndLetGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameBytes(t, "refetched chunk", readRange(t, c, o, id, 0, testChunk, noAhead), o.data[:testChunk])
+	settle(t, c)
 	if after, _, _ := o.stats(); after != calls+1 {
 		t.Fatalf("a missing chunk file was not fetched again (%d fetches, want %d)", after, calls+1)
 	}
@@ -79,6 +82,7 @@ func TestOpenFilesKeptBoundedAndLetGo(t *testing.T) {
 	}
 	for idx := range int64(2) {
 		readRange(t, c, o, id, idx*testChunk, testChunk, noAhead)
+		settle(t, c)
 		readRange(t, c, o, id, idx*testChunk, testChunk, noAhead)
 	}
 	if n := openChunkFDs(t, chunks); n != 2 {
@@ -102,6 +106,7 @@ func TestOpenFileOutlivesEviction(t *testing.T) {
 	o := newOrigin(4*testChunk, 72)
 	id := o.id("v")
 	readRange(t, c, o, id, 0, testChunk, ReadOptions{})
+	settle(t, c)
 	readRange(t, c, o, id, 0, testChunk, ReadOptions{}) // kept now
 	r, err := c.NewReader(context.Background(), id, o.fetch, 0, testChunk, ReadOptions{})
 	if err != nil {
@@ -115,6 +120,7 @@ func TestOpenFileOutlivesEviction(t *testing.T) {
 	for idx := int64(1); idx < 4; idx++ { // evicts chunk 0
 		readRange(t, c, o, id, idx*testChunk, testChunk, ReadOptions{})
 	}
+	settle(t, c)
 	if c.entryFor(id, 0) != nil {
 		t.Fatal("chunk 0 was not evicted")
 	}
