@@ -119,6 +119,24 @@ func azureOrigin(t *testing.T) originKind {
 	}
 }
 
+// fsOrigin is an existing file tree (an fs store): objects are plain
+// files, changed in place by ordinary writes.
+func fsOrigin(t *testing.T) originKind {
+	dir := t.TempDir()
+	path := func(key string) string { return filepath.Join(dir, filepath.FromSlash(key)) }
+	return originKind{name: "fs",
+		store: func(t *testing.T) (string, map[string]string) {
+			return "    kind: fs\n    location: onprem:lab\n    path: " + dir + "\n", nil
+		},
+		put: func(t *testing.T, key string, data []byte) {
+			mustOK(t, os.MkdirAll(filepath.Dir(path(key)), 0o755))
+			mustOK(t, os.WriteFile(path(key), data, 0o644)) // in place: same inode when it exists
+		},
+		delete: func(t *testing.T, key string) { mustOK(t, os.Remove(path(key))) },
+		get:    func(t *testing.T, key string) ([]byte, error) { return os.ReadFile(path(key)) },
+	}
+}
+
 // metric reads one unlabelled counter or gauge from /_fedgate/metrics.
 func (s *server) metric(name string) float64 {
 	s.t.Helper()
@@ -140,7 +158,7 @@ func (s *server) metric(name string) float64 {
 // read comes from the cache, changes and deletes made directly in the cloud
 // are seen (ttl 0s), and writes through fedgate land in the cloud bucket.
 func TestMountedOrigins(t *testing.T) {
-	for name, kind := range map[string]func(*testing.T) originKind{"s3": s3Origin, "gcs": gcsOrigin, "azure": azureOrigin} {
+	for name, kind := range map[string]func(*testing.T) originKind{"s3": s3Origin, "gcs": gcsOrigin, "azure": azureOrigin, "fs": fsOrigin} {
 		t.Run(name, func(t *testing.T) {
 			o := kind(t)
 			data := randBytes(t, 18<<20+333)

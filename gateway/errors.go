@@ -84,8 +84,12 @@ func toS3(err error) *s3err.Error {
 		return errInvalidPart
 	case errors.Is(err, store.ErrInvalidKey):
 		return s3err.Newf(s3err.CodeInvalidArgument, "The object key is not valid: %v", err)
+	case errors.Is(err, store.ErrReadOnly):
+		return s3err.New(s3err.CodeAccessDenied, "The bucket's store is read-only (read_only: true in the policy file); nothing was changed.")
 	case errors.Is(err, store.ErrAccessDenied):
 		return s3err.New(s3err.CodeAccessDenied, "The backing store denied access.")
+	case errors.Is(err, store.ErrMetadataNotSupported):
+		return s3err.Newf(s3err.CodeNotImplemented, "The bucket's store cannot keep this metadata (%v); nothing was written. Send the object without it.", err)
 	case errors.Is(err, store.ErrThrottled):
 		return errSlowDown
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/azure"
+	fsstore "github.com/fedgate/fedgate/federation/store/fs"
 	"github.com/fedgate/fedgate/federation/store/gcs"
 	"github.com/fedgate/fedgate/federation/store/posix"
 	s3store "github.com/fedgate/fedgate/federation/store/s3"
@@ -62,6 +63,8 @@ func openStore(ctx context.Context, ps policies.Store, lookupEnv func(string) (s
 	switch ps.Kind {
 	case policies.KindPosix:
 		return posix.New(ps.Name, loc, ps.Path)
+	case policies.KindFS:
+		return fsstore.New(ps.Name, loc, ps.Path, fsstore.Options{ReadOnly: ps.ReadOnly})
 	case policies.KindS3:
 		var files aws.CredentialsProvider
 		if c.AccessKeyFile != "" || c.SecretKeyFile != "" || c.SessionTokenFile != "" {

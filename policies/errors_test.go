@@ -43,7 +43,13 @@ func TestErrors(t *testing.T) {
 		want []string
 	}{
 		{"unknown store kind", "stores:\n  - name: a\n    kind: s4\n    location: aws:us-east-1\n",
-			[]string{`3:11 stores[0].kind: unknown store kind "s4" (expected one of s3, gcs, azure, posix; did you mean "s3"?)`}},
+			[]string{`3:11 stores[0].kind: unknown store kind "s4" (expected one of s3, gcs, azure, posix, fs; did you mean "s3"?)`}},
+		{"read_only on a posix store", "stores:\n  - {name: a, kind: posix, location: onprem:x, path: /a, read_only: true}\n",
+			[]string{`2:58 stores[0].read_only: key "read_only" does not apply to a posix store (it takes name, kind, location, path)`}},
+		{"fs store read_only not a boolean", "stores:\n  - {name: a, kind: fs, location: onprem:x, path: /a, read_only: maybe}\n",
+			[]string{`2:66 stores[0].read_only: expected true or false, got the string "maybe"`}},
+		{"fs store without a path", "stores:\n  - {name: a, kind: fs, location: onprem:x}\n",
+			[]string{`2:5 stores[0].path: missing required key (a fs store needs path)`}},
 		{"unknown key did you mean", "stores:\n  - name: a\n    kind: s3\n    location: aws:us-east-1\n    bukcet: x\n",
 			[]string{`2:5 stores[0].bucket: missing required key (a s3 store needs bucket)`, `5:5 stores[0].bukcet: unknown key "bukcet" (did you mean "bucket"?)`}},
 		{"unknown top-level key", "regions: []\nflavour: vanilla\n",
@@ -215,7 +221,7 @@ func TestMalformedYAMLHasPosition(t *testing.T) {
 
 func TestErrorFormatting(t *testing.T) {
 	_, err := Parse("policy.yaml", []byte("stores:\n  - {name: a, kind: s4, location: aws:x, bucket: b}\nbuckets: [{name: A}]\n"), AllFeatures())
-	want := `policy.yaml:2:21: stores[0].kind: unknown store kind "s4" (expected one of s3, gcs, azure, posix; did you mean "s3"?)` + "\n" +
+	want := `policy.yaml:2:21: stores[0].kind: unknown store kind "s4" (expected one of s3, gcs, azure, posix, fs; did you mean "s3"?)` + "\n" +
 		`policy.yaml:3:18: buckets[0].name: bucket name "A" must be 3 to 63 characters long (it has 1)`
 	if err == nil || err.Error() != want {
 		t.Errorf("Error() =\n%v\nwant\n%s", err, want)

@@ -64,10 +64,13 @@ const (
 	KindGCS   StoreKind = "gcs"
 	KindAzure StoreKind = "azure"
 	KindPosix StoreKind = "posix"
+	// KindFS is an existing file tree served as it is: each regular file
+	// an object (federation/store/fs).
+	KindFS StoreKind = "fs"
 )
 
 // StoreKinds lists every kind the schema knows, in documentation order.
-var StoreKinds = []StoreKind{KindS3, KindGCS, KindAzure, KindPosix}
+var StoreKinds = []StoreKind{KindS3, KindGCS, KindAzure, KindPosix, KindFS}
 
 // Store is one bucket, container or directory that holds object bytes.
 type Store struct {
@@ -77,7 +80,8 @@ type Store struct {
 	Bucket    string // s3, gcs
 	Account   string // azure storage account
 	Container string // azure
-	Path      string // posix: an absolute directory
+	Path      string // posix, fs: an absolute directory
+	ReadOnly  bool   // fs: refuse every write
 	Endpoint  string // s3, gcs, azure: optional URL of a compatible server
 	PathStyle bool   // s3: path-style addressing
 	// Credentials name where secrets come from; they never hold secrets.

@@ -86,7 +86,7 @@ func (d *decoder) regions(e entry) []Region {
 	return out
 }
 
-var storeKeys = []string{"name", "kind", "location", "bucket", "container", "account", "path", "endpoint", "path_style", "credentials"}
+var storeKeys = []string{"name", "kind", "location", "bucket", "container", "account", "path", "read_only", "endpoint", "path_style", "credentials"}
 
 // kindKeys are the keys each store kind takes, besides name, kind and
 // location; the first ones listed are required.
@@ -95,6 +95,7 @@ var kindKeys = map[StoreKind]struct{ required, optional []string }{
 	KindGCS:   {[]string{"bucket"}, []string{"endpoint", "credentials"}},
 	KindAzure: {[]string{"account", "container"}, []string{"endpoint", "credentials"}},
 	KindPosix: {[]string{"path"}, nil},
+	KindFS:    {[]string{"path"}, []string{"read_only"}},
 }
 
 var credentialKeys = map[StoreKind][]string{
@@ -198,6 +199,9 @@ func (d *decoder) storeDetails(m map[string]entry, p pos, pth string, s *Store) 
 		s.Path = path.Clean(s.Path)
 	}
 	s.Endpoint = str("endpoint", "a URL", endpointURL)
+	if e, ok := m["read_only"]; ok && slices.Contains(takes, "read_only") {
+		s.ReadOnly, _ = d.boolean(e, join(pth, "read_only"))
+	}
 	if e, ok := m["path_style"]; ok && slices.Contains(takes, "path_style") {
 		s.PathStyle, _ = d.boolean(e, join(pth, "path_style"))
 	}

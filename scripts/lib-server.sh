@@ -6,11 +6,14 @@ PID=
 cleanup() { [ -n "$PID" ] && { kill -9 "$PID" 2>/dev/null; wait "$PID" 2>/dev/null || true; }; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-# start_server AK SK: a server on a free loopback port with a fresh data
-# dir and these root keys; EP is its endpoint once it is ready.
+# start_server AK SK [FLAG...]: a server on a free loopback port with a
+# fresh data dir, these root keys and any further flags; EP is its endpoint
+# once it is ready.
 start_server() {
+  local ak=$1 sk=$2
+  shift 2
   "$BIN" server --listen 127.0.0.1:0 --data-dir "$WORK/data" --log-level warn \
-    --access-key "$1" --secret-key "$2" >"$WORK/out" 2>"$WORK/log" &
+    --access-key "$ak" --secret-key "$sk" "$@" >"$WORK/out" 2>"$WORK/log" &
   PID=$!
   for _ in $(seq 1 300); do
     EP=$(sed -n 's/.*S3 endpoint \(http:[^ ]*\).*/\1/p' "$WORK/out" | head -1)

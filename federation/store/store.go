@@ -11,6 +11,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"os"
@@ -34,6 +35,13 @@ var (
 	ErrNoSuchUpload = errors.New("store: no such multipart upload")
 	// ErrInvalidPart: a part listed in a completion is missing or its ETag differs.
 	ErrInvalidPart = errors.New("store: invalid part")
+	// ErrReadOnly: a write to a store the policy file makes read-only. It
+	// is an ErrAccessDenied.
+	ErrReadOnly = fmt.Errorf("%w: the store is read-only", ErrAccessDenied)
+	// ErrMetadataNotSupported: metadata the store has nowhere to keep (a
+	// file tree on a filesystem without extended attributes). It is an
+	// ErrNotSupported.
+	ErrMetadataNotSupported = fmt.Errorf("%w: metadata the store cannot keep", ErrNotSupported)
 )
 
 // MaxKeyLen is the longest key, in bytes, that every store accepts (S3's limit).

@@ -1,8 +1,7 @@
-// Package fs is the store kind for existing file trees (issue 14, in
-// progress): an object is a regular file at <root>/<key>. This file holds
-// its listing: a walk of the tree that yields keys in S3's byte order
-// without sorting the whole tree.
 package fs
+
+// The listing: a walk of the tree that yields keys in S3's byte order
+// without sorting the whole tree.
 
 import (
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // walkEntry is a key (a regular file) or, with a delimiter, a common
@@ -93,8 +93,8 @@ func (w *walker) dir(path string) bool {
 	}
 	kids := make([]child, 0, len(ents))
 	for _, e := range ents {
-		if hidden(e.Name()) {
-			continue
+		if hidden(e.Name()) || !utf8.ValidString(e.Name()) {
+			continue // not UTF-8: no S3 key names it
 		}
 		switch {
 		case e.Type().IsRegular():

@@ -48,7 +48,7 @@ var keyFamilies = []struct {
 func runKeyTests(t *testing.T, newStore NewStore, caps Capabilities) {
 	for _, fam := range keyFamilies {
 		t.Run("Keys"+fam.name, func(t *testing.T) {
-			testKeys(t, newStore(t), caps.keep(fam.keys), fam.name == "DotSegments")
+			testKeys(t, newStore(t), caps.keep(fam.keys), fam.name == "DotSegments" || caps.PathKeys)
 		})
 	}
 	t.Run("InvalidKeys", func(t *testing.T) { testInvalidKeys(t, newStore(t), caps) })

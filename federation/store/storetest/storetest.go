@@ -42,6 +42,11 @@ type Capabilities struct {
 	// SkipKey, when set, names keys the store is known not to hold (MinIO
 	// refuses "a//b", say); the key tests and listings leave them out.
 	SkipKey func(key string) bool
+	// PathKeys: keys are file paths (an fs store), so a key with an empty
+	// or dot segment, or one that would be a file where another key needs
+	// a directory ("a" beside "a/b"), may be refused with ErrInvalidKey;
+	// the key tests accept that refusal in every family.
+	PathKeys bool
 	// Short shrinks the large object and the key counts; `go test -short`
 	// sets it too.
 	Short bool
