@@ -14,6 +14,7 @@ import (
 	"context"
 	"io"
 	"iter"
+	"os"
 	"time"
 
 	"github.com/fedgate/fedgate/federation/egress"
@@ -81,6 +82,14 @@ type Bucket interface {
 	Open(ctx context.Context, info store.ObjectInfo, off, n int64) (io.ReadCloser, error)
 	// Forget drops what the node remembers of key (after a failed Open).
 	Forget(key string)
+	// LocalExtents is a short-circuit read of [off, off+n) of the object
+	// info describes: it makes those bytes present in files on this node
+	// (its cache's chunk files, filled as a GET fills them, or a local
+	// store's file) and returns the extents that hold them, in order, and
+	// the function that lets go of them. The files are read-only, private
+	// descriptors; their bytes are never rewritten in place. ErrNotLocal
+	// when the bytes cannot be handed over as files here.
+	LocalExtents(ctx context.Context, info store.ObjectInfo, off, n int64) ([]Extent, func(), error)
 	// Put writes an object (size -1: unknown).
 	Put(ctx context.Context, key string, body io.Reader, size int64, opts store.PutOptions) (store.ObjectInfo, error)
 	// Delete removes an object; a missing key is not an error.
@@ -193,4 +202,11 @@ func WithReadIntent(ctx context.Context) context.Context {
 func ReadIntent(ctx context.Context) bool {
 	v, _ := ctx.Value(readIntentKey{}).(bool)
 	return v
+}
+
+// Extent is a run of an object's bytes in a file: Length bytes at
+// FileOffset of File are the object's bytes at ObjectOffset.
+type Extent struct {
+	File                             *os.File
+	FileOffset, Length, ObjectOffset int64
 }

@@ -44,6 +44,9 @@ var (
 	ErrLifecycleAtOrigin = errors.New("federation: the bucket is mounted from an origin; its objects' expiration is managed at the origin")
 	// ErrInvalidArgument: a malformed request argument.
 	ErrInvalidArgument = errors.New("federation: invalid argument")
+	// ErrNotLocal: an object's bytes cannot be handed over as files on this
+	// node (a short-circuit read); the client reads them over HTTP.
+	ErrNotLocal = errors.New("federation: the object cannot be read from this node's files")
 )
 
 // DeleteMarkerError is a read of a key whose newest version is a delete

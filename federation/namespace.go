@@ -99,6 +99,9 @@ type Config struct {
 type ChunkCache interface {
 	NewReader(ctx context.Context, id cachetier.ObjectID, fetch cachetier.Fetcher, off, n int64, opts cachetier.ReadOptions) (io.ReadCloser, error)
 	Invalidate(store, key string) int
+	// Chunk makes one chunk present and returns it as a region of a
+	// private, read-only descriptor (a short-circuit read).
+	Chunk(ctx context.Context, id cachetier.ObjectID, idx int64, fetch cachetier.Fetcher, opts cachetier.ReadOptions) (cachetier.ChunkRef, error)
 	// ReadChunk serves [off, off+n) of a chunk this node owns to a peer.
 	ReadChunk(ctx context.Context, k cachetier.ChunkKey, fetch cachetier.Fetcher, off, n int64, opts cachetier.ReadOptions) (io.ReadCloser, error)
 	// Prime fills a chunk here from bytes the caller holds already

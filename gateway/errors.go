@@ -74,6 +74,8 @@ func toS3(err error) *s3err.Error {
 		return s3err.Newf(s3err.CodeInvalidRequest, "%v: set Expiration and NoncurrentVersionExpiration rules on the origin bucket itself; only AbortIncompleteMultipartUpload applies here (to uploads started through fedgate).", err)
 	case errors.Is(err, backend.ErrVersioningNotSupported):
 		return s3err.Newf(s3err.CodeNotImplemented, "%v (docs/versioning.md lists the bucket kinds that can be versioned).", err)
+	case errors.Is(err, backend.ErrNotLocal):
+		return s3err.Newf(s3err.CodeNotLocal, "%v: read it over HTTP.", err)
 	case errors.Is(err, backend.ErrInvalidArgument):
 		return s3err.Newf(s3err.CodeInvalidArgument, "%v", err)
 	case errors.Is(err, store.ErrNotFound):

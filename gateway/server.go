@@ -59,6 +59,10 @@ type Config struct {
 	RegionName string
 	// Batch tunes the batch GET endpoint (POST /_fedgate/v1/batch).
 	Batch BatchConfig
+	// LocalLease is how long a short-circuit read's descriptors are kept
+	// at most (POST /_fedgate/v1/local on the Unix socket); 0:
+	// DefaultLocalLease.
+	LocalLease time.Duration
 }
 
 // Server serves the S3 API and the /_fedgate/ operations endpoints.
@@ -154,6 +158,7 @@ func (s *Server) opsRouter() http.Handler {
 	})
 	r.Handle(ReservedPrefix+"metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	r.Post(BatchPath, s.batchGet)
+	r.Post(LocalPath, s.localRead)
 	r.Route(ReservedPrefix+"admin", s.adminRoutes)
 	r.Route(ConsolePath, s.console.routes)
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -94,6 +95,17 @@ type Config struct {
 	RaftElectionTimeout time.Duration
 	// DebugListen serves Go's pprof profiles on this address ("": off).
 	DebugListen string
+	// LocalSocket, when set, is the path of a Unix socket serving the S3
+	// API and the short-circuit read (POST /_fedgate/v1/local) to
+	// processes on this machine (docs/gpu-data-path.md).
+	LocalSocket string
+	// LocalSocketMode is the socket's file mode (0: 0660); LocalSocketGroup
+	// its group ("": the server's).
+	LocalSocketMode  os.FileMode
+	LocalSocketGroup string
+	// LocalLease bounds how long a short-circuit read's descriptors are
+	// kept (0: gateway.DefaultLocalLease).
+	LocalLease time.Duration
 	// ShutdownTimeout is how long Run waits for in-flight requests.
 	ShutdownTimeout time.Duration
 

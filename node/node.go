@@ -39,7 +39,9 @@ type Node struct {
 	ln, iln   net.Listener // the S3 port; the internal API's (nil: none)
 	hs, ihs   *http.Server
 	debug     *http.Server // nil: no --debug-listen
-	cert      *s3Cert      // the S3 port's certificate (nil: plain HTTP)
+	lhs       *http.Server // nil: no --local-socket
+	lln       net.Listener
+	cert      *s3Cert // the S3 port's certificate (nil: plain HTTP)
 	front     *frontHandler
 	serving   bool // hs serves ln (a multi-node node serves before Raft opens)
 	errc      chan error
@@ -351,11 +353,19 @@ func (n *Node) open(ctx context.Context) error {
 		return err
 	}
 	n.gw, err = gateway.New(gateway.Config{Backend: ns.Backend(), Region: cfg.SigningRegion, Domain: cfg.Domain, Logger: log, Registry: reg,
-		Version: cfg.Version, Cluster: regionErrCluster{cl}, Policy: regionErrPolicy{pm}, RegionName: n.region, Batch: cfg.Batch})
+		Version: cfg.Version, Cluster: regionErrCluster{cl}, Policy: regionErrPolicy{pm}, RegionName: n.region, Batch: cfg.Batch,
+		LocalLease: cfg.LocalLease})
 	if err != nil {
 		return err
 	}
 	n.front.setGateway(n.gw)
+	if cfg.LocalSocket != "" {
+		if n.lln, err = listenLocal(cfg.LocalSocket, cfg.LocalSocketMode, cfg.LocalSocketGroup); err != nil {
+			return err
+		}
+		n.lhs = &http.Server{Handler: n.front, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	}
 
 	if cfg.DebugListen != "" {
 		if n.debug, err = serveDebug(cfg.DebugListen, log); err != nil {
@@ -434,6 +444,10 @@ func (n *Node) Run(ctx context.Context) error {
 	if !n.serving {
 		n.serve()
 	}
+	if n.lhs != nil {
+		n.log.Info("local socket serving S3 and short-circuit reads", "path", cfg.LocalSocket)
+		go func() { n.errc <- n.lhs.Serve(n.lln) }()
+	}
 	select {
 	case err := <-n.errc:
 		return fmt.Errorf("serve: %w", err)
@@ -445,6 +459,11 @@ func (n *Node) Run(ctx context.Context) error {
 	if err := n.hs.Shutdown(sctx); err != nil {
 		n.log.Warn("shutdown did not finish in time; closing connections", "error", err)
 		_ = n.hs.Close()
+	}
+	if n.lhs != nil {
+		if err := n.lhs.Shutdown(sctx); err != nil {
+			_ = n.lhs.Close()
+		}
 	}
 	n.halt() // drains in flight give their claims back or finish first
 	if err := n.rn.Close(); err != nil {
@@ -465,6 +484,11 @@ func (n *Node) Close() error {
 		}
 		if n.ihs != nil {
 			_ = n.ihs.Close()
+		}
+		if n.lhs != nil {
+			_ = n.lhs.Close()
+		} else if n.lln != nil {
+			_ = n.lln.Close()
 		}
 		if n.debug != nil {
 			_ = n.debug.Close()

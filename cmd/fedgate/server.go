@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -41,6 +42,8 @@ type serverFlags struct {
 	batchMaxEntries, batchPrefetch                      int
 	batchMaxBytes, batchPrefetchBytes, batchIndexCache  string
 	certFile, keyFile, caFile                           string // TLS on the S3 port (docs/tls.md)
+	localSocket, localSocketMode, localSocketGroup      string // docs/gpu-data-path.md
+	localLease                                          time.Duration
 
 	// A multi-node region (see docs/operations.md).
 	raftAddr                  string
@@ -69,6 +72,13 @@ func (f serverFlags) nodeConfig(log *slog.Logger) (node.Config, error) {
 		EgressReuseObjects: f.egressReuseObjects,
 		LookupEnv:          os.LookupEnv,
 		Batch:              gateway.BatchConfig{MaxEntries: f.batchMaxEntries, Prefetch: f.batchPrefetch},
+	}
+	if f.localSocket != "" {
+		mode, err := strconv.ParseUint(f.localSocketMode, 8, 32)
+		if err != nil || mode == 0 || mode > 0o777 {
+			return cfg, fmt.Errorf("--local-socket-mode %q: want an octal file mode like 0660", f.localSocketMode)
+		}
+		cfg.LocalSocket, cfg.LocalSocketMode, cfg.LocalSocketGroup, cfg.LocalLease = f.localSocket, os.FileMode(mode), f.localSocketGroup, f.localLease
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
@@ -173,6 +183,10 @@ environment. See docs/server-config.md.`,
 	fl.IntVar(&f.batchPrefetch, "batch-prefetch", gateway.DefaultBatchPrefetch, "entries a batch GET fetches ahead of the one it sends, in parallel (from the cache, peers or origins)")
 	fl.StringVar(&f.batchPrefetchBytes, "batch-prefetch-bytes", "256KiB", "bytes of each entry fetched ahead that a batch GET holds in memory (the rest streams when it is sent); a batch holds at most batch-prefetch x this")
 	fl.StringVar(&f.batchIndexCache, "batch-index-cache", "256MiB", "memory for the member indexes of tar/zip shards that batch GETs read members of (archpath)")
+	fl.StringVar(&f.localSocket, "local-socket", "", "serve S3 and short-circuit reads (open chunk files passed to the client) on this Unix socket for processes on this machine; off by default (docs/gpu-data-path.md)")
+	fl.StringVar(&f.localSocketMode, "local-socket-mode", "0660", "file mode of the --local-socket (octal): who may connect; requests are then signed as any S3 request")
+	fl.StringVar(&f.localSocketGroup, "local-socket-group", "", "group (name or id) of the --local-socket; default the server's")
+	fl.DurationVar(&f.localLease, "local-lease", gateway.DefaultLocalLease, "how long the node keeps a short-circuit read's descriptors at most when the client does not let go of them first")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long SIGTERM waits for in-flight requests")
 	fl.StringVar(&f.raftAddr, "raft-addr", "", "HOST:PORT of this node's Raft transport (TCP), the address peers dial; enables a multi-node region")
 	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "form a new region once this many nodes (this one included) have met through --join")

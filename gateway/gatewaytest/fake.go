@@ -17,10 +17,13 @@ import (
 	"io"
 	"iter"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/egress"
@@ -451,6 +454,34 @@ func (b *bucket) Open(_ context.Context, info store.ObjectInfo, off, n int64) (i
 		return nil, fmt.Errorf("gatewaytest: read [%d, %d) of a %d-byte object", off, off+n, len(o.data))
 	}
 	return io.NopCloser(bytes.NewReader(o.data[off : off+n])), nil
+}
+
+// LocalExtents hands over the object's bytes in a memfd, one extent
+// (the fake has no files of its own).
+func (b *bucket) LocalExtents(_ context.Context, info store.ObjectInfo, off, n int64) ([]backend.Extent, func(), error) {
+	b.f.mu.Lock()
+	o, ok := b.objects[info.Key]
+	var data []byte
+	if ok {
+		data = o.data
+	}
+	b.f.mu.Unlock()
+	if !ok || o.info.Validator != info.Validator {
+		return nil, nil, store.ErrPreconditionFailed
+	}
+	if off < 0 || n < 0 || off+n > int64(len(data)) {
+		return nil, nil, fmt.Errorf("gatewaytest: extents [%d, %d) of a %d-byte object: %w", off, off+n, len(data), backend.ErrInvalidArgument)
+	}
+	fd, err := unix.MemfdCreate("gatewaytest-object", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, nil, err
+	}
+	f := os.NewFile(uintptr(fd), "gatewaytest-object")
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return []backend.Extent{{File: f, FileOffset: off, Length: n, ObjectOffset: off}}, func() { f.Close() }, nil
 }
 
 func (b *bucket) Forget(key string) {

@@ -24,6 +24,7 @@ const (
 	CodeBucketNotEmpty                          = "BucketNotEmpty"
 	CodeBatchTooLarge                           = "BatchTooLarge"        // fedgate's own: a batch GET over --batch-max-entries or --batch-max-bytes
 	CodeEgressBudgetExceeded                    = "EgressBudgetExceeded" // fedgate's own: a policy budget refused the read
+	CodeNotLocal                                = "NotLocal"             // fedgate's own: a short-circuit read of bytes this node cannot hand over as files
 	CodeInsufficientStorage                     = "InsufficientStorage"  // fedgate's own (MinIO: XMinioStorageFull): a device is full
 	CodeEntityTooLarge                          = "EntityTooLarge"
 	CodeEntityTooSmall                          = "EntityTooSmall"
@@ -99,6 +100,7 @@ var table = map[string]row{
 	CodeBucketNotEmpty:                          {http.StatusConflict, "The bucket you tried to delete is not empty"},
 	CodeBatchTooLarge:                           {http.StatusBadRequest, "The batch is larger than this server takes; split it."},
 	CodeEgressBudgetExceeded:                    {http.StatusForbidden, "The bucket's egress budget does not allow this read."},
+	CodeNotLocal:                                {http.StatusConflict, "The object cannot be read from this node's files; read it over HTTP."},
 	CodeInsufficientStorage:                     {http.StatusInsufficientStorage, "A device the write needs is full; nothing was written. Free space or add capacity."},
 	CodeEntityTooLarge:                          {http.StatusBadRequest, "Your proposed upload exceeds the maximum allowed object size."},
 	CodeEntityTooSmall:                          {http.StatusBadRequest, "Your proposed upload is smaller than the minimum allowed object size."},
