@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The Python client (clients/python: batch_get and the PyTorch dataset)
+# The Python client (clients/python: batch_get, the PyTorch dataset and
+# open_local through the server's --local-socket)
 # against a fedgate server started here, with Debian's python3-boto3 and
 # python3-torch: `pip install clients/python` into a venv, then the unittest
 # suite (clients/python/tests), which reads every sample of a 2-worker
@@ -33,11 +34,11 @@ case "$where" in "$WORK/venv/"*) ;; *) echo "FAIL: fedgate imported from $where,
 echo "pip install clients/python: ok"
 
 AK=PYCLIENTTESTKEY00001 SK=py-client-test-secret-0123456789abcdef
-start_server "$AK" "$SK"
+start_server "$AK" "$SK" --local-socket "$WORK/s3.sock"
 cd "$REPO/clients/python"
 # The suite fails rather than skips without these (CI is set by .ci/run).
 status=0
-FEDGATE_TEST_ENDPOINT=$EP FEDGATE_TEST_ACCESS_KEY=$AK FEDGATE_TEST_SECRET_KEY=$SK \
+FEDGATE_TEST_ENDPOINT=$EP FEDGATE_TEST_ACCESS_KEY=$AK FEDGATE_TEST_SECRET_KEY=$SK FEDGATE_TEST_SOCKET=$WORK/s3.sock \
   AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
   "$PY" -m unittest discover -s tests -t . >"$WORK/unittest.out" 2>&1 || status=$?
 tail -60 "$WORK/unittest.out"

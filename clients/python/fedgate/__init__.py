@@ -6,6 +6,9 @@ request, one tar stream in request order) and a PyTorch dataset over them.
     for name, data in fedgate.batch_get(s3, [("train", "a.jpg"), ("train", "b.jpg")]):
         ...
 
+fedgate.open_local reads an object through a node's Unix socket without a
+copy through the gateway (short-circuit; docs/gpu-data-path.md).
+
 fedgate.dataset.FedgateBatchDataset needs torch (imported only there).
 docs/training.md in the fedgate repository documents the endpoint.
 """
@@ -19,6 +22,7 @@ from .batch import (
     entry_name,
     make_entry,
 )
+from .local import LocalReadError, open_local
 
 __version__ = "0.1.0"
 
@@ -28,9 +32,11 @@ __all__ = [
     "BatchError",
     "BatchStreamError",
     "FedgateError",
+    "LocalReadError",
     "batch_get",
     "entry_name",
     "make_entry",
+    "open_local",
 ]
 
 
