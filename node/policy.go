@@ -163,11 +163,15 @@ func (pm *policyManager) openStores(ctx context.Context, p *policies.Policy) (ma
 			}
 		}
 	}
-	def, ok := p.DefaultStore()
-	if !ok {
-		def = p.Stores[0]
+	def := defaultStore(p)
+	if _, ok := stores[def]; !ok {
+		st, err := embeddedStore(pm.dataDir)
+		if err != nil {
+			return nil, "", err
+		}
+		stores[def] = st
 	}
-	return stores, def.Name, nil
+	return stores, def, nil
 }
 
 func (pm *policyManager) install(p *policies.Policy, stores map[string]store.Store, def string, version uint64) error {

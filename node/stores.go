@@ -23,12 +23,12 @@ import (
 func openStores(ctx context.Context, dataDir string, p *policies.Policy, lookupEnv func(string) (string, bool)) (map[string]store.Store, string, error) {
 	stores := map[string]store.Store{}
 	if p == nil || len(p.Stores) == 0 {
-		st, err := posix.New("local", policies.Location{Cloud: "onprem", Region: "local"}, filepath.Join(dataDir, "store"))
+		st, err := embeddedStore(dataDir)
 		if err != nil {
 			return nil, "", err
 		}
-		stores["local"] = st
-		return stores, "local", nil
+		stores[embeddedStoreName] = st
+		return stores, embeddedStoreName, nil
 	}
 	for _, ps := range p.Stores {
 		st, err := openStore(ctx, ps, lookupEnv)
@@ -37,11 +37,39 @@ func openStores(ctx context.Context, dataDir string, p *policies.Policy, lookupE
 		}
 		stores[ps.Name] = st
 	}
-	def, ok := p.DefaultStore()
-	if !ok {
-		def = p.Stores[0]
+	def := defaultStore(p)
+	if _, ok := stores[def]; !ok {
+		st, err := embeddedStore(dataDir)
+		if err != nil {
+			return nil, "", err
+		}
+		stores[def] = st
 	}
-	return stores, def.Name, nil
+	return stores, def, nil
+}
+
+// embeddedStoreName is the region's own posix store under its data dir:
+// the default store of a policy that names no store fit for it.
+const embeddedStoreName = "local"
+
+func embeddedStore(dataDir string) (store.Store, error) {
+	return posix.New(embeddedStoreName, policies.Location{Cloud: "onprem", Region: "local"}, filepath.Join(dataDir, "store"))
+}
+
+// defaultStore names the region's default store (where S3-created buckets
+// and the region's marker go): defaults.store, else the first declared
+// store that is not an fs store (an fs store is a tree of the user's, into
+// which fedgate writes only what clients write), else the embedded store.
+func defaultStore(p *policies.Policy) string {
+	if def, ok := p.DefaultStore(); ok {
+		return def.Name
+	}
+	for _, s := range p.Stores {
+		if s.Kind != policies.KindFS {
+			return s.Name
+		}
+	}
+	return embeddedStoreName
 }
 
 // env reads a variable the policy names; an unset one is an error that

@@ -355,6 +355,16 @@ func (d *decoder) checkRefs(pol *Policy, r *refs) {
 	}
 	check(r.stores, "store", storeNames)
 	check(r.buckets, "bucket", bucketNames)
+	// A read-only store takes no writes: it can be an origin, not where
+	// new objects (a placement) or S3-created buckets (defaults.store) go.
+	for _, x := range r.stores {
+		st, ok := pol.Store(x.name)
+		if !ok || !st.ReadOnly || (x.path != "defaults.store" && !strings.Contains(x.path, ".placement")) {
+			continue
+		}
+		d.errorf(x.p, x.path, "store %s is read_only: it takes no writes, so it can be a bucket's origin but not %s", quote(x.name),
+			map[bool]string{true: "the default store (where S3-created buckets go)", false: "in a placement"}[x.path == "defaults.store"])
+	}
 }
 
 // bucketRouting reads a bucket's routing: cheapest, nearest, or a list of

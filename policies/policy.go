@@ -383,7 +383,8 @@ func (p *Policy) Bucket(name string) (Bucket, bool) {
 }
 
 // DefaultStore returns the store named by defaults.store; false means the
-// file names none and the region uses its embedded posix store.
+// file names none: the region's default store is then its first declared
+// store that is not an fs store, else its embedded posix store.
 func (p *Policy) DefaultStore() (Store, bool) {
 	if p.Defaults.Store == "" {
 		return Store{}, false

@@ -75,15 +75,16 @@ start_server "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" --config "$WORK/polic
 aws() { "$AWS" --endpoint-url "$EP" "$@"; }
 
 # 1. Listed exactly, in S3 byte order.
-(cd "$WORK/tree" && find . -type f | sed 's|^\./||' | LC_ALL=C sort) >"$WORK/want-keys"
+(cd "$WORK/made" && find . -type f | sed 's|^\./||' | LC_ALL=C sort) >"$WORK/want-keys"
 aws s3 ls --recursive s3://dataset/ | sed -E 's/^[0-9-]+ [0-9:]+ +[0-9]+ //' >"$WORK/got-keys" || fail "aws s3 ls"
 cmp -s "$WORK/want-keys" "$WORK/got-keys" || fail "aws s3 ls --recursive: $(diff "$WORK/want-keys" "$WORK/got-keys" | head -5)"
 pass=$((pass + 1))
+[ ! -e "$WORK/tree/_fedgate" ] || fail "the server wrote its region marker into the tree (no store should be its default)"
 echo "ls: ok (${SECONDS}s)"
 
 # 2. Synced back out, byte-identical.
 aws s3 sync --only-show-errors s3://dataset/ "$WORK/synced" || fail "aws s3 sync"
-diff -r "$WORK/tree" "$WORK/synced" >/dev/null || fail "sync out differs: $(diff -rq "$WORK/tree" "$WORK/synced" | head -3)"
+diff -r "$WORK/made" "$WORK/synced" >/dev/null || fail "sync out differs: $(diff -rq "$WORK/made" "$WORK/synced" | head -3)"
 pass=$((pass + 1))
 echo "sync: ok (${SECONDS}s)"
 
