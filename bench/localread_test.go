@@ -37,7 +37,7 @@ func procCPU(pid int) float64 {
 func selfCPU() float64 {
 	var ru unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano()+ru.Stime.Nano()).Seconds()
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // preadAll reads f whole with pread in blocks of block bytes (O_DIRECT
