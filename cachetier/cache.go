@@ -254,6 +254,10 @@ type Cache struct {
 	pending  []op             // index writes not yet persisted, in order
 	seqEnd   map[objKey]int64 // where each object's last reader ended
 	pins     PinFunc
+	// leases counts the short-circuit leases of each chunk (Lease): a
+	// leased chunk is pinned, including one whose fill commits after the
+	// lease was taken.
+	leases map[chunkID]int
 	warming  map[chunkID]struct{} // peer-owned chunks being warmed on their owner
 	open     openFiles
 }

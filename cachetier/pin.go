@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/list"
 	"slices"
+	"sync"
 )
 
 // PinFunc reports whether the chunks of store's key cached for group (the
@@ -43,6 +44,9 @@ func (c *Cache) Repin() {
 // pinnedLocked reports whether e (whose group and object are set) is to be
 // pinned.
 func (c *Cache) pinnedLocked(e *entry) bool {
+	if c.leases[chunkID{e.obj.key, e.idx}] > 0 {
+		return true
+	}
 	if c.pins == nil || !c.ownsLocally(e) {
 		return false
 	}
@@ -72,6 +76,7 @@ func (c *Cache) repinLocked() {
 					}
 					want = p && c.ownsLocally(e)
 				}
+				want = want || c.leases[chunkID{obj.key, e.idx}] > 0
 				switch {
 				case want && !e.pinned:
 					pin = append(pin, e)
@@ -137,5 +142,38 @@ func mergeByAge(l *list.List, es []*entry, elem func(*entry) **list.Element) {
 		} else {
 			*elem(e) = l.InsertBefore(e, at)
 		}
+	}
+}
+
+// Lease pins chunk idx of id for a short-circuit reader that holds its file
+// (docs/gpu-data-path.md): it is not evicted until release is called
+// (which may be called more than once), so the node keeps serving it from
+// the cache meanwhile. A chunk whose fill has not committed yet is pinned
+// when it does. Invalidation still drops a leased chunk (the object
+// changed); the reader's descriptor keeps its bytes.
+func (c *Cache) Lease(id ObjectID, idx int64) (release func()) {
+	ck := idOf(id, idx)
+	c.mu.Lock()
+	if c.leases == nil {
+		c.leases = make(map[chunkID]int)
+	}
+	c.leases[ck]++
+	if e := c.lookupLocked(ck); e != nil && !e.pinned {
+		c.movePinnedLocked([]*entry{e}, true)
+	}
+	c.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.leases[ck]--; c.leases[ck] > 0 {
+				return
+			}
+			delete(c.leases, ck)
+			if e := c.lookupLocked(ck); e != nil && e.pinned && !c.pinnedLocked(e) {
+				c.movePinnedLocked([]*entry{e}, false)
+			}
+		})
 	}
 }

@@ -88,10 +88,15 @@ func TestLocalSocketRead(t *testing.T) {
 		}
 	}
 
-	// The bytes a client holds are the version it opened, past its lease
-	// (2s) and after the object is replaced.
+	// The bytes a client holds are pinned in the cache while it holds
+	// them, and are the version it opened past its lease (2s) and after
+	// the object is replaced.
 	f, err := lc.OpenLocal(ctx(t), "datasets", "train/shard-0.tar")
 	mustOK(t, err)
+	if p := s.metric("fedgate_cache_pinned_bytes"); p < float64(len(big)) {
+		t.Fatalf("%v bytes pinned while a short-circuit reader holds a %d-byte object", p, len(big))
+	}
+	waitFor(t, 10*time.Second, "the lease to end and unpin", func() bool { return s.metric("fedgate_cache_pinned_bytes") == 0 })
 	mustOK(t, os.WriteFile(filepath.Join(tree, "train/shard-0.tar"), bytes.Repeat([]byte("new"), 1000), 0o644))
 	time.Sleep(2500 * time.Millisecond)
 	if got := readAll(t, f); !bytes.Equal(got, big) {

@@ -305,14 +305,19 @@ func (n *Namespace) drainOne(ctx context.Context, e regionstate.JournalEntry) bo
 		n.log.Warn("write-back: drain failed; will retry", "bucket", e.Bucket, "key", e.Key, "version", e.Version, "error", err)
 		// Give the claim back at once (same as finishing a superseded one:
 		// the entry stays), so the retry need not wait for the lease.
-		_ = n.rs.Apply(context.WithoutCancel(ctx), regionstate.FinishDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Failed: true})
+		fctx, fcancel := finishCtx(ctx)
+		_ = n.rs.Apply(fctx, regionstate.FinishDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Failed: true})
+		fcancel()
 		return false
 	}
 	var drained []string
 	for _, s := range e.Segments {
 		drained = append(drained, s.ID)
 	}
-	if err := n.rs.Apply(context.WithoutCancel(ctx), regionstate.FinishDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Drained: drained, Validator: string(stored.Validator)}); err != nil {
+	fctx, fcancel := finishCtx(ctx)
+	err = n.rs.Apply(fctx, regionstate.FinishDrain{Bucket: e.Bucket, Key: e.Key, Version: e.Version, Node: self, Drained: drained, Validator: string(stored.Validator)})
+	fcancel()
+	if err != nil {
 		n.log.Warn("write-back: drained, but the journal entry was not cleared (it will be drained again)", "bucket", e.Bucket, "key", e.Key, "error", err)
 		return false
 	}
@@ -491,3 +496,15 @@ func (n *Namespace) OnApply(cmd regionstate.Command) {
 }
 
 var _ io.Reader = (*segmentReader)(nil)
+
+// finishTimeout bounds the Raft apply that records a drain's outcome. It
+// outlives the drainer's context (a drain that uploaded should say so even
+// as the node stops), but not for ever: a follower that forwarded the
+// apply waits to apply it itself, and when the leader stops at that moment
+// (a region shutting down) the commit may never reach it. The entry is then
+// drained again later, which is harmless.
+const finishTimeout = 15 * time.Second
+
+func finishCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+}

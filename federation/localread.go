@@ -18,7 +18,8 @@ import (
 // chunks the ring gives to a peer), filled as a GET fills them (from the
 // owning peer or the origin, metered and refused by budgets the same way),
 // a few chunks at once; a bucket on a local store (posix) gets the store's
-// file. The extents are in object order; release closes every descriptor.
+// file. The chunks are pinned in the cache until release, which also
+// closes every descriptor. The extents are in object order.
 // Bytes of a write-back object still staged are not files here:
 // ErrNotLocal.
 func (b *Bucket) LocalExtents(ctx context.Context, info store.ObjectInfo, off, n int64) ([]backend.Extent, func(), error) {
@@ -49,10 +50,14 @@ func (b *Bucket) LocalExtents(ctx context.Context, info store.ObjectInfo, off, n
 	}
 	exts := make([]backend.Extent, last-first+1)
 	refs := make([]cachetier.ChunkRef, len(exts))
+	leases := make([]func(), len(exts))
 	release := func() {
-		for _, r := range refs {
+		for i, r := range refs {
 			if r.Release != nil {
 				r.Release()
+			}
+			if leases[i] != nil {
+				leases[i]()
 			}
 		}
 	}
@@ -67,6 +72,7 @@ func (b *Bucket) LocalExtents(ctx context.Context, info store.ObjectInfo, off, n
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
+			leases[i] = b.ns.cache.Lease(id, idx) // pinned here until the reader lets go
 			ref, err := b.ns.cache.Chunk(ctx, id, idx, fetch, opts)
 			if err != nil {
 				mu.Lock()

@@ -102,6 +102,9 @@ type ChunkCache interface {
 	// Chunk makes one chunk present and returns it as a region of a
 	// private, read-only descriptor (a short-circuit read).
 	Chunk(ctx context.Context, id cachetier.ObjectID, idx int64, fetch cachetier.Fetcher, opts cachetier.ReadOptions) (cachetier.ChunkRef, error)
+	// Lease pins a chunk against eviction until release (a short-circuit
+	// reader holds its file).
+	Lease(id cachetier.ObjectID, idx int64) (release func())
 	// ReadChunk serves [off, off+n) of a chunk this node owns to a peer.
 	ReadChunk(ctx context.Context, k cachetier.ChunkKey, fetch cachetier.Fetcher, off, n int64, opts cachetier.ReadOptions) (io.ReadCloser, error)
 	// Prime fills a chunk here from bytes the caller holds already
