@@ -257,9 +257,9 @@ type Cache struct {
 	// leases counts the short-circuit leases of each chunk (Lease): a
 	// leased chunk is pinned, including one whose fill commits after the
 	// lease was taken.
-	leases map[chunkID]int
-	warming  map[chunkID]struct{} // peer-owned chunks being warmed on their owner
-	open     openFiles
+	leases  map[chunkID]int
+	warming map[chunkID]struct{} // peer-owned chunks being warmed on their owner
+	open    openFiles
 }
 
 // Open opens (creating if needed) the cache in cfg.Dir: it loads the index,
