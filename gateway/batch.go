@@ -313,31 +313,12 @@ func (s *Server) batchGet(w http.ResponseWriter, r *http.Request) {
 		bt.m.requests.WithLabelValues("refused").Inc()
 		writeError(w, r, err)
 	}
-	if s.draining.Load() {
-		w.Header().Set("Connection", "close")
-		refuse(errServiceUnavail)
-		return
-	}
-	res, err := s.verifier.Verify(r)
+	user, body, err := s.signedRequest(w, r, "a batch GET")
 	if err != nil {
 		refuse(err)
 		return
 	}
-	if res.Anonymous {
-		refuse(s3err.New(s3err.CodeAccessDenied, "Access Denied: a batch GET must be signed (SigV4, service s3) with an access key"))
-		return
-	}
-	user, ok := s.be.Users().ByAccessKey(res.AccessKey)
-	if !ok {
-		refuse(s3err.New(s3err.CodeInvalidAccessKeyID, ""))
-		return
-	}
-	ri.user = user.Name
 	limit := batchRequestLimit(bt.cfg.MaxEntries)
-	var body io.Reader = http.NoBody
-	if res.Body != nil {
-		body = res.Body
-	}
 	raw, err := io.ReadAll(io.LimitReader(body, limit+1))
 	if err != nil {
 		refuse(err)
@@ -822,4 +803,34 @@ func (run *batchRun) writeErrorEntry(tw *tar.Writer, it *batchItem, err error) e
 	}
 	_, err = tw.Write(doc.Bytes())
 	return err
+}
+
+// signedRequest authenticates one of fedgate's own POST endpoints (batch
+// GET, short-circuit read): it must be SigV4-signed with a known access
+// key; what (e.g. "a batch GET") names it in the refusal of an unsigned
+// one. It returns the user and the verified body.
+func (s *Server) signedRequest(w http.ResponseWriter, r *http.Request, what string) (backend.User, io.Reader, error) {
+	if s.draining.Load() {
+		w.Header().Set("Connection", "close")
+		return backend.User{}, nil, errServiceUnavail
+	}
+	res, err := s.verifier.Verify(r)
+	if err != nil {
+		return backend.User{}, nil, err
+	}
+	if res.Anonymous {
+		return backend.User{}, nil, s3err.Newf(s3err.CodeAccessDenied, "Access Denied: %s must be signed (SigV4, service s3) with an access key", what)
+	}
+	user, ok := s.be.Users().ByAccessKey(res.AccessKey)
+	if !ok {
+		return backend.User{}, nil, s3err.New(s3err.CodeInvalidAccessKeyID, "")
+	}
+	if ri := infoFrom(r.Context()); ri != nil {
+		ri.user = user.Name
+	}
+	var body io.Reader = http.NoBody
+	if res.Body != nil {
+		body = res.Body
+	}
+	return user, body, nil
 }

@@ -93,29 +93,10 @@ func (s *Server) localRead(w http.ResponseWriter, r *http.Request) {
 		refuse(s3err.New(s3err.CodeMethodNotAllowed, "The short-circuit read is served only on the node's Unix socket (--local-socket)."))
 		return
 	}
-	if s.draining.Load() {
-		w.Header().Set("Connection", "close")
-		refuse(errServiceUnavail)
-		return
-	}
-	res, err := s.verifier.Verify(r)
+	user, body, err := s.signedRequest(w, r, "a short-circuit read")
 	if err != nil {
 		refuse(err)
 		return
-	}
-	if res.Anonymous {
-		refuse(s3err.New(s3err.CodeAccessDenied, "Access Denied: a short-circuit read must be signed (SigV4, service s3) with an access key"))
-		return
-	}
-	user, ok := s.be.Users().ByAccessKey(res.AccessKey)
-	if !ok {
-		refuse(s3err.New(s3err.CodeInvalidAccessKeyID, ""))
-		return
-	}
-	ri.user = user.Name
-	var body io.Reader = http.NoBody
-	if res.Body != nil {
-		body = res.Body
 	}
 	raw, err := io.ReadAll(io.LimitReader(body, 8<<10))
 	if err != nil {

@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
+	"os"
 	"strings"
 )
 
@@ -105,4 +107,22 @@ func MergeMaps(dst, src map[string]string) map[string]string {
 	}
 	maps.Copy(out, src)
 	return out
+}
+
+// CheckRoot reports whether root, opened at dir, is still the directory at
+// dir: removed and recreated, or a filesystem mounted over it, fails it.
+// what names the store in the error ("posix store \"nas\"").
+func CheckRoot(what, dir string, root *os.Root) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	ri, err := root.Stat(".")
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if !os.SameFile(fi, ri) {
+		return fmt.Errorf("%s: %s is no longer the directory this node opened (removed and recreated, or a filesystem mounted over it): restart the node to use the new one", what, dir)
+	}
+	return nil
 }

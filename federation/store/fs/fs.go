@@ -135,18 +135,7 @@ func (s *Store) ReadOnly() bool { return s.opts.ReadOnly }
 // Check reports whether the root is still the directory the store opened:
 // an export unmounted or a directory replaced under a running node fails it.
 func (s *Store) Check(context.Context) error {
-	fi, err := os.Stat(s.dir)
-	if err != nil {
-		return fmt.Errorf("fs store %q: %w", s.name, err)
-	}
-	ri, err := s.root.Stat(".")
-	if err != nil {
-		return fmt.Errorf("fs store %q: %w", s.name, err)
-	}
-	if !os.SameFile(fi, ri) {
-		return fmt.Errorf("fs store %q: %s is no longer the directory this node opened (removed and recreated, or a filesystem mounted over it): restart the node to use the new one", s.name, s.dir)
-	}
-	return nil
+	return store.CheckRoot(fmt.Sprintf("fs store %q", s.name), s.dir, s.root)
 }
 
 // errNoPath: a key that S3 allows but no file of the tree can have. A

@@ -126,16 +126,8 @@ func (s *Store) Close() error { return s.root.Close() }
 // directory removed, replaced or unmounted under a running node fails it
 // (store.Checker).
 func (s *Store) Check(context.Context) error {
-	fi, err := os.Stat(s.dir)
-	if err != nil {
-		return fmt.Errorf("posix store %q: %w", s.name, err)
-	}
-	ri, err := s.root.Stat(".")
-	if err != nil {
-		return fmt.Errorf("posix store %q: %w", s.name, err)
-	}
-	if !os.SameFile(fi, ri) {
-		return fmt.Errorf("posix store %q: %s is no longer the directory this node opened (removed and recreated, or a filesystem mounted over it): restart the node to use the new one", s.name, s.dir)
+	if err := store.CheckRoot(fmt.Sprintf("posix store %q", s.name), s.dir, s.root); err != nil {
+		return err
 	}
 	for _, d := range []string{stagingDir, multipartDir} {
 		// Emptied under the node: the folders come back (as a write
