@@ -86,32 +86,32 @@ func New(name string, loc policies.Location, dir string, opts Options) (*Store, 
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, iofs.ErrNotExist):
-		return nil, fmt.Errorf("fs store %q: %s does not exist (an fs store serves an existing directory: create or mount it first)", name, dir)
+		return nil, fmt.Errorf("%s does not exist (an fs store serves an existing directory: create or mount it first)", dir)
 	case err != nil:
-		return nil, fmt.Errorf("fs store %q: %w", name, err)
+		return nil, fmt.Errorf("fs: %w", err)
 	case !fi.IsDir():
-		return nil, fmt.Errorf("fs store %q: %s is not a directory", name, dir)
+		return nil, fmt.Errorf("%s is not a directory", dir)
 	}
 	r, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, fmt.Errorf("fs store %q: %w", name, err)
+		return nil, fmt.Errorf("fs: %w", err)
 	}
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		r.Close()
-		return nil, fmt.Errorf("fs store %q: %w", name, err)
+		return nil, fmt.Errorf("fs: %w", err)
 	}
 	s := &Store{name: name, loc: loc, dir: dir, root: r, rootFD: fd, opts: opts}
 	if f, err := s.openNoLinks(".", unix.O_PATH|unix.O_DIRECTORY); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("fs store %q: openat2(2) with RESOLVE_NO_SYMLINKS (Linux 5.6 or later) is needed: %w", name, err)
+		return nil, fmt.Errorf("openat2(2) with RESOLVE_NO_SYMLINKS (Linux 5.6 or later) is needed: %w", err)
 	} else {
 		f.Close()
 	}
 	if !opts.ReadOnly {
 		if s.xattrs, err = s.probeXattrs(); err != nil {
 			s.Close()
-			return nil, fmt.Errorf("fs store %q: %s is not writable (set read_only: true to serve it read-only): %w", name, dir, err)
+			return nil, fmt.Errorf("%s is not writable (set read_only: true to serve it read-only): %w", dir, err)
 		}
 	}
 	return s, nil
