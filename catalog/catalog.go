@@ -1,0 +1,243 @@
+// Package catalog is the global bucket catalog of issue 17 (in progress:
+// the replicated catalog and its multi-region simulation; not yet wired
+// into nodes). Bucket names are unique across every region: a bucket is
+// created, changed and deleted through a small hashicorp/raft group of its
+// own with one voter per region, separate from each region's Raft group.
+// Bucket creation is rare and must be correct, so it takes a majority of
+// regions; everything else a region does (reads and writes of existing
+// buckets) never waits for the catalog, and each region serves from its
+// applied copy while the catalog has no majority.
+//
+// The state machine (this file) holds buckets and users; node.go runs it
+// on Raft.
+package catalog
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Bucket is one bucket of the global namespace.
+type Bucket struct {
+	Name string `json:"name"`
+	// Owner is the creating user; Home the region whose stores hold the
+	// bucket's data (reads from other regions go through its gateway).
+	Owner string `json:"owner"`
+	Home  string `json:"home"`
+	Store string `json:"store"`
+	// Policy, ACL and Versioning travel with the bucket (their S3
+	// documents, as the home region keeps them).
+	Policy     string    `json:"policy,omitempty"`
+	ACL        string    `json:"acl,omitempty"`
+	Versioning string    `json:"versioning,omitempty"`
+	Created    time.Time `json:"created"`
+}
+
+// User is one fedgate user and its access keys, the same in every region;
+// Grants maps a region ("" every region) to the buckets it may use there.
+type User struct {
+	Name   string              `json:"name"`
+	Keys   []string            `json:"keys"`
+	Grants map[string][]string `json:"grants,omitempty"`
+}
+
+// Errors of the catalog's commands.
+var (
+	// ErrBucketExists: the name is taken (BucketExistsError says by whom).
+	ErrBucketExists = errors.New("catalog: bucket exists")
+	ErrNoSuchBucket = errors.New("catalog: no such bucket")
+	// ErrNotHome: a change of a bucket sent by a region that is not its home.
+	ErrNotHome = errors.New("catalog: not the bucket's home region")
+)
+
+// BucketExistsError is a create of a taken name.
+type BucketExistsError struct {
+	Existing Bucket
+	// OwnedByCaller: the same user owns it (S3's BucketAlreadyOwnedByYou).
+	OwnedByCaller bool
+}
+
+func (e *BucketExistsError) Error() string {
+	return fmt.Sprintf("catalog: bucket %q exists (owner %s, home region %s)", e.Existing.Name, e.Existing.Owner, e.Existing.Home)
+}
+
+func (e *BucketExistsError) Unwrap() error { return ErrBucketExists }
+
+// Command is one change of the catalog, as Raft carries it.
+type Command struct {
+	Op     string  `json:"op"` // create, update, delete, put-user, delete-user
+	Bucket *Bucket `json:"bucket,omitempty"`
+	Name   string  `json:"name,omitempty"`   // delete, delete-user
+	Region string  `json:"region,omitempty"` // the sending region (delete, update)
+	User   *User   `json:"user,omitempty"`
+}
+
+// State is the catalog as one region has applied it. Its methods are safe
+// for concurrent use.
+type State struct {
+	mu      sync.RWMutex
+	buckets map[string]Bucket
+	users   map[string]User
+	applied uint64
+	changed chan struct{} // closed and replaced at each apply
+}
+
+func newState() *State {
+	return &State{buckets: map[string]Bucket{}, users: map[string]User{}, changed: make(chan struct{})}
+}
+
+// Bucket returns the named bucket.
+func (s *State) Bucket(name string) (Bucket, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b, ok := s.buckets[name]
+	return b, ok
+}
+
+// Buckets returns every bucket, by name.
+func (s *State) Buckets() []Bucket {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := slices.Collect(maps.Values(s.buckets))
+	slices.SortFunc(out, func(a, b Bucket) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// User returns the user holding access key ak.
+func (s *State) User(ak string) (User, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, u := range s.users {
+		if slices.Contains(u.Keys, ak) {
+			return u, true
+		}
+	}
+	return User{}, false
+}
+
+// Applied is the last Raft index applied.
+func (s *State) Applied() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.applied
+}
+
+// apply runs one command; the error is the command's answer.
+func (s *State) apply(index uint64, c Command) error {
+	s.mu.Lock()
+	defer func() {
+		s.applied = index
+		close(s.changed)
+		s.changed = make(chan struct{})
+		s.mu.Unlock()
+	}()
+	switch c.Op {
+	case "create":
+		if c.Bucket == nil || c.Bucket.Name == "" {
+			return errors.New("catalog: create without a bucket")
+		}
+		if old, ok := s.buckets[c.Bucket.Name]; ok {
+			return &BucketExistsError{Existing: old, OwnedByCaller: old.Owner == c.Bucket.Owner}
+		}
+		s.buckets[c.Bucket.Name] = *c.Bucket
+	case "update":
+		if c.Bucket == nil {
+			return errors.New("catalog: update without a bucket")
+		}
+		old, ok := s.buckets[c.Bucket.Name]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: %s", ErrNoSuchBucket, c.Bucket.Name)
+		case old.Home != c.Region:
+			return fmt.Errorf("%w: %s is at home in %s, not %s", ErrNotHome, old.Name, old.Home, c.Region)
+		}
+		nb := *c.Bucket
+		nb.Owner, nb.Home, nb.Store, nb.Created = old.Owner, old.Home, old.Store, old.Created
+		s.buckets[nb.Name] = nb
+	case "delete":
+		old, ok := s.buckets[c.Name]
+		switch {
+		case !ok:
+			return nil // deleting what is gone is done
+		case old.Home != c.Region:
+			return fmt.Errorf("%w: %s is at home in %s, not %s", ErrNotHome, old.Name, old.Home, c.Region)
+		}
+		delete(s.buckets, c.Name)
+	case "put-user":
+		if c.User == nil || c.User.Name == "" {
+			return errors.New("catalog: put-user without a user")
+		}
+		s.users[c.User.Name] = *c.User
+	case "delete-user":
+		delete(s.users, c.Name)
+	default:
+		return fmt.Errorf("catalog: unknown command %q", c.Op)
+	}
+	return nil
+}
+
+// fsm runs State on Raft.
+type fsm struct{ s *State }
+
+func (f fsm) Apply(l *raft.Log) any {
+	var c Command
+	if err := json.Unmarshal(l.Data, &c); err != nil {
+		return fmt.Errorf("catalog: undecodable command at %d: %w", l.Index, err)
+	}
+	return f.s.apply(l.Index, c)
+}
+
+type snapshot struct {
+	Buckets map[string]Bucket `json:"buckets"`
+	Users   map[string]User   `json:"users"`
+}
+
+func (f fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.s.mu.RLock()
+	defer f.s.mu.RUnlock()
+	return snapshot{Buckets: maps.Clone(f.s.buckets), Users: maps.Clone(f.s.users)}, nil
+}
+
+func (f fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var sn snapshot
+	if err := json.NewDecoder(rc).Decode(&sn); err != nil {
+		return fmt.Errorf("catalog: restore: %w", err)
+	}
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	f.s.buckets, f.s.users = sn.Buckets, sn.Users
+	if f.s.buckets == nil {
+		f.s.buckets = map[string]Bucket{}
+	}
+	if f.s.users == nil {
+		f.s.users = map[string]User{}
+	}
+	return nil
+}
+
+func (sn snapshot) Persist(sink raft.SnapshotSink) error {
+	if err := json.NewEncoder(sink).Encode(sn); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (snapshot) Release() {}

@@ -1,0 +1,87 @@
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+func applyCmd(t *testing.T, f fsm, i uint64, c Command) error {
+	t.Helper()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := f.Apply(&raft.Log{Index: i, Data: b}).(error)
+	return r
+}
+
+// Only a bucket's home region changes or deletes it; a taken name answers
+// who holds it; a snapshot restores the same catalog.
+func TestStateMachine(t *testing.T) {
+	f := fsm{newState()}
+	if err := applyCmd(t, f, 1, Command{Op: "create", Bucket: &Bucket{Name: "data", Owner: "alice", Home: "east", Store: "s3"}}); err != nil {
+		t.Fatal(err)
+	}
+	var exists *BucketExistsError
+	err := applyCmd(t, f, 2, Command{Op: "create", Bucket: &Bucket{Name: "data", Owner: "alice", Home: "west"}})
+	if !errors.As(err, &exists) || !exists.OwnedByCaller || exists.Existing.Home != "east" || !errors.Is(err, ErrBucketExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	if err := applyCmd(t, f, 3, Command{Op: "update", Region: "west", Bucket: &Bucket{Name: "data", Versioning: "Enabled"}}); !errors.Is(err, ErrNotHome) {
+		t.Fatalf("update from another region: %v", err)
+	}
+	if err := applyCmd(t, f, 4, Command{Op: "update", Region: "east", Bucket: &Bucket{Name: "data", Versioning: "Enabled", Owner: "mallory", Home: "west"}}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := f.s.Bucket("data"); b.Versioning != "Enabled" || b.Owner != "alice" || b.Home != "east" || b.Store != "s3" {
+		t.Fatalf("after update: %+v (owner, home and store are not the update's to change)", b)
+	}
+	if err := applyCmd(t, f, 5, Command{Op: "delete", Region: "west", Name: "data"}); !errors.Is(err, ErrNotHome) {
+		t.Fatalf("delete from another region: %v", err)
+	}
+	if err := applyCmd(t, f, 6, Command{Op: "put-user", User: &User{Name: "alice", Keys: []string{"AK1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if u, ok := f.s.User("AK1"); !ok || u.Name != "alice" {
+		t.Fatalf("user by key: %+v %v", u, ok)
+	}
+	if f.s.Applied() != 6 {
+		t.Fatalf("applied %d", f.s.Applied())
+	}
+
+	sn, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := sn.(snapshot).Persist(&sink{Buffer: &buf}); err != nil {
+		t.Fatal(err)
+	}
+	g := fsm{newState()}
+	if err := g.Restore(io.NopCloser(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := g.s.Bucket("data"); !ok || b.Versioning != "Enabled" {
+		t.Fatalf("restored: %+v", b)
+	}
+	if err := applyCmd(t, f, 7, Command{Op: "delete", Region: "east", Name: "data"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.s.Bucket("data"); ok {
+		t.Fatal("deleted bucket still there")
+	}
+	if err := applyCmd(t, f, 8, Command{Op: "frobnicate"}); err == nil {
+		t.Fatal("unknown command applied")
+	}
+}
+
+type sink struct{ *bytes.Buffer }
+
+func (sink) ID() string    { return "test" }
+func (sink) Cancel() error { return nil }
+func (sink) Close() error  { return nil }
