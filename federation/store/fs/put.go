@@ -26,27 +26,46 @@ type temp struct {
 
 // newTemp creates the temporary file of a write of key (path rel), making
 // the key's missing directories. A segment of rel that is a file makes the
-// key impossible: ErrInvalidKey, naming it.
+// key impossible: ErrInvalidKey, naming it. A directory removed between
+// its making and the file's creation (a Delete or a failed write pruning
+// it, a Put of a file of that name taking its place while it was empty) is
+// made again.
 func (s *Store) newTemp(key, rel string) (*temp, error) {
 	dir := ""
 	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
 		dir = rel[:i]
 	}
+	for attempt := 0; ; attempt++ {
+		t, err := s.tryTemp(key, dir)
+		switch {
+		case err == nil || !errors.Is(err, iofs.ErrNotExist) || errors.Is(err, store.ErrNotFound):
+			return t, err
+		case attempt == 20:
+			return nil, mapErr("put", key, err)
+		}
+	}
+}
+
+func (s *Store) tryTemp(key, dir string) (*temp, error) {
 	if dir != "" {
 		if err := s.root.MkdirAll(dir, 0o755); err != nil {
 			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, iofs.ErrExist) {
 				return nil, fmt.Errorf("fs: put %q: %w", key, s.fileOnPath(key, dir))
 			}
-			return nil, mapErr("put", key, err)
+			return nil, &iofs.PathError{Op: "mkdir", Path: dir, Err: err}
 		}
-	}
-	if dir != "" {
 		// The key's directory is reached through no link: a write goes
 		// where the listing will show it.
 		d, err := s.openNoLinks(dir, unix.O_PATH|unix.O_DIRECTORY)
 		if err != nil {
 			if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EXDEV) {
 				return nil, fmt.Errorf("fs: put %q: a segment of %q is a symbolic link, and the store writes no key through one: %w", key, dir, store.ErrInvalidKey)
+			}
+			if errors.Is(err, syscall.ENOTDIR) { // replaced by a file meanwhile
+				return nil, fmt.Errorf("fs: put %q: %w", key, s.fileOnPath(key, dir))
+			}
+			if errors.Is(err, iofs.ErrNotExist) {
+				return nil, err // removed meanwhile: again
 			}
 			return nil, mapErr("put", key, err)
 		}
@@ -57,10 +76,12 @@ func (s *Store) newTemp(key, rel string) (*temp, error) {
 		name = dir + "/" + name
 	}
 	f, err := s.root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		if errors.Is(err, syscall.ENOTDIR) {
-			return nil, fmt.Errorf("fs: put %q: %w", key, s.fileOnPath(key, dir))
-		}
+	switch {
+	case errors.Is(err, syscall.ENOTDIR):
+		return nil, fmt.Errorf("fs: put %q: %w", key, s.fileOnPath(key, dir))
+	case errors.Is(err, iofs.ErrNotExist):
+		return nil, err // removed meanwhile: again
+	case err != nil:
 		return nil, mapErr("put", key, err)
 	}
 	return &temp{s: s, rel: name, f: f}, nil
