@@ -126,3 +126,30 @@ func CheckRoot(what, dir string, root *os.Root) error {
 	}
 	return nil
 }
+
+// MetaJSON is an object's Metadata as the stores that keep it themselves
+// write it in JSON (posix trailers, fs extended attributes). Its names are
+// an on-disk format: keep them. Embedded in a store's own record, its
+// fields are that record's.
+type MetaJSON struct {
+	ContentType        string            `json:"content_type,omitempty"`
+	CacheControl       string            `json:"cache_control,omitempty"`
+	ContentDisposition string            `json:"content_disposition,omitempty"`
+	ContentEncoding    string            `json:"content_encoding,omitempty"`
+	ContentLanguage    string            `json:"content_language,omitempty"`
+	Expires            string            `json:"expires,omitempty"`
+	User               map[string]string `json:"user,omitempty"`
+	Checksums          map[string]string `json:"checksums,omitempty"`
+}
+
+// MetaJSONOf copies m (its maps too).
+func MetaJSONOf(m Metadata) MetaJSON {
+	return MetaJSON{
+		ContentType: m.ContentType, CacheControl: m.CacheControl, ContentDisposition: m.ContentDisposition,
+		ContentEncoding: m.ContentEncoding, ContentLanguage: m.ContentLanguage, Expires: m.Expires,
+		User: MergeMaps(nil, m.User), Checksums: MergeMaps(nil, m.Checksums),
+	}
+}
+
+// Metadata is m as Metadata (sharing its maps).
+func (m MetaJSON) Metadata() Metadata { return Metadata(m) }

@@ -24,33 +24,14 @@ const metaAttr = "user.fedgate"
 // is not recorded: the rename that commits a write changes it). The rest
 // is the file's, like its name: it stays when the bytes change.
 type meta struct {
-	ETag      string            `json:"etag,omitempty"`
-	Ino       uint64            `json:"ino,omitempty"`
-	Size      int64             `json:"size,omitempty"`
-	Mtime     int64             `json:"mtime_ns,omitempty"`
-	Checksums map[string]string `json:"checksums,omitempty"`
-
-	ContentType        string            `json:"content_type,omitempty"`
-	CacheControl       string            `json:"cache_control,omitempty"`
-	ContentDisposition string            `json:"content_disposition,omitempty"`
-	ContentEncoding    string            `json:"content_encoding,omitempty"`
-	ContentLanguage    string            `json:"content_language,omitempty"`
-	Expires            string            `json:"expires,omitempty"`
-	User               map[string]string `json:"user,omitempty"`
+	ETag  string `json:"etag,omitempty"`
+	Ino   uint64 `json:"ino,omitempty"`
+	Size  int64  `json:"size,omitempty"`
+	Mtime int64  `json:"mtime_ns,omitempty"`
+	store.MetaJSON
 }
 
-func metaOf(m store.Metadata) meta {
-	return meta{
-		ContentType:        m.ContentType,
-		CacheControl:       m.CacheControl,
-		ContentDisposition: m.ContentDisposition,
-		ContentEncoding:    m.ContentEncoding,
-		ContentLanguage:    m.ContentLanguage,
-		Expires:            m.Expires,
-		User:               m.User,
-		Checksums:          m.Checksums,
-	}
-}
+func metaOf(m store.Metadata) meta { return meta{MetaJSON: store.MetaJSONOf(m)} }
 
 // bound reports whether m's ETag and checksums describe fi's bytes.
 func (m meta) bound(fi os.FileInfo) bool {
@@ -84,18 +65,7 @@ func (m meta) metadata(key string, fi os.FileInfo) store.Metadata {
 }
 
 // stored is the metadata recorded, checksums included.
-func (m meta) stored() store.Metadata {
-	return store.Metadata{
-		ContentType:        m.ContentType,
-		CacheControl:       m.CacheControl,
-		ContentDisposition: m.ContentDisposition,
-		ContentEncoding:    m.ContentEncoding,
-		ContentLanguage:    m.ContentLanguage,
-		Expires:            m.Expires,
-		User:               m.User,
-		Checksums:          m.Checksums,
-	}
-}
+func (m meta) stored() store.Metadata { return m.Metadata() }
 
 // onlyDerived reports whether m holds nothing a filesystem without
 // extended attributes loses: a Content-Type is given back from the name's

@@ -37,44 +37,13 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // meta is the JSON trailer. Its names are the on-disk format: keep them.
 type meta struct {
-	ETag               string            `json:"etag"`
-	ContentType        string            `json:"content_type,omitempty"`
-	CacheControl       string            `json:"cache_control,omitempty"`
-	ContentDisposition string            `json:"content_disposition,omitempty"`
-	ContentEncoding    string            `json:"content_encoding,omitempty"`
-	ContentLanguage    string            `json:"content_language,omitempty"`
-	Expires            string            `json:"expires,omitempty"`
-	User               map[string]string `json:"user,omitempty"`
-	Checksums          map[string]string `json:"checksums,omitempty"`
+	ETag string `json:"etag"`
+	store.MetaJSON
 }
 
-func metaOf(m store.Metadata) meta {
-	return meta{
-		ContentType:        m.ContentType,
-		CacheControl:       m.CacheControl,
-		ContentDisposition: m.ContentDisposition,
-		ContentEncoding:    m.ContentEncoding,
-		ContentLanguage:    m.ContentLanguage,
-		Expires:            m.Expires,
-		User:               copyMap(m.User),
-		Checksums:          copyMap(m.Checksums),
-	}
-}
+func metaOf(m store.Metadata) meta { return meta{MetaJSON: store.MetaJSONOf(m)} }
 
-func (m meta) metadata() store.Metadata {
-	return store.Metadata{
-		ContentType:        m.ContentType,
-		CacheControl:       m.CacheControl,
-		ContentDisposition: m.ContentDisposition,
-		ContentEncoding:    m.ContentEncoding,
-		ContentLanguage:    m.ContentLanguage,
-		Expires:            m.Expires,
-		User:               m.User,
-		Checksums:          m.Checksums,
-	}
-}
-
-func copyMap(m map[string]string) map[string]string { return store.MergeMaps(nil, m) }
+func (m meta) metadata() store.Metadata { return m.Metadata() }
 
 // writeTrailer appends m's JSON and the footer at f's current offset, which
 // must be the end of dataSize bytes of data.
