@@ -28,7 +28,13 @@ var (
 	ErrNoSuchPin          = errors.New("federation: no such pin")
 	ErrInvalidPrefix      = errors.New("federation: invalid key prefix")
 	ErrPolicyChange       = errors.New("federation: policy change refused")
-	ErrNothingToRepair    = errors.New("federation: the bucket's placement keeps one copy in one store: nothing to repair")
+	// ErrCatalogUnavailable: a bucket could not be created or deleted
+	// because the global bucket catalog has no majority of regions.
+	ErrCatalogUnavailable = errors.New("the global bucket catalog cannot reach a majority of regions; buckets cannot be created or deleted now (existing buckets work as before); retry later")
+	// ErrNotHomeRegion: a bucket deleted through a region that is not its
+	// home.
+	ErrNotHomeRegion   = errors.New("the bucket's home is another region: delete it through that region's endpoint")
+	ErrNothingToRepair = errors.New("federation: the bucket's placement keeps one copy in one store: nothing to repair")
 	// ErrLengthRequired: the write must say its length in advance (a
 	// write-back bucket reserves staging room for it).
 	ErrLengthRequired = errors.New("federation: the write needs its length in advance")

@@ -33,6 +33,8 @@ type Bucket struct {
 	Owner string `json:"owner"`
 	Home  string `json:"home"`
 	Store string `json:"store"`
+	// Prefix is where in Store the home region keeps the bucket's objects.
+	Prefix string `json:"prefix,omitempty"`
 	// Policy, ACL and Versioning travel with the bucket (their S3
 	// documents, as the home region keeps them).
 	Policy     string    `json:"policy,omitempty"`
@@ -168,7 +170,7 @@ func (s *State) apply(index uint64, c Command) error {
 			return fmt.Errorf("%w: %s is at home in %s, not %s", ErrNotHome, old.Name, old.Home, c.Region)
 		}
 		nb := *c.Bucket
-		nb.Owner, nb.Home, nb.Store, nb.Created = old.Owner, old.Home, old.Store, old.Created
+		nb.Owner, nb.Home, nb.Store, nb.Prefix, nb.Created = old.Owner, old.Home, old.Store, old.Prefix, old.Created
 		s.buckets[nb.Name] = nb
 	case "delete":
 		old, ok := s.buckets[c.Name]

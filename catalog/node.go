@@ -18,8 +18,9 @@ var ErrNoMajority = errors.New("catalog: no majority of regions reachable")
 
 // Config is one region's catalog member.
 type Config struct {
-	// Region is this region's name: its Raft server id.
-	Region string
+	// Region is this member's region; ID its Raft server id (default
+	// Region: the region's voter; a non-voter is REGION/NODE).
+	Region, ID string
 	// Transport, Logs, Stable and Snapshots are Raft's; node wiring gives
 	// TCP and bbolt, the simulation in-memory ones with WAN delays.
 	Transport raft.Transport
@@ -63,7 +64,10 @@ func WANConfig(region string, rtt time.Duration) *raft.Config {
 // Open starts the member. A new catalog is formed by Bootstrap on one
 // member with every region listed.
 func Open(cfg Config) (*Node, error) {
-	rc := WANConfig(cfg.Region, cfg.RTT)
+	if cfg.ID == "" {
+		cfg.ID = cfg.Region
+	}
+	rc := WANConfig(cfg.ID, cfg.RTT)
 	rc.Logger = cfg.Logger
 	if rc.Logger == nil {
 		rc.Logger = hclog.NewNullLogger()
@@ -136,11 +140,22 @@ func (n *Node) commit(ctx context.Context, c Command) error {
 	if err != nil {
 		return err
 	}
+	leaderless := time.Time{}
 	for {
 		var idx uint64
 		var err error
-		switch leader := n.Leader(); {
-		case leader == n.cfg.Region:
+		leader := n.Leader()
+		if leader != "" {
+			leaderless = time.Time{}
+		} else if leaderless.IsZero() {
+			leaderless = time.Now()
+		} else if time.Since(leaderless) > 10*n.rtt() {
+			// No leader for two election timeouts: this member is cut off
+			// from a majority; say so now rather than at ctx's end.
+			return fmt.Errorf("%w: no leader known for %v", ErrNoMajority, time.Since(leaderless).Round(time.Millisecond))
+		}
+		switch {
+		case leader == n.cfg.ID:
 			idx, err = n.ApplyLocal(ctx, data)
 		case leader != "" && n.cfg.Forward != nil:
 			idx, err = n.cfg.Forward(ctx, leader, data)

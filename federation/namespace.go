@@ -88,6 +88,9 @@ type Config struct {
 	// sees may be: they are re-evaluated at most this often (default
 	// DefaultBudgetRefresh, 5 s).
 	BudgetRefresh time.Duration
+	// Catalog is the global bucket catalog of peered regions (nil: not
+	// peered).
+	Catalog Catalog
 	// Lifecycle configures the lifecycle runner (RunLifecycle).
 	Lifecycle LifecycleConfig
 	Logger    *slog.Logger
@@ -135,6 +138,9 @@ type Namespace struct {
 	cache  ChunkCache
 	fill   int
 	stats  statCache
+	// lastSeen is what other regions last reported of their objects
+	// (remote buckets), for reads while they cannot be reached.
+	lastSeen statCache
 	// native: what each origin store last said of its versioning
 	// (originversions.go), by store name.
 	native  sync.Map
@@ -146,6 +152,7 @@ type Namespace struct {
 	created time.Time
 
 	region    Region
+	catalog   Catalog         // nil: not peered
 	egress    *egressRecorder // nil: accounting off
 	reuse     *reuseTracker   // nil: no reuse distances
 	budget    *budgets
@@ -218,7 +225,7 @@ func New(cfg Config) (*Namespace, error) {
 	rs := regionState{cfg.State}
 	n := &Namespace{rs: rs, log: cfg.Logger, now: cfg.Now,
 		created: cfg.Now(), cache: cfg.Cache, fill: cfg.FillConcurrency,
-		region: cfg.Region, wb: cfg.WriteBack, metrics: newDrainMetrics(), drainWake: make(chan struct{}, 1),
+		region: cfg.Region, catalog: cfg.Catalog, wb: cfg.WriteBack, metrics: newDrainMetrics(), drainWake: make(chan struct{}, 1),
 		degraded: newDegradedTracker(), lc: cfg.Lifecycle, lcMetrics: newLifecycleMetrics(), lcWake: make(chan struct{}, 1)}
 	n.users = &Users{rs: rs, now: cfg.Now, catchUp: n.catchUp}
 	if cfg.RegionLocation != "" {
@@ -276,6 +283,21 @@ func (n *Namespace) buildView(p *policies.Policy, stores map[string]store.Store,
 			storeName = def.Name()
 		}
 		st, ok := v.stores[storeName]
+		if !ok && n.catalog != nil && !pb.Glob {
+			// A store only another region reaches (its posix path): the
+			// bucket is read and written through that region's gateway.
+			if home := storeHome(p, storeName); home != "" && home != n.catalog.Region() {
+				rst, err := n.catalog.RemoteStore(home, pb.Name)
+				if err != nil {
+					return nil, fmt.Errorf("federation: bucket %q: through region %s: %w", pb.Name, home, err)
+				}
+				b := &Bucket{Name: pb.Name, Owner: RootUser, Global: true, Created: n.created, store: rst, ns: n, remote: home,
+					cache: CacheRules{Chunked: true, ReadAhead: n.fill, Quota: pb.Cache.Quota, Pin: pb.Cache.Pin, Priority: cachePriority(pb.Cache.Priority)}}
+				b.path = pathFor(b, false)
+				v.global[pb.Name] = b
+				continue
+			}
+		}
 		if !ok {
 			return nil, fmt.Errorf("federation: bucket %q: store %q is not configured", pb.Name, storeName)
 		}
@@ -378,6 +400,9 @@ type Bucket struct {
 	Created time.Time
 	// Global: declared in the policy file (owned by root, not deletable).
 	Global bool
+	// remote is the home region of a bucket read through another region's
+	// gateway ("": this region's).
+	remote string
 	// origin: mounted from an existing bucket of a store (policy origin:).
 	origin bool
 	store  store.Store
@@ -410,6 +435,17 @@ func (b *Bucket) Cache() CacheRules { return b.cache }
 // Bucket returns the named bucket, or ErrNoSuchBucket.
 func (n *Namespace) Bucket(name string) (*Bucket, error) {
 	if b, ok := n.v().global[name]; ok {
+		return b, nil
+	}
+	if n.catalog != nil {
+		// Peered: the catalog decides which buckets exist.
+		b, ok, err := n.catalogBucket(name)
+		switch {
+		case err != nil:
+			return nil, err
+		case !ok:
+			return nil, ErrNoSuchBucket
+		}
 		return b, nil
 	}
 	rec, ok := n.rs.State().Bucket(name)
@@ -452,6 +488,23 @@ func (n *Namespace) ListBuckets(u User) []*Bucket {
 		if n.Authorize(u, b, false) == nil {
 			out = append(out, b)
 		}
+	}
+	if n.catalog != nil {
+		for _, cb := range n.catalog.Buckets() {
+			if _, dup := view.global[cb.Name]; dup {
+				continue
+			}
+			b, _, err := n.catalogBucket(cb.Name)
+			if err != nil || b == nil {
+				n.log.Warn("bucket skipped in listing", "bucket", cb.Name, "error", err)
+				continue
+			}
+			if n.Authorize(u, b, false) == nil {
+				out = append(out, b)
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return out
 	}
 	for _, rec := range n.rs.State().Buckets() {
 		if _, dup := view.global[rec.Name]; dup {
@@ -501,6 +554,9 @@ func (n *Namespace) CreateBucket(ctx context.Context, u User, name string) error
 		storeName = g.store.Name()
 	}
 	rec := regionstate.Bucket{Name: name, Owner: u.Name, Store: storeName, Prefix: name + "/" + hex.EncodeToString(inc[:]) + "/", Created: n.now().UTC()}
+	if n.catalog != nil {
+		return n.catalogCreate(ctx, rec)
+	}
 	err := n.rs.Apply(ctx, regionstate.CreateBucket{Bucket: rec})
 	var exists *regionstate.BucketExistsError
 	if errors.As(err, &exists) {
@@ -515,6 +571,9 @@ func (n *Namespace) CreateBucket(ctx context.Context, u User, name string) error
 func (n *Namespace) DeleteBucket(ctx context.Context, b *Bucket) error {
 	if b.Global {
 		return fmt.Errorf("%w: remove %q from the policy file instead", ErrPolicyBucket, b.Name)
+	}
+	if b.remote != "" {
+		return fmt.Errorf("%w (%s)", ErrNotHomeRegion, b.remote)
 	}
 	for _, err := range b.List(ctx, store.ListOptions{}) {
 		if err != nil {
@@ -532,8 +591,18 @@ func (n *Namespace) DeleteBucket(ctx context.Context, b *Bucket) error {
 			return fmt.Errorf("delete bucket %q: abort its upload of %q: %w", b.Name, up.Key, err)
 		}
 	}
+	if n.catalog != nil {
+		// The name is freed in the catalog first: a failure after it leaves
+		// a record the region no longer shows (and replaces on a new create).
+		if err := n.catalog.Delete(ctx, b.Name); err != nil {
+			return err
+		}
+	}
 	err := n.rs.Apply(ctx, regionstate.DeleteBucket{Name: b.Name})
 	if errors.Is(err, regionstate.ErrNoSuchBucket) {
+		if n.catalog != nil {
+			return nil
+		}
 		return ErrNoSuchBucket
 	}
 	return err

@@ -73,6 +73,19 @@ func retryable(err error) bool {
 	return true
 }
 
+// unanswered reports an error that is not the store's answer about the
+// object (not found, changed, refused, ...): the store could not be asked.
+func unanswered(err error) bool {
+	var dm *DeleteMarkerError
+	switch {
+	case err == nil, errors.As(err, &dm), errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrPreconditionFailed),
+		errors.Is(err, store.ErrAccessDenied), errors.Is(err, store.ErrInvalidKey), errors.Is(err, store.ErrNotSupported),
+		errors.Is(err, ErrEgressBudget):
+		return false
+	}
+	return true
+}
+
 // resumingReader reads [off, off+left) of one object version, reopening
 // the range where it stopped when the store fails or a body breaks, within
 // a retry budget. A changed object (ErrPreconditionFailed) is not retried.
@@ -180,7 +193,7 @@ func (c *statCache) get(k statKey, now time.Time) (store.ObjectInfo, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[k]
-	if !ok || now.After(e.expires) {
+	if !ok || (!e.expires.IsZero() && now.After(e.expires)) {
 		return store.ObjectInfo{}, false
 	}
 	return e.info, true
@@ -264,6 +277,21 @@ func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error)
 	}
 	if err == nil && b.cache.TTL > 0 {
 		b.ns.stats.put(k, info, b.ns.now().Add(b.cache.TTL), epoch)
+	}
+	if b.remote != "" {
+		// A bucket of another region: what its home last said of the key
+		// answers while the home region cannot be reached, so this
+		// region's cached copy keeps serving (docs/regions.md).
+		switch {
+		case err == nil:
+			b.ns.lastSeen.put(k, info, time.Time{}, b.ns.lastSeen.begin())
+		case unanswered(err) && ctx.Err() == nil:
+			if seen, ok := b.ns.lastSeen.get(k, time.Time{}); ok {
+				b.ns.log.Warn("home region unreachable: serving the last version it reported", "bucket", b.Name, "key", key,
+					"home", b.remote, "error", err)
+				return seen, nil
+			}
+		}
 	}
 	return info, err
 }

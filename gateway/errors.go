@@ -104,6 +104,10 @@ func toS3(err error) *s3err.Error {
 		return errNotImplemented("This operation on this store")
 	case errors.Is(err, backend.ErrEgressBudget):
 		return s3err.Newf(s3err.CodeEgressBudgetExceeded, "%v", err)
+	case errors.Is(err, backend.ErrCatalogUnavailable):
+		return s3err.Newf(s3err.CodeServiceUnavailable, "%v", err)
+	case errors.Is(err, backend.ErrNotHomeRegion):
+		return s3err.Newf(s3err.CodeInvalidBucketState, "%v", err)
 	case errors.Is(err, backend.ErrStagingUnavailable):
 		return s3err.Newf(s3err.CodeSlowDown, "The write-back staging area could not take the write in time (%v); nothing was stored. Retry shortly: staging frees up as the region drains to its stores.", err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

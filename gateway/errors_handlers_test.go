@@ -91,6 +91,8 @@ func TestErrorMapping(t *testing.T) {
 		{backend.ErrClosed, "ServiceUnavailable", 503},
 		{fmt.Errorf("forwarding to the leader: %w", backend.ErrNoLeader), "SlowDown", 503},
 		{backend.ErrStagingUnavailable, "SlowDown", 503},
+		{backend.ErrCatalogUnavailable, "ServiceUnavailable", 503},
+		{backend.ErrNotHomeRegion, "InvalidBucketState", 409},
 		{store.ErrThrottled, "SlowDown", 503},
 		{backend.ErrEgressBudget, "EgressBudgetExceeded", 403},
 		{context.DeadlineExceeded, "RequestTimeout", 400},

@@ -126,6 +126,13 @@ type Config struct {
 	// the nodes; PeerServerName is the DNS SAN every peer certificate
 	// carries ("": verify each peer's Raft host).
 	PeerCertFile, PeerKeyFile, PeerCAFile, PeerServerName string
+	// CatalogAddr is where this node's member of the global bucket
+	// catalog listens (peered regions, docs/regions.md); CatalogAdvertise
+	// the address other members dial (default CatalogAddr), which for the
+	// region's voter is the policy's regions[].catalog. CatalogRTT is the
+	// longest round trip expected between regions (default 200ms).
+	CatalogAddr, CatalogAdvertise string
+	CatalogRTT                    time.Duration
 	// Dial, when set, opens this node's connections to its peers (Raft
 	// and the internal API) instead of a net.Dialer; node/nodetest cuts
 	// nodes off from each other with it.

@@ -41,7 +41,8 @@ type Node struct {
 	debug     *http.Server // nil: no --debug-listen
 	lhs       *http.Server // nil: no --local-socket
 	lln       net.Listener
-	cert      *s3Cert // the S3 port's certificate (nil: plain HTTP)
+	cert      *s3Cert        // the S3 port's certificate (nil: plain HTTP)
+	rcat      *regionCatalog // nil: the policy peers no regions
 	front     *frontHandler
 	serving   bool // hs serves ln (a multi-node node serves before Raft opens)
 	errc      chan error
@@ -273,7 +274,12 @@ func (n *Node) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stores, defStore, err := openStores(ctx, cfg.DataDir, pol, cfg.LookupEnv)
+	rcat, err := newRegionCatalog(pol, n.region, cfg, log.With("component", "catalog"))
+	if err != nil {
+		return err
+	}
+	n.rcat = rcat
+	stores, defStore, err := openStores(ctx, cfg.DataDir, pol, n.region, cfg.LookupEnv)
 	if err != nil {
 		return err
 	}
@@ -288,8 +294,13 @@ func (n *Node) open(ctx context.Context) error {
 			activeVersion = a.Version
 		}
 	}
+	var fcat federation.Catalog
+	if rcat != nil {
+		fcat = rcat
+	}
 	ns, err := federation.New(federation.Config{State: rn, Stores: stores, DefaultStore: defStore, Policy: pol, PolicyVersion: activeVersion,
-		Cache: n.cache, FillConcurrency: cfg.FillConcurrency, Logger: log.With("component", "federation"),
+		Catalog: fcat,
+		Cache:   n.cache, FillConcurrency: cfg.FillConcurrency, Logger: log.With("component", "federation"),
 		Region:          cl,
 		RegionLocation:  regionLocation(pol, cfg.Region),
 		EgressRetention: cfg.EgressRetention,
@@ -330,6 +341,14 @@ func (n *Node) open(ctx context.Context) error {
 	})
 	if n.creds, n.generated, err = rootCredentials(ctx, ns, cfg); err != nil {
 		return err
+	}
+	if rcat != nil {
+		if err := rcat.resolveCredential(cfg, n.creds); err != nil {
+			return err
+		}
+		if err := rcat.open(cfg); err != nil {
+			return err
+		}
 	}
 
 	reg := prometheus.NewRegistry()
@@ -495,6 +514,9 @@ func (n *Node) Close() error {
 		}
 		for _, f := range n.unsub {
 			f()
+		}
+		if n.rcat != nil {
+			n.rcat.close()
 		}
 		if n.rn != nil {
 			if err := n.rn.Close(); err != nil {

@@ -137,10 +137,13 @@ func (pm *policyManager) catchUp(ctx context.Context) error {
 // created on it exist.
 func (pm *policyManager) openStores(ctx context.Context, p *policies.Policy) (map[string]store.Store, string, error) {
 	if len(p.Stores) == 0 {
-		return openStores(ctx, pm.dataDir, nil, pm.lookupEnv)
+		return openStores(ctx, pm.dataDir, nil, pm.region, pm.lookupEnv)
 	}
 	stores := map[string]store.Store{}
 	for _, ps := range p.Stores {
+		if !reachable(p, pm.region, ps) {
+			continue
+		}
 		if o, ok := pm.open[ps.Name]; ok && reflect.DeepEqual(o.cfg, ps) {
 			stores[ps.Name] = o.st
 			continue
@@ -163,7 +166,7 @@ func (pm *policyManager) openStores(ctx context.Context, p *policies.Policy) (ma
 			}
 		}
 	}
-	def := defaultStore(p)
+	def := defaultStore(p, pm.region)
 	if _, ok := stores[def]; !ok {
 		st, err := embeddedStore(pm.dataDir)
 		if err != nil {

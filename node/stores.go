@@ -20,7 +20,7 @@ import (
 // by environment variables (lookupEnv) are read here, once per opening of
 // the store (a start, or a policy apply that changes the store); secrets
 // in files the policy names are read again whenever the files change.
-func openStores(ctx context.Context, dataDir string, p *policies.Policy, lookupEnv func(string) (string, bool)) (map[string]store.Store, string, error) {
+func openStores(ctx context.Context, dataDir string, p *policies.Policy, region string, lookupEnv func(string) (string, bool)) (map[string]store.Store, string, error) {
 	stores := map[string]store.Store{}
 	if p == nil || len(p.Stores) == 0 {
 		st, err := embeddedStore(dataDir)
@@ -31,13 +31,16 @@ func openStores(ctx context.Context, dataDir string, p *policies.Policy, lookupE
 		return stores, embeddedStoreName, nil
 	}
 	for _, ps := range p.Stores {
+		if !reachable(p, region, ps) {
+			continue
+		}
 		st, err := openStore(ctx, ps, lookupEnv)
 		if err != nil {
 			return nil, "", fmt.Errorf("store %q (%s): %w", ps.Name, ps.Kind, err)
 		}
 		stores[ps.Name] = st
 	}
-	def := defaultStore(p)
+	def := defaultStore(p, region)
 	if _, ok := stores[def]; !ok {
 		st, err := embeddedStore(dataDir)
 		if err != nil {
@@ -60,16 +63,29 @@ func embeddedStore(dataDir string) (store.Store, error) {
 // and the region's marker go): defaults.store, else the first declared
 // store that is not an fs store (an fs store is a tree of the user's, into
 // which fedgate writes only what clients write), else the embedded store.
-func defaultStore(p *policies.Policy) string {
-	if def, ok := p.DefaultStore(); ok {
+func defaultStore(p *policies.Policy, region string) string {
+	if def, ok := p.DefaultStore(); ok && reachable(p, region, def) {
 		return def.Name
 	}
 	for _, s := range p.Stores {
-		if s.Kind != policies.KindFS {
+		if s.Kind != policies.KindFS && reachable(p, region, s) {
 			return s.Name
 		}
 	}
 	return embeddedStoreName
+}
+
+// reachable reports whether a region's nodes open a store. In a policy
+// that peers regions, a posix or fs store is a path on the machines of the
+// regions at its location: other regions do not open it (their own disks
+// would answer for it) and reach its buckets through a region there
+// (docs/regions.md). Cloud stores are reachable from everywhere.
+func reachable(p *policies.Policy, region string, ps policies.Store) bool {
+	if p == nil || !p.Peered() || (ps.Kind != policies.KindPosix && ps.Kind != policies.KindFS) {
+		return true
+	}
+	r, err := p.Region(region)
+	return err != nil || r.Location == ps.Location
 }
 
 // env reads a variable the policy names; an unset one is an error that

@@ -97,7 +97,7 @@ func SyntaxError(file string, err error) *Error {
 	return e
 }
 
-var topKeys = []string{"regions", "stores", "buckets", "routing", "egress", "defaults"}
+var topKeys = []string{"regions", "peering", "stores", "buckets", "routing", "egress", "defaults"}
 
 // document decodes the top-level mapping, then checks what refers to what.
 func (d *decoder) document(body ast.Node, pol *Policy) {
@@ -109,6 +109,9 @@ func (d *decoder) document(body ast.Node, pol *Policy) {
 	r := &refs{}
 	if e, ok := m["regions"]; ok {
 		pol.Regions = d.regions(e)
+	}
+	if e, ok := m["peering"]; ok {
+		pol.Peering = d.peering(e)
 	}
 	if e, ok := m["stores"]; ok {
 		pol.Stores = d.stores(e)

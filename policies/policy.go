@@ -22,6 +22,7 @@ import (
 type Policy struct {
 	File     string // the name given to Parse or Load
 	Regions  []Region
+	Peering  Peering
 	Stores   []Store
 	Buckets  []Bucket
 	Routing  Routing
@@ -53,6 +54,40 @@ func (l Location) String() string {
 type Region struct {
 	Name     string
 	Location Location
+	// Endpoint is the region's S3 endpoint (a load balancer or one node),
+	// through which other regions read and write its buckets ("" : the
+	// region is not peered). docs/regions.md.
+	Endpoint string
+	// Catalog is host:port of the region's voter in the global bucket
+	// catalog (the --catalog-addr of one of its nodes); every region of a
+	// peered policy names one.
+	Catalog string
+}
+
+// Peering is how regions reach each other (docs/regions.md): the
+// credential one region's gateway presents to another's S3 endpoint, and
+// the TLS material of the catalog's region-to-region links and of https
+// endpoints.
+type Peering struct {
+	// Credentials: access_key_env/secret_key_env or access_key_file/
+	// secret_key_file; empty means the node's own root credentials (every
+	// region then shares them).
+	Credentials Credentials
+	// CAFile verifies other regions' https endpoints and catalog links;
+	// CertFile and KeyFile are this region's certificate for the catalog's
+	// mutual TLS (all three, or none: plain TCP).
+	CAFile, CertFile, KeyFile string
+}
+
+// Peered reports whether the policy's regions know each other (a global
+// bucket catalog).
+func (p *Policy) Peered() bool {
+	for _, r := range p.Regions {
+		if r.Catalog != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // StoreKind names a storage system.

@@ -2,11 +2,13 @@ package policies
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -61,11 +63,16 @@ func (d *decoder) location(m map[string]entry, p pos, pth string) (Location, pos
 	return l, e.vpos, true
 }
 
-var regionKeys = []string{"name", "location"}
+var regionKeys = []string{"name", "location", "endpoint", "catalog"}
 
 func (d *decoder) regions(e entry) []Region {
 	items, _ := d.list(e.val, e.vpos, "regions", "regions")
 	var out []Region
+	type peerKeys struct {
+		p                 pos
+		endpoint, catalog bool
+	}
+	var peers []peerKeys
 	seen := names{}
 	for i, item := range items {
 		pth := index("regions", i)
@@ -81,9 +88,90 @@ func (d *decoder) regions(e entry) []Region {
 			d.addName(seen, r.Name, npos, join(pth, "name"), "region")
 		}
 		r.Location, _, _ = d.location(m, p, pth)
+		_, hasE := m["endpoint"]
+		_, hasC := m["catalog"]
+		peers = append(peers, peerKeys{p, hasE, hasC})
+		if e, ok := m["endpoint"]; ok {
+			if v, ok := d.str(e, join(pth, "endpoint"), "a URL"); ok {
+				if err := endpointURL(v); err != nil {
+					d.errorf(e.vpos, join(pth, "endpoint"), "%v", err)
+				} else {
+					r.Endpoint = strings.TrimSuffix(v, "/")
+				}
+			}
+		}
+		if e, ok := m["catalog"]; ok {
+			if v, ok := d.str(e, join(pth, "catalog"), "host:port"); ok {
+				if err := hostPort(v); err != nil {
+					d.errorf(e.vpos, join(pth, "catalog"), "%v", err)
+				} else {
+					r.Catalog = v
+				}
+			}
+		}
 		out = append(out, r)
 	}
+	// A catalog has one voter per region: once one region names its
+	// voter, every region must, with the endpoint peers reach it by.
+	if slices.ContainsFunc(peers, func(k peerKeys) bool { return k.catalog }) {
+		for i, k := range peers {
+			for _, c := range []struct {
+				key string
+				has bool
+			}{{"endpoint", k.endpoint}, {"catalog", k.catalog}} {
+				if !c.has {
+					d.errorf(k.p, join(index("regions", i), c.key), "missing required key (the regions peer through a global catalog: every region needs endpoint and catalog)")
+				}
+			}
+		}
+	}
 	return out
+}
+
+// hostPort checks a catalog address.
+func hostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || host == "" || port == "" {
+		return fmt.Errorf("invalid address %s: expected host:port of a node's --catalog-addr, like 10.0.0.5:7500", quote(s))
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("invalid port in %s: expected 1 to 65535", quote(s))
+	}
+	return nil
+}
+
+var peeringKeys = []string{"credentials", "ca_file", "cert_file", "key_file"}
+
+// peering reads how regions reach each other.
+func (d *decoder) peering(e entry) Peering {
+	var pr Peering
+	n, p := d.value(e.val, e.vpos, "peering")
+	m, ok := d.fields(n, p, "peering", peeringKeys)
+	if !ok {
+		return pr
+	}
+	if c, ok := m["credentials"]; ok {
+		pr.Credentials = d.credentials(c, "peering.credentials", peerCredentials)
+	}
+	file := func(key string) string {
+		f, ok := m[key]
+		if !ok {
+			return ""
+		}
+		v, ok := d.str(f, join("peering", key), "a file path")
+		if ok && !filepath.IsAbs(v) {
+			d.errorf(f.vpos, join("peering", key), "expected an absolute file path, got %q", v)
+		}
+		return v
+	}
+	pr.CAFile, pr.CertFile, pr.KeyFile = file("ca_file"), file("cert_file"), file("key_file")
+	if (pr.CertFile == "") != (pr.KeyFile == "") {
+		d.errorf(p, "peering", "cert_file and key_file go together (this region's certificate for the catalog's mutual TLS)")
+	}
+	if pr.CertFile != "" && pr.CAFile == "" {
+		d.errorf(p, "peering.ca_file", "missing required key (cert_file and key_file need the CA that signed every region's certificate)")
+	}
+	return pr
 }
 
 var storeKeys = []string{"name", "kind", "location", "bucket", "container", "account", "path", "read_only", "endpoint", "path_style", "credentials"}
@@ -98,10 +186,14 @@ var kindKeys = map[StoreKind]struct{ required, optional []string }{
 	KindFS:    {[]string{"path"}, []string{"read_only"}},
 }
 
+// peerCredentials is the credentials of peering: (not a store kind).
+const peerCredentials StoreKind = "peering"
+
 var credentialKeys = map[StoreKind][]string{
-	KindS3:    {"access_key_env", "secret_key_env", "session_token_env", "access_key_file", "secret_key_file", "session_token_file", "file", "profile"},
-	KindGCS:   {"file"},
-	KindAzure: {"account_key_env", "account_key_file", "sas_token_env"},
+	peerCredentials: {"access_key_env", "secret_key_env", "access_key_file", "secret_key_file"},
+	KindS3:          {"access_key_env", "secret_key_env", "session_token_env", "access_key_file", "secret_key_file", "session_token_file", "file", "profile"},
+	KindGCS:         {"file"},
+	KindAzure:       {"account_key_env", "account_key_file", "sas_token_env"},
 }
 
 var allCredentialKeys = []string{"access_key_env", "secret_key_env", "session_token_env", "access_key_file", "secret_key_file", "session_token_file",

@@ -47,6 +47,9 @@ type serverFlags struct {
 
 	// A multi-node region (see docs/operations.md).
 	raftAddr                  string
+	catalogAddr               string
+	catalogAdvertise          string
+	catalogRTT                time.Duration
 	bootstrapExpect           int
 	join                      []string
 	bootstrap                 bool
@@ -67,6 +70,7 @@ func (f serverFlags) nodeConfig(log *slog.Logger) (node.Config, error) {
 		Logger: log, Version: version, FillConcurrency: f.fillConcurrency, WriteBackCopies: f.writeBackCopies,
 		StagingWait: f.stagingWait, EgressBudgetRefresh: f.budgetRefresh, LifecycleEvery: f.lifecycleEvery, LifecycleRate: float64(f.lifecycleRate), RaftSnapshotThreshold: f.raftSnapshotThreshold, RaftTrailingLogs: f.raftTrailingLogs, RaftLogStore: f.raftLogStore,
 		DebugListen: f.debugListen, ShutdownTimeout: f.shutdownTimeout, RaftAddr: f.raftAddr, InternalAddr: f.internalAddr,
+		CatalogAddr: f.catalogAddr, CatalogAdvertise: f.catalogAdvertise, CatalogRTT: f.catalogRTT,
 		BootstrapExpect: f.bootstrapExpect, Join: f.join, Bootstrap: f.bootstrap,
 		PeerCertFile: f.peerCert, PeerKeyFile: f.peerKey, PeerCAFile: f.peerCA, PeerServerName: f.peerServerName,
 		EgressReuseObjects: f.egressReuseObjects,
@@ -193,6 +197,9 @@ environment. See docs/server-config.md.`,
 	fl.StringSliceVar(&f.join, "join", nil, "other nodes' --listen addresses (ADDR,ADDR,..., with or without http://) to bootstrap with or to join")
 	fl.BoolVar(&f.bootstrap, "bootstrap", false, "start a new multi-node region with this node alone; others --join it")
 	fl.StringVar(&f.internalAddr, "internal-addr", "", "HOST:PORT of the node-to-node API (forwarded writes, staged copies, chunk reads); default: the --raft-addr host, its port + 1")
+	fl.StringVar(&f.catalogAddr, "catalog-addr", "", "HOST:PORT of this node's member of the global bucket catalog, when the policy peers regions (regions[].catalog names each region's voter; docs/regions.md)")
+	fl.StringVar(&f.catalogAdvertise, "catalog-advertise", "", "address other regions dial for this node's catalog member (default --catalog-addr)")
+	fl.DurationVar(&f.catalogRTT, "catalog-rtt", 200*time.Millisecond, "longest round trip expected between regions; the catalog's Raft timeouts are several of it")
 	fl.StringVar(&f.peerCert, "peer-cert-file", "", "PEM certificate of this node for the Raft transport's mutual TLS")
 	fl.StringVar(&f.peerKey, "peer-key-file", "", "PEM key of --peer-cert-file")
 	fl.StringVar(&f.peerCA, "peer-ca-file", "", "PEM CA that signed every node's peer certificate")

@@ -1,0 +1,117 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fedgate/fedgate/backend"
+	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/regionstate"
+)
+
+// Catalog is the global bucket catalog as the namespace uses it (issue 17,
+// docs/regions.md): bucket names unique across peered regions, each bucket
+// with its home region. node wires a catalog.Member to it; nil means the
+// region is not peered and buckets created through S3 are the region's own.
+type Catalog interface {
+	// Region is this region's name.
+	Region() string
+	// Bucket and Buckets read this node's applied copy (never the network).
+	Bucket(name string) (CatalogBucket, bool)
+	Buckets() []CatalogBucket
+	// Create and Delete commit through the catalog's leader and return
+	// once this node has applied the change: a taken name is a
+	// *BucketExistsError, no majority of regions ErrCatalogUnavailable.
+	Create(ctx context.Context, b CatalogBucket) error
+	Delete(ctx context.Context, name string) error
+	// RemoteStore is the store through which this region reads and writes
+	// a bucket whose home is another region: that region's S3 endpoint,
+	// with the peering credential, located where that region is.
+	RemoteStore(home, bucket string) (store.Store, error)
+}
+
+// CatalogBucket is a bucket as the catalog records it.
+type CatalogBucket struct {
+	Name, Owner, Home string
+	// Store and Prefix say where the home region keeps its objects.
+	Store, Prefix string
+	Created       time.Time
+}
+
+// Errors of peered regions (backend's, under the same names).
+var (
+	ErrCatalogUnavailable = backend.ErrCatalogUnavailable
+	ErrNotHomeRegion      = backend.ErrNotHomeRegion
+)
+
+// catalogBucket resolves a name the catalog knows: in its home region the
+// region's own record (made from the catalog's when a create committed
+// after its caller gave up waiting), elsewhere a bucket read through the
+// home region's gateway.
+func (n *Namespace) catalogBucket(name string) (*Bucket, bool, error) {
+	cb, ok := n.catalog.Bucket(name)
+	if !ok {
+		return nil, false, nil
+	}
+	if cb.Home == n.catalog.Region() {
+		rec, ok := n.rs.State().Bucket(name)
+		if !ok || rec.Prefix != cb.Prefix {
+			rec = regionstate.Bucket{Name: cb.Name, Owner: cb.Owner, Store: cb.Store, Prefix: cb.Prefix, Created: cb.Created}
+		}
+		b, err := n.fromRecord(rec)
+		return b, true, err
+	}
+	st, err := n.catalog.RemoteStore(cb.Home, cb.Name)
+	if err != nil {
+		return nil, true, fmt.Errorf("federation: bucket %q (home region %s): %w", name, cb.Home, err)
+	}
+	// Cached like an origin, and revalidated on every open (TTL 0): a
+	// write acknowledged in the home region is read here as soon as the
+	// home region answers.
+	b := &Bucket{Name: cb.Name, Owner: cb.Owner, Created: cb.Created, store: st, ns: n, remote: cb.Home,
+		cache: CacheRules{Chunked: true, ReadAhead: n.fill}}
+	b.path = pathFor(b, false)
+	return b, true, nil
+}
+
+// catalogCreate creates a bucket in the catalog, then the region's own
+// record of it.
+func (n *Namespace) catalogCreate(ctx context.Context, rec regionstate.Bucket) error {
+	err := n.catalog.Create(ctx, CatalogBucket{Name: rec.Name, Owner: rec.Owner, Home: n.catalog.Region(),
+		Store: rec.Store, Prefix: rec.Prefix, Created: rec.Created})
+	if err != nil {
+		return err
+	}
+	// A record the region kept of an earlier bucket of this name (deleted
+	// from the catalog when its local delete failed) goes first.
+	if old, ok := n.rs.State().Bucket(rec.Name); ok && old.Prefix != rec.Prefix {
+		if err := n.rs.Apply(ctx, regionstate.DeleteBucket{Name: rec.Name}); err != nil && !errors.Is(err, regionstate.ErrNoSuchBucket) {
+			return err
+		}
+	}
+	err = n.rs.Apply(ctx, regionstate.CreateBucket{Bucket: rec})
+	if err != nil {
+		// The catalog has it: lookups make the region's record from the
+		// catalog's, so the bucket works; report success.
+		n.log.Warn("bucket created in the catalog; the region's record is made on first use", "bucket", rec.Name, "error", err)
+	}
+	return nil
+}
+
+// storeHome names the region at a store's location (the region whose
+// nodes reach a posix store of a peered policy), "" when none is.
+func storeHome(p *policies.Policy, storeName string) string {
+	ps, ok := p.Store(storeName)
+	if !ok {
+		return ""
+	}
+	for _, r := range p.Regions {
+		if r.Location == ps.Location {
+			return r.Name
+		}
+	}
+	return ""
+}

@@ -1,0 +1,226 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fedgate/fedgate/catalog"
+	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/federation/store"
+	s3store "github.com/fedgate/fedgate/federation/store/s3"
+	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/regionstate"
+)
+
+// regionCatalog is a peered region's side of the global bucket catalog
+// (docs/regions.md): the node's catalog.Member as federation.Catalog,
+// and the stores through which it reaches other regions' buckets.
+type regionCatalog struct {
+	region  string
+	signing string // the S3 signing region every region's gateway uses
+	pol     *policies.Policy
+	ak, sk  string
+	client  *http.Client // for https endpoints signed by peering.ca_file
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	m      *catalog.Member // nil until opened
+	stores map[string]store.Store
+}
+
+// newRegionCatalog prepares the catalog of a peered policy (nil when the
+// policy does not peer regions).
+func newRegionCatalog(pol *policies.Policy, region string, cfg *Config, log *slog.Logger) (*regionCatalog, error) {
+	if pol == nil || !pol.Peered() {
+		return nil, nil
+	}
+	rc := &regionCatalog{region: region, signing: cfg.SigningRegion, pol: pol, stores: map[string]store.Store{}, log: log}
+	if pol.Peering.CAFile != "" {
+		pem, err := os.ReadFile(pol.Peering.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("peering.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("peering.ca_file: no PEM certificate in %s", pol.Peering.CAFile)
+		}
+		rc.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	}
+	return rc, nil
+}
+
+// resolveCredential sets the peering credential: peering.credentials
+// (read once at start), or the node's root credentials.
+func (rc *regionCatalog) resolveCredential(cfg *Config, root federation.Credentials) error {
+	c := rc.pol.Peering.Credentials
+	if c.AccessKeyEnv == "" && c.AccessKeyFile == "" {
+		rc.ak, rc.sk = root.AccessKey, root.SecretKey
+		return nil
+	}
+	read := func(file, name string) (string, error) {
+		if file != "" {
+			return newSecretFile(file).get()
+		}
+		return env(cfg.LookupEnv, name)
+	}
+	var err error
+	if rc.ak, err = read(c.AccessKeyFile, c.AccessKeyEnv); err != nil {
+		return fmt.Errorf("peering.credentials: %w", err)
+	}
+	if rc.sk, err = read(c.SecretKeyFile, c.SecretKeyEnv); err != nil {
+		return fmt.Errorf("peering.credentials: %w", err)
+	}
+	return nil
+}
+
+// open starts this node's catalog member on --catalog-addr.
+func (rc *regionCatalog) open(cfg *Config) error {
+	if cfg.CatalogAddr == "" {
+		return fmt.Errorf("the policy peers regions (regions[].catalog): start every node with --catalog-addr HOST:PORT (the region's voter is the node at %s)", rc.voters()[rc.region])
+	}
+	var tlsCfg *tls.Config
+	if p := rc.pol.Peering; p.CertFile != "" {
+		var err error
+		if tlsCfg, err = regionstate.PeerTLSConfig(p.CertFile, p.KeyFile, p.CAFile, ""); err != nil {
+			return fmt.Errorf("peering: %w", err)
+		}
+	}
+	m, err := catalog.OpenMember(catalog.MemberConfig{Region: rc.region, NodeID: cfg.NodeID, Bind: cfg.CatalogAddr,
+		Advertise: cfg.CatalogAdvertise, Voters: rc.voters(), Dir: filepath.Join(cfg.DataDir, "catalog"), TLS: tlsCfg,
+		Secret: []byte(rc.sk), RTT: cfg.CatalogRTT, Logger: hclog.NewNullLogger()})
+	if err != nil {
+		return err
+	}
+	rc.mu.Lock()
+	rc.m = m
+	rc.mu.Unlock()
+	rc.log.Info("catalog member started", "id", m.ID(), "voter", m.Voter(), "addr", cfg.CatalogAddr)
+	return nil
+}
+
+func (rc *regionCatalog) voters() map[string]string {
+	out := map[string]string{}
+	for _, r := range rc.pol.Regions {
+		out[r.Name] = r.Catalog
+	}
+	return out
+}
+
+func (rc *regionCatalog) member() *catalog.Member {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.m
+}
+
+func (rc *regionCatalog) close() {
+	if m := rc.member(); m != nil {
+		_ = m.Close()
+	}
+}
+
+// Region implements federation.Catalog.
+func (rc *regionCatalog) Region() string { return rc.region }
+
+func fromCatalog(b catalog.Bucket) federation.CatalogBucket {
+	return federation.CatalogBucket{Name: b.Name, Owner: b.Owner, Home: b.Home, Store: b.Store, Prefix: b.Prefix, Created: b.Created}
+}
+
+// Bucket implements federation.Catalog.
+func (rc *regionCatalog) Bucket(name string) (federation.CatalogBucket, bool) {
+	m := rc.member()
+	if m == nil {
+		return federation.CatalogBucket{}, false
+	}
+	b, ok := m.State().Bucket(name)
+	return fromCatalog(b), ok
+}
+
+// Buckets implements federation.Catalog.
+func (rc *regionCatalog) Buckets() []federation.CatalogBucket {
+	m := rc.member()
+	if m == nil {
+		return nil
+	}
+	var out []federation.CatalogBucket
+	for _, b := range m.State().Buckets() {
+		out = append(out, fromCatalog(b))
+	}
+	return out
+}
+
+// catalogWait bounds how long a create or delete waits for a majority.
+const catalogWait = 10 * time.Second
+
+func catalogErr(err error, region string) error {
+	var ex *catalog.BucketExistsError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ex):
+		// A name at home in another region is that region's bucket, not
+		// one the caller has here: BucketAlreadyExists whoever owns it.
+		return &federation.BucketExistsError{Bucket: ex.Existing.Name, OwnedByCaller: ex.OwnedByCaller && ex.Existing.Home == region}
+	case errors.Is(err, catalog.ErrNoMajority):
+		return fmt.Errorf("%w (%v)", federation.ErrCatalogUnavailable, err)
+	case errors.Is(err, catalog.ErrNotHome):
+		return fmt.Errorf("%w (%v)", federation.ErrNotHomeRegion, err)
+	}
+	return err
+}
+
+// Create implements federation.Catalog.
+func (rc *regionCatalog) Create(ctx context.Context, b federation.CatalogBucket) error {
+	m := rc.member()
+	if m == nil {
+		return federation.ErrCatalogUnavailable
+	}
+	ctx, cancel := context.WithTimeout(ctx, catalogWait)
+	defer cancel()
+	return catalogErr(m.Create(ctx, catalog.Bucket{Name: b.Name, Owner: b.Owner, Home: b.Home, Store: b.Store, Prefix: b.Prefix, Created: b.Created}), rc.region)
+}
+
+// Delete implements federation.Catalog.
+func (rc *regionCatalog) Delete(ctx context.Context, name string) error {
+	m := rc.member()
+	if m == nil {
+		return federation.ErrCatalogUnavailable
+	}
+	ctx, cancel := context.WithTimeout(ctx, catalogWait)
+	defer cancel()
+	return catalogErr(m.Delete(ctx, name), rc.region)
+}
+
+// RemoteStore implements federation.Catalog: the home region's S3
+// endpoint as an s3 store of the bucket, signed with the peering
+// credential, located where the home region is (so the egress ledger
+// counts its bytes as crossing from there).
+func (rc *regionCatalog) RemoteStore(home, bucket string) (store.Store, error) {
+	key := home + "/" + bucket
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if st, ok := rc.stores[key]; ok {
+		return st, nil
+	}
+	r, err := rc.pol.Region(home)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s3store.New(context.Background(), s3store.Config{Name: "region:" + key, Location: r.Location, Bucket: bucket,
+		Region: rc.signing, Endpoint: r.Endpoint, PathStyle: true, AccessKey: rc.ak, SecretKey: rc.sk, HTTPClient: rc.client})
+	if err != nil {
+		return nil, err
+	}
+	rc.stores[key] = st
+	return st, nil
+}
