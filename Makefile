@@ -37,11 +37,12 @@ lint:
 test-go:
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
 
-## test-cli: the aws CLI, s3cmd, rclone and boto3 at their defaults, a 10,000-file tree as a bucket (fs store), and the Python client (clients/python) with PyTorch, against servers the scripts start
+## test-cli: the aws CLI, s3cmd, rclone and boto3 at their defaults, a 10,000-file tree as a bucket (fs store), two peered regions (3 nodes + 1), and the Python client (clients/python) with PyTorch, against servers the scripts start
 test-cli: build
 	./scripts/test-awscli.sh ./$(BIN)
 	./scripts/test-tools.sh ./$(BIN)
 	./scripts/test-fs-tree.sh ./$(BIN)
+	./scripts/test-regions.sh ./$(BIN)
 	./scripts/test-python-client.sh ./$(BIN)
 
 ## fuzz: run every fuzz target for FUZZTIME each (seed corpora run in `make test`)

@@ -1,6 +1,5 @@
-// Package catalog is the global bucket catalog of issue 17 (in progress:
-// the replicated catalog and its multi-region simulation; not yet wired
-// into nodes). Bucket names are unique across every region: a bucket is
+// Package catalog is the global bucket catalog of peered regions
+// (docs/regions.md). Bucket names are unique across every region: a bucket is
 // created, changed and deleted through a small hashicorp/raft group of its
 // own with one voter per region, separate from each region's Raft group.
 // Bucket creation is rare and must be correct, so it takes a majority of

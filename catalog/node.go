@@ -105,7 +105,7 @@ func (n *Node) Leader() string {
 // Lag is how many committed entries this member has not applied yet as
 // far as it knows (its Raft commit index minus its applied index).
 func (n *Node) Lag() uint64 {
-	c, a := n.raft.CommitIndex(), n.state.Applied()
+	c, a := n.raft.CommitIndex(), n.raft.AppliedIndex()
 	if c < a {
 		return 0
 	}

@@ -51,6 +51,7 @@ func (s *Server) adminRoutes(r chi.Router) {
 	r.Post("/users/{name}/grants", s.adminGrant)
 	r.Delete("/users/{name}/grants/{bucket}", s.adminRevoke)
 	s.clusterRoutes(r)
+	s.regionRoutes(r)
 	s.policyRoutes(r)
 	if s.admin != nil {
 		s.cacheRoutes(r)

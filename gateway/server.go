@@ -52,6 +52,8 @@ type Config struct {
 	// Cluster serves the admin API's /cluster routes (nil: they answer
 	// an error).
 	Cluster Cluster
+	// Regions answers `fedgate region status` (nil: not served).
+	Regions Regions
 	// Policy serves the admin API's /policy routes (nil: they answer an
 	// error).
 	Policy PolicyAdmin

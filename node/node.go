@@ -373,7 +373,7 @@ func (n *Node) open(ctx context.Context) error {
 	}
 	n.gw, err = gateway.New(gateway.Config{Backend: ns.Backend(), Region: cfg.SigningRegion, Domain: cfg.Domain, Logger: log, Registry: reg,
 		Version: cfg.Version, Cluster: regionErrCluster{cl}, Policy: regionErrPolicy{pm}, RegionName: n.region, Batch: cfg.Batch,
-		LocalLease: cfg.LocalLease})
+		LocalLease: cfg.LocalLease, Regions: regionsOf(rcat, ns)})
 	if err != nil {
 		return err
 	}

@@ -6,10 +6,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,8 +19,10 @@ import (
 
 	"github.com/fedgate/fedgate/catalog"
 	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/federation/egress"
 	"github.com/fedgate/fedgate/federation/store"
 	s3store "github.com/fedgate/fedgate/federation/store/s3"
+	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
 )
@@ -223,4 +227,93 @@ func (rc *regionCatalog) RemoteStore(home, bucket string) (store.Store, error) {
 	}
 	rc.stores[key] = st
 	return st, nil
+}
+
+// regionStatus answers `fedgate region status` (gateway.Regions).
+type regionStatus struct {
+	rc *regionCatalog
+	ns *federation.Namespace
+}
+
+// RegionStatus implements gateway.Regions: every region of the policy,
+// whether its endpoint answers, the catalog as this node sees it, and the
+// bytes this region read through each other region's gateway this month.
+func (s regionStatus) RegionStatus(ctx context.Context) (gateway.AdminRegions, error) {
+	rc := s.rc
+	out := gateway.AdminRegions{Region: rc.region, Peered: true}
+	m := rc.member()
+	home := map[string]int{}
+	if m != nil {
+		st := m.Status()
+		out.Catalog = gateway.AdminCatalog{Member: st.ID, Voter: st.Voter, Leader: st.Leader, Applied: st.Applied, Lag: st.Lag,
+			LastContactSeconds: st.LastContact.Seconds()}
+		if st.LastContact < 0 {
+			out.Catalog.LastContactSeconds = -1
+		}
+		for _, b := range m.State().Buckets() {
+			home[b.Home]++
+			out.Catalog.Buckets++
+		}
+	}
+	now := time.Now().UTC()
+	from := map[string][2]int64{}
+	if rows, err := s.ns.EgressLedger(ctx, time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC), now); err == nil {
+		for _, r := range rows {
+			if name, ok := strings.CutPrefix(r.Store, "region:"); ok && r.Direction == egress.Read {
+				region, _, _ := strings.Cut(name, "/")
+				c := from[region]
+				c[0] += r.Bytes
+				c[1] += r.AvoidedBytes
+				from[region] = c
+			}
+		}
+	}
+	out.Regions = make([]gateway.AdminRegion, len(rc.pol.Regions))
+	var wg sync.WaitGroup
+	for i, r := range rc.pol.Regions {
+		ar := gateway.AdminRegion{Name: r.Name, Location: r.Location.String(), Endpoint: r.Endpoint, Self: r.Name == rc.region,
+			Buckets: home[r.Name], BytesFrom: from[r.Name][0], AvoidedBytes: from[r.Name][1]}
+		out.Regions[i] = ar
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out.Regions[i].RTTMillis, out.Regions[i].Problem = rc.probe(ctx, r.Endpoint)
+			out.Regions[i].Reachable = out.Regions[i].Problem == ""
+		}()
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// probe checks a region's endpoint: its readyz within 3 s.
+func (rc *regionCatalog) probe(ctx context.Context, endpoint string) (float64, string) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+gateway.ReservedPrefix+"readyz", nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	c := rc.client
+	if c == nil {
+		c = http.DefaultClient
+	}
+	start := time.Now()
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	rtt := float64(time.Since(start).Microseconds()) / 1000
+	if resp.StatusCode != http.StatusOK {
+		return rtt, "readyz: " + resp.Status
+	}
+	return rtt, ""
+}
+
+func regionsOf(rc *regionCatalog, ns *federation.Namespace) gateway.Regions {
+	if rc == nil {
+		return nil
+	}
+	return regionStatus{rc: rc, ns: ns}
 }

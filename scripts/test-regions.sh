@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Two peered regions on this machine (issue 17; docs/regions.md), driven with
+# the aws CLI at its defaults: region a of 3 nodes (one Raft region, a NAS
+# posix store only a reaches) and region b of 1 node, one policy file.
+#   - a bucket created through a's non-voter node is listed in b within
+#     seconds;
+#   - creating the same name in b fails with BucketAlreadyExists;
+#   - an object written in a (to a's NAS) reads byte-identical in b, and the
+#     second read in b is served from b's cache;
+#   - with all of a stopped, b still serves its cached copy, its own
+#     buckets (read and write), and refuses new buckets with
+#     ServiceUnavailable;
+#   - `fedgate egress report` over both regions shows the a->b bytes once;
+#     `fedgate region status` shows both regions and the catalog.
+# Usage: scripts/test-regions.sh path/to/fedgate
+set -euo pipefail
+
+BIN=$(realpath "${1:?usage: $0 path/to/fedgate}")
+AWS=${AWS:-/usr/bin/aws}
+if [ ! -x "$AWS" ]; then
+  if [ -n "${CI:-}" ]; then echo "FAIL: $AWS missing (scripts/install-test-deps.sh installs it)"; exit 1; fi
+  echo "SKIP: $AWS not installed (run scripts/install-test-deps.sh)"; exit 0
+fi
+
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+export FEDGATE_ACCESS_KEY=REGIONSTESTACCESSKEY FEDGATE_SECRET_KEY=regions-test-secret-key-0123456789abcdef
+export AWS_ACCESS_KEY_ID=$FEDGATE_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$FEDGATE_SECRET_KEY
+export AWS_DEFAULT_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
+export AWS_PAGER="" AWS_EC2_METADATA_DISABLED=true
+unset AWS_CA_BUNDLE AWS_PROFILE AWS_SESSION_TOKEN AWS_ENDPOINT_URL
+
+pass=0
+fail() {
+  echo "FAIL: $*"
+  for f in "$WORK"/*.log; do echo "--- $f"; tail -15 "$f"; done
+  exit 1
+}
+check() { # check NAME EXPECTED ACTUAL
+  [ "$2" == "$3" ] || fail "$1: expected [$2], got [$3]"
+  pass=$((pass + 1))
+}
+
+# Free loopback ports: 3 per node of a (S3, Raft, internal), catalog ports.
+read -r -a P <<<"$(python3 -c '
+import socket
+ss=[socket.socket() for _ in range(12)]
+for s in ss: s.bind(("127.0.0.1",0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))')"
+A1=127.0.0.1:${P[0]} A2=127.0.0.1:${P[1]} A3=127.0.0.1:${P[2]} B1=127.0.0.1:${P[3]}
+mkdir -p "$WORK/nas-a" "$WORK/nas-b"
+cat >"$WORK/policy.yaml" <<EOF
+regions:
+  - {name: a, location: onprem:dc-a, endpoint: http://$A1, catalog: 127.0.0.1:${P[10]}}
+  - {name: b, location: onprem:dc-b, endpoint: http://$B1, catalog: 127.0.0.1:${P[11]}}
+stores:
+  - {name: nas-a, kind: posix, location: onprem:dc-a, path: $WORK/nas-a}
+  - {name: nas-b, kind: posix, location: onprem:dc-b, path: $WORK/nas-b}
+EOF
+"$BIN" policy validate "$WORK/policy.yaml" >/dev/null || fail "the policy does not validate"
+
+# start NAME ARGS...: a node in the background, its log in WORK/NAME.log.
+start() {
+  local name=$1
+  shift
+  "$BIN" server --data-dir "$WORK/$name" --log-level warn --config "$WORK/policy.yaml" "$@" >"$WORK/$name.out" 2>"$WORK/$name.log" &
+  PIDS+=($!)
+  eval "PID_$name=$!"
+}
+start a1 --region a --node-id a1 --listen "$A1" --raft-addr "127.0.0.1:${P[4]}" --internal-addr "127.0.0.1:${P[5]}" \
+  --bootstrap-expect 3 --join "$A2,$A3" --catalog-addr "127.0.0.1:${P[10]}"
+start a2 --region a --node-id a2 --listen "$A2" --raft-addr "127.0.0.1:${P[6]}" --internal-addr "127.0.0.1:${P[7]}" \
+  --bootstrap-expect 3 --join "$A1,$A3" --catalog-addr "127.0.0.1:$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')"
+start a3 --region a --node-id a3 --listen "$A3" --raft-addr "127.0.0.1:${P[8]}" --internal-addr "127.0.0.1:${P[9]}" \
+  --bootstrap-expect 3 --join "$A1,$A2" --catalog-addr "127.0.0.1:$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')"
+start b1 --region b --node-id b1 --listen "$B1" --catalog-addr "127.0.0.1:${P[11]}"
+for ep in $A1 $A2 $A3 $B1; do
+  for _ in $(seq 1 600); do
+    curl -fs "http://$ep/_fedgate/readyz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  curl -fs "http://$ep/_fedgate/readyz" >/dev/null 2>&1 || fail "node $ep did not become ready"
+done
+aws() { local ep=$1; shift; "$AWS" --endpoint-url "http://$ep" "$@"; }
+
+# 1. A bucket created through a node of a that is not its catalog voter.
+t0=$(date +%s.%N)
+aws "$A2" s3 mb s3://dataset >/dev/null || fail "mb in a"
+t1=$(date +%s.%N)
+listed=
+for _ in $(seq 1 100); do
+  if aws "$B1" s3 ls | grep -q ' dataset$'; then listed=yes; break; fi
+  sleep 0.1
+done
+check "bucket made in a listed in b" yes "$listed"
+echo "mb in a took $(python3 -c "print(round($t1-$t0,2))")s; listed in b $(python3 -c "print(round($(date +%s.%N)-$t1,2))")s after it returned"
+
+# 2. The same name in b.
+out=$(aws "$B1" s3 mb s3://dataset 2>&1 || true)
+case "$out" in *BucketAlreadyExists*) pass=$((pass + 1)) ;; *) fail "mb of a's bucket in b: $out" ;; esac
+aws "$B1" s3 mb s3://b-own >/dev/null || fail "mb in b"
+out=$(aws "$A1" s3 mb s3://b-own 2>&1 || true)
+case "$out" in *BucketAlreadyExists*) pass=$((pass + 1)) ;; *) fail "mb of b's bucket in a: $out" ;; esac
+
+# 3. Written in a to a's NAS, read in b twice.
+head -c 20000000 /dev/urandom >"$WORK/obj"
+aws "$A3" s3 cp --no-progress "$WORK/obj" s3://dataset/train/obj.bin >/dev/null || fail "cp to a"
+check "the object is on a's NAS" 1 "$(find "$WORK/nas-a" -type f -size 19532k | wc -l | tr -d ' ')"
+check "nothing of it on b's NAS" 0 "$(find "$WORK/nas-b" -type f -size 19532k | wc -l | tr -d ' ')"
+aws "$B1" s3 cp --no-progress s3://dataset/train/obj.bin "$WORK/got1" >/dev/null || fail "first read in b"
+cmp -s "$WORK/obj" "$WORK/got1" || fail "first read in b differs"
+pass=$((pass + 1))
+aws "$B1" s3 cp --no-progress s3://dataset/train/obj.bin "$WORK/got2" >/dev/null || fail "second read in b"
+cmp -s "$WORK/obj" "$WORK/got2" || fail "second read in b differs"
+pass=$((pass + 1))
+st=$("$BIN" region status --endpoint "http://$B1" --json)
+from_a=$(python3 -c 'import json,sys; r=[x for x in json.load(sys.stdin)["regions"] if x["name"]=="a"][0]; print(r["bytes_from"], r["avoided_bytes"]>=20000000, r["reachable"])' <<<"$st")
+check "b read through a once (bytes, second read from cache, a reachable)" "20000000 True True" "$from_a"
+
+# A write in a is read in b at once (each open revalidates with a).
+echo "v2" | aws "$A1" s3 cp - s3://dataset/train/small.txt >/dev/null
+echo "v3" | aws "$A2" s3 cp - s3://dataset/train/small.txt >/dev/null
+check "read-after-write across regions" v3 "$(aws "$B1" s3 cp s3://dataset/train/small.txt - 2>/dev/null)"
+
+# 4. Region a stopped.
+for p in "$PID_a1" "$PID_a2" "$PID_a3"; do kill -9 "$p"; done
+aws "$B1" s3 cp --no-progress s3://dataset/train/obj.bin "$WORK/got3" >/dev/null || fail "read in b with a stopped"
+cmp -s "$WORK/obj" "$WORK/got3" || fail "read in b with a stopped differs"
+pass=$((pass + 1))
+aws "$B1" s3 cp --no-progress "$WORK/obj" s3://b-own/ckpt.bin >/dev/null || fail "write to b's bucket with a stopped"
+aws "$B1" s3 cp --no-progress s3://b-own/ckpt.bin "$WORK/got4" >/dev/null || fail "read of b's bucket with a stopped"
+cmp -s "$WORK/obj" "$WORK/got4" || fail "b's own object differs"
+pass=$((pass + 1))
+out=$(AWS_MAX_ATTEMPTS=1 aws "$B1" s3 mb s3://new-while-cut-off 2>&1 || true)
+case "$out" in *ServiceUnavailable*) pass=$((pass + 1)) ;; *) fail "mb in b with a stopped: $out" ;; esac
+st=$("$BIN" region status --endpoint "http://$B1" --json)
+check "region status: a unreachable, no catalog leader" "False " "$(python3 -c 'import json,sys; s=json.load(sys.stdin); print([x for x in s["regions"] if x["name"]=="a"][0]["reachable"], s["catalog"]["leader"])' <<<"$st")"
+
+# 5. The egress report (a's ledger is gone with it; b's holds the
+# crossing): the a->b bytes once: the 20 MB object and small.txt's 3.
+csv=$("$BIN" egress report --endpoint "http://$B1" --format csv)
+check "egress a->b read bytes" 20000003 "$(python3 -c '
+import csv,sys
+rows=list(csv.DictReader(sys.stdin))
+print(sum(int(r["bytes"]) for r in rows if r["src"]=="onprem:dc-a" and r["dst"]=="onprem:dc-b" and r["direction"]=="read"))' <<<"$csv")"
+
+echo "PASS: $pass checks (two regions: catalog, BucketAlreadyExists, reads through a's gateway, a stopped, egress once)"
