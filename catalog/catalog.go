@@ -40,6 +40,9 @@ type Bucket struct {
 	ACL        string    `json:"acl,omitempty"`
 	Versioning string    `json:"versioning,omitempty"`
 	Created    time.Time `json:"created"`
+	// Configs are the bucket's S3 configuration documents by kind (policy,
+	// acl, tagging, ...), as its home region set them.
+	Configs map[string]string `json:"configs,omitempty"`
 }
 
 // User is one fedgate user and its access keys, the same in every region;
@@ -74,9 +77,11 @@ func (e *BucketExistsError) Unwrap() error { return ErrBucketExists }
 
 // Command is one change of the catalog, as Raft carries it.
 type Command struct {
-	Op     string  `json:"op"` // create, update, delete, put-user, delete-user
+	Op     string  `json:"op"` // create, update, set-config, delete, put-user, delete-user
 	Bucket *Bucket `json:"bucket,omitempty"`
-	Name   string  `json:"name,omitempty"`   // delete, delete-user
+	Name   string  `json:"name,omitempty"`   // set-config, delete, delete-user
+	Kind   string  `json:"kind,omitempty"`   // set-config
+	Value  string  `json:"value,omitempty"`  // set-config ("": remove)
 	Region string  `json:"region,omitempty"` // the sending region (delete, update)
 	User   *User   `json:"user,omitempty"`
 }
@@ -169,8 +174,28 @@ func (s *State) apply(index uint64, c Command) error {
 			return fmt.Errorf("%w: %s is at home in %s, not %s", ErrNotHome, old.Name, old.Home, c.Region)
 		}
 		nb := *c.Bucket
-		nb.Owner, nb.Home, nb.Store, nb.Prefix, nb.Created = old.Owner, old.Home, old.Store, old.Prefix, old.Created
+		nb.Owner, nb.Home, nb.Store, nb.Prefix, nb.Created, nb.Configs = old.Owner, old.Home, old.Store, old.Prefix, old.Created, old.Configs
 		s.buckets[nb.Name] = nb
+	case "set-config":
+		old, ok := s.buckets[c.Name]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: %s", ErrNoSuchBucket, c.Name)
+		case old.Home != c.Region:
+			return fmt.Errorf("%w: %s is at home in %s, not %s", ErrNotHome, old.Name, old.Home, c.Region)
+		case c.Kind == "":
+			return errors.New("catalog: set-config without a kind")
+		}
+		old.Configs = maps.Clone(old.Configs)
+		if c.Value == "" {
+			delete(old.Configs, c.Kind)
+		} else {
+			if old.Configs == nil {
+				old.Configs = map[string]string{}
+			}
+			old.Configs[c.Kind] = c.Value
+		}
+		s.buckets[c.Name] = old
 	case "delete":
 		old, ok := s.buckets[c.Name]
 		switch {

@@ -62,6 +62,13 @@ func TestMembers(t *testing.T) {
 		t.Fatalf("update from a's non-voter (its home region): %v", err)
 	}
 	waitFor(t, func() bool { bk, _ := b.State().Bucket("data"); return bk.Policy != "" })
+	if err := a2.SetConfig(ctx, "data", "acl", "<acl/>"); err != nil {
+		t.Fatalf("set-config from the home region: %v", err)
+	}
+	waitFor(t, func() bool { bk, _ := b.State().Bucket("data"); return bk.Configs["acl"] == "<acl/>" && bk.Policy != "" })
+	if err := b.SetConfig(ctx, "data", "acl", ""); !errors.Is(err, ErrNotHome) {
+		t.Fatalf("set-config from another region: %v", err)
+	}
 
 	// A change not signed with the peering secret is refused.
 	forged := &Member{cfg: MemberConfig{Secret: []byte("wrong")}, client: a2.client}

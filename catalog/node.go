@@ -149,9 +149,10 @@ func (n *Node) commit(ctx context.Context, c Command) error {
 			leaderless = time.Time{}
 		} else if leaderless.IsZero() {
 			leaderless = time.Now()
-		} else if time.Since(leaderless) > 10*n.rtt() {
-			// No leader for two election timeouts: this member is cut off
-			// from a majority; say so now rather than at ctx's end.
+		} else if time.Since(leaderless) > max(10*n.rtt(), 2*time.Second) {
+			// No leader for two election timeouts (and 2 s, a member's
+			// start): this member is cut off from a majority; say so now
+			// rather than at ctx's end.
 			return fmt.Errorf("%w: no leader known for %v", ErrNoMajority, time.Since(leaderless).Round(time.Millisecond))
 		}
 		switch {
@@ -192,6 +193,12 @@ func (n *Node) Create(ctx context.Context, b Bucket) error {
 // region may.
 func (n *Node) Update(ctx context.Context, b Bucket) error {
 	return n.commit(ctx, Command{Op: "update", Bucket: &b, Region: n.cfg.Region})
+}
+
+// SetConfig sets (value "": removes) one S3 configuration document of a
+// bucket; only its home region may.
+func (n *Node) SetConfig(ctx context.Context, bucket, kind, value string) error {
+	return n.commit(ctx, Command{Op: "set-config", Name: bucket, Kind: kind, Value: value, Region: n.cfg.Region})
 }
 
 // Delete removes a bucket; only its home region may.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -201,7 +202,7 @@ func (s *sim) waitLeader(t *testing.T, among []string) string {
 func (s *sim) converged(rs []string) bool {
 	want := s.nodes[rs[0]].State().Buckets()
 	for _, r := range rs[1:] {
-		if !slices.Equal(s.nodes[r].State().Buckets(), want) {
+		if !reflect.DeepEqual(s.nodes[r].State().Buckets(), want) {
 			return false
 		}
 	}

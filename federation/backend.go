@@ -2,6 +2,7 @@ package federation
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -160,6 +161,14 @@ func (h bucketHandle) Authorize(u backend.User, write bool) error {
 }
 
 func (h bucketHandle) Config(kind string) (string, bool) {
+	if h.remote != "" {
+		// Another region's bucket: its policy, ACL, ... as its home region
+		// set them. Its lifecycle runs there.
+		if kind == backend.ConfLifecycle {
+			return "", false
+		}
+		return h.ns.catalogConfig(h.Bucket, kind)
+	}
 	if kind == backend.ConfLifecycle {
 		return h.lifecycleDoc()
 	}
@@ -167,6 +176,17 @@ func (h bucketHandle) Config(kind string) (string, bool) {
 }
 
 func (h bucketHandle) SetConfig(ctx context.Context, kind, value string) error {
+	if h.remote != "" {
+		return fmt.Errorf("%w (%s): change its configuration there", ErrNotHomeRegion, h.remote)
+	}
+	if h.travels() && kind != backend.ConfLifecycle {
+		// Every region authorizes the bucket by these documents: the
+		// catalog takes the change first, so no region is left with an
+		// older one the home region replaced.
+		if err := h.ns.catalog.SetConfig(ctx, h.Bucket.Name, kind, value); err != nil {
+			return err
+		}
+	}
 	if kind == backend.ConfLifecycle {
 		return h.setLifecycle(ctx, value)
 	}

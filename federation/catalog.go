@@ -27,6 +27,9 @@ type Catalog interface {
 	// *BucketExistsError, no majority of regions ErrCatalogUnavailable.
 	Create(ctx context.Context, b CatalogBucket) error
 	Delete(ctx context.Context, name string) error
+	// SetConfig records a bucket's S3 configuration document of kind
+	// (value "": removed) for every region, from its home region.
+	SetConfig(ctx context.Context, bucket, kind, value string) error
 	// RemoteStore is the store through which this region reads and writes
 	// a bucket whose home is another region: that region's S3 endpoint,
 	// with the peering credential, located where that region is.
@@ -39,6 +42,8 @@ type CatalogBucket struct {
 	// Store and Prefix say where the home region keeps its objects.
 	Store, Prefix string
 	Created       time.Time
+	// Configs are its S3 configuration documents by kind (policy, acl, ...).
+	Configs map[string]string
 }
 
 // Errors of peered regions (backend's, under the same names).
@@ -115,3 +120,19 @@ func storeHome(p *policies.Policy, storeName string) string {
 	}
 	return ""
 }
+
+// catalogConfig is a remote bucket's configuration document of kind, as
+// its home region recorded it in the catalog.
+func (n *Namespace) catalogConfig(b *Bucket, kind string) (string, bool) {
+	cb, ok := n.catalog.Bucket(b.Name)
+	if !ok {
+		return "", false
+	}
+	v, ok := cb.Configs[kind]
+	return v, ok
+}
+
+// travels reports whether a bucket's configuration changes go through the
+// catalog: buckets created through S3 in a peered region (the policy
+// file's buckets are the same in every region already).
+func (b *Bucket) travels() bool { return b.ns.catalog != nil && !b.Global }

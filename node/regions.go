@@ -137,7 +137,7 @@ func (rc *regionCatalog) close() {
 func (rc *regionCatalog) Region() string { return rc.region }
 
 func fromCatalog(b catalog.Bucket) federation.CatalogBucket {
-	return federation.CatalogBucket{Name: b.Name, Owner: b.Owner, Home: b.Home, Store: b.Store, Prefix: b.Prefix, Created: b.Created}
+	return federation.CatalogBucket{Name: b.Name, Owner: b.Owner, Home: b.Home, Store: b.Store, Prefix: b.Prefix, Created: b.Created, Configs: b.Configs}
 }
 
 // Bucket implements federation.Catalog.
@@ -203,6 +203,17 @@ func (rc *regionCatalog) Delete(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, catalogWait)
 	defer cancel()
 	return catalogErr(m.Delete(ctx, name), rc.region)
+}
+
+// SetConfig implements federation.Catalog.
+func (rc *regionCatalog) SetConfig(ctx context.Context, bucket, kind, value string) error {
+	m := rc.member()
+	if m == nil {
+		return federation.ErrCatalogUnavailable
+	}
+	ctx, cancel := context.WithTimeout(ctx, catalogWait)
+	defer cancel()
+	return catalogErr(m.SetConfig(ctx, bucket, kind, value), rc.region)
 }
 
 // RemoteStore implements federation.Catalog: the home region's S3

@@ -109,6 +109,15 @@ aws "$B1" s3 mb s3://b-own >/dev/null || fail "mb in b"
 out=$(aws "$A1" s3 mb s3://b-own 2>&1 || true)
 case "$out" in *BucketAlreadyExists*) pass=$((pass + 1)) ;; *) fail "mb of b's bucket in a: $out" ;; esac
 
+# The bucket's policy travels with it; only its home region changes it.
+pol='{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::dataset/public/*"}]}'
+aws "$A1" s3api put-bucket-policy --bucket dataset --policy "$pol" || fail "put-bucket-policy in a"
+got=$(aws "$B1" s3api get-bucket-policy --bucket dataset --query Policy --output text 2>&1 || true)
+check "bucket policy seen in b" "$(python3 -c 'import json,sys; print(json.dumps(json.loads(sys.argv[1]), sort_keys=True))' "$pol")" \
+  "$(python3 -c 'import json,sys; print(json.dumps(json.loads(sys.argv[1]), sort_keys=True))' "$got" 2>/dev/null || echo "$got")"
+out=$(AWS_MAX_ATTEMPTS=1 aws "$B1" s3api delete-bucket-policy --bucket dataset 2>&1 || true)
+case "$out" in *InvalidBucketState*) pass=$((pass + 1)) ;; *) fail "delete-bucket-policy of a's bucket in b: $out" ;; esac
+
 # 3. Written in a to a's NAS, read in b twice.
 head -c 20000000 /dev/urandom >"$WORK/obj"
 aws "$A3" s3 cp --no-progress "$WORK/obj" s3://dataset/train/obj.bin >/dev/null || fail "cp to a"
