@@ -18,6 +18,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,12 +46,17 @@ type Bucket struct {
 	Configs map[string]string `json:"configs,omitempty"`
 }
 
-// User is one fedgate user and its access keys, the same in every region;
-// Grants maps a region ("" every region) to the buckets it may use there.
+// User is one fedgate user and its key pair, the same in every region
+// (grants stay per region). Home is the region that created it, the only
+// one that may change or remove it. The secret key is here because every
+// region verifies the user's signatures: the catalog's links carry it (use
+// the peering TLS).
 type User struct {
-	Name   string              `json:"name"`
-	Keys   []string            `json:"keys"`
-	Grants map[string][]string `json:"grants,omitempty"`
+	Name      string    `json:"name"`
+	AccessKey string    `json:"access_key"`
+	SecretKey string    `json:"secret_key"`
+	Home      string    `json:"home"`
+	Created   time.Time `json:"created"`
 }
 
 // Errors of the catalog's commands.
@@ -60,6 +66,8 @@ var (
 	ErrNoSuchBucket = errors.New("catalog: no such bucket")
 	// ErrNotHome: a change of a bucket sent by a region that is not its home.
 	ErrNotHome = errors.New("catalog: not the bucket's home region")
+	// ErrKeyInUse: a user's access key belongs to another user.
+	ErrKeyInUse = errors.New("catalog: access key in use by another user")
 )
 
 // BucketExistsError is a create of a taken name.
@@ -130,11 +138,28 @@ func (s *State) User(ak string) (User, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, u := range s.users {
-		if slices.Contains(u.Keys, ak) {
+		if u.AccessKey == ak {
 			return u, true
 		}
 	}
 	return User{}, false
+}
+
+// UserNamed returns the named user.
+func (s *State) UserNamed(name string) (User, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	u, ok := s.users[name]
+	return u, ok
+}
+
+// Users returns every user, by name.
+func (s *State) Users() []User {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := slices.Collect(maps.Values(s.users))
+	slices.SortFunc(out, func(a, b User) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // Applied is the last Raft index applied.
@@ -206,11 +231,22 @@ func (s *State) apply(index uint64, c Command) error {
 		}
 		delete(s.buckets, c.Name)
 	case "put-user":
-		if c.User == nil || c.User.Name == "" {
-			return errors.New("catalog: put-user without a user")
+		if c.User == nil || c.User.Name == "" || c.User.AccessKey == "" {
+			return errors.New("catalog: put-user without a user and key")
+		}
+		if old, ok := s.users[c.User.Name]; ok && old.Home != c.User.Home {
+			return fmt.Errorf("%w: user %s is at home in %s, not %s", ErrNotHome, old.Name, old.Home, c.User.Home)
+		}
+		for _, o := range s.users {
+			if o.AccessKey == c.User.AccessKey && o.Name != c.User.Name {
+				return fmt.Errorf("%w (%s)", ErrKeyInUse, o.Name)
+			}
 		}
 		s.users[c.User.Name] = *c.User
 	case "delete-user":
+		if old, ok := s.users[c.Name]; ok && old.Home != c.Region {
+			return fmt.Errorf("%w: user %s is at home in %s, not %s", ErrNotHome, old.Name, old.Home, c.Region)
+		}
 		delete(s.users, c.Name)
 	default:
 		return fmt.Errorf("catalog: unknown command %q", c.Op)

@@ -44,8 +44,17 @@ func TestStateMachine(t *testing.T) {
 	if err := applyCmd(t, f, 5, Command{Op: "delete", Region: "west", Name: "data"}); !errors.Is(err, ErrNotHome) {
 		t.Fatalf("delete from another region: %v", err)
 	}
-	if err := applyCmd(t, f, 6, Command{Op: "put-user", User: &User{Name: "alice", Keys: []string{"AK1"}}}); err != nil {
+	if err := applyCmd(t, f, 6, Command{Op: "put-user", User: &User{Name: "alice", AccessKey: "AK1", SecretKey: "s", Home: "east"}}); err != nil {
 		t.Fatal(err)
+	}
+	if err := applyCmd(t, f, 6, Command{Op: "put-user", User: &User{Name: "alice", AccessKey: "AK9", SecretKey: "s", Home: "west"}}); !errors.Is(err, ErrNotHome) {
+		t.Fatalf("put-user of east's user from west: %v", err)
+	}
+	if err := applyCmd(t, f, 6, Command{Op: "put-user", User: &User{Name: "bob", AccessKey: "AK1", SecretKey: "s", Home: "west"}}); !errors.Is(err, ErrKeyInUse) {
+		t.Fatalf("put-user with alice's key: %v", err)
+	}
+	if err := applyCmd(t, f, 6, Command{Op: "delete-user", Name: "alice", Region: "west"}); !errors.Is(err, ErrNotHome) {
+		t.Fatalf("delete-user of east's user from west: %v", err)
 	}
 	if u, ok := f.s.User("AK1"); !ok || u.Name != "alice" {
 		t.Fatalf("user by key: %+v %v", u, ok)

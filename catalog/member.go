@@ -256,6 +256,8 @@ func encodeErr(idx uint64, err error) wireAnswer {
 		a.Kind = "not-home"
 	case errors.Is(err, ErrNoSuchBucket):
 		a.Kind = "no-such-bucket"
+	case errors.Is(err, ErrKeyInUse):
+		a.Kind = "key-in-use"
 	}
 	return a
 }
@@ -270,6 +272,8 @@ func (a wireAnswer) err() error {
 		return fmt.Errorf("%w (at the leader: %s)", ErrNoMajority, a.Error)
 	case a.Kind == "not-home":
 		return fmt.Errorf("%w (%s)", ErrNotHome, a.Error)
+	case a.Kind == "key-in-use":
+		return fmt.Errorf("%w (%s)", ErrKeyInUse, a.Error)
 	case a.Kind == "no-such-bucket":
 		return fmt.Errorf("%w (%s)", ErrNoSuchBucket, a.Error)
 	}

@@ -65,7 +65,10 @@ func TestMembers(t *testing.T) {
 	if err := a2.SetConfig(ctx, "data", "acl", "<acl/>"); err != nil {
 		t.Fatalf("set-config from the home region: %v", err)
 	}
-	waitFor(t, func() bool { bk, _ := b.State().Bucket("data"); return bk.Configs["acl"] == "<acl/>" && bk.Policy != "" })
+	waitFor(t, func() bool {
+		bk, _ := b.State().Bucket("data")
+		return bk.Configs["acl"] == "<acl/>" && bk.Policy != ""
+	})
 	if err := b.SetConfig(ctx, "data", "acl", ""); !errors.Is(err, ErrNotHome) {
 		t.Fatalf("set-config from another region: %v", err)
 	}

@@ -206,9 +206,16 @@ func (n *Node) Delete(ctx context.Context, name string) error {
 	return n.commit(ctx, Command{Op: "delete", Name: name, Region: n.cfg.Region})
 }
 
-// PutUser creates or replaces a user (keys work in every region).
+// PutUser creates or replaces a user of this region (its key works in
+// every region).
 func (n *Node) PutUser(ctx context.Context, u User) error {
+	u.Home = n.cfg.Region
 	return n.commit(ctx, Command{Op: "put-user", User: &u})
+}
+
+// DeleteUser removes a user of this region.
+func (n *Node) DeleteUser(ctx context.Context, name string) error {
+	return n.commit(ctx, Command{Op: "delete-user", Name: name, Region: n.cfg.Region})
 }
 
 func deadline(ctx context.Context) time.Time {

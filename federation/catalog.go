@@ -30,6 +30,13 @@ type Catalog interface {
 	// SetConfig records a bucket's S3 configuration document of kind
 	// (value "": removed) for every region, from its home region.
 	SetConfig(ctx context.Context, bucket, kind, value string) error
+	// UserByKey and Users read users (the same in every region); PutUser
+	// and DeleteUser change this region's users for every region. A name
+	// or key taken is ErrUserExists or ErrAccessKeyInUse.
+	UserByKey(accessKey string) (CatalogUser, bool)
+	Users() []CatalogUser
+	PutUser(ctx context.Context, u CatalogUser) error
+	DeleteUser(ctx context.Context, name string) error
 	// RemoteStore is the store through which this region reads and writes
 	// a bucket whose home is another region: that region's S3 endpoint,
 	// with the peering credential, located where that region is.
@@ -44,6 +51,13 @@ type CatalogBucket struct {
 	Created       time.Time
 	// Configs are its S3 configuration documents by kind (policy, acl, ...).
 	Configs map[string]string
+}
+
+// CatalogUser is a user as the catalog records it (Home: the region that
+// created it and alone changes it).
+type CatalogUser struct {
+	Name, AccessKey, SecretKey, Home string
+	Created                          time.Time
 }
 
 // Errors of peered regions (backend's, under the same names).
@@ -68,6 +82,9 @@ func (n *Namespace) catalogBucket(name string) (*Bucket, bool, error) {
 		}
 		b, err := n.fromRecord(rec)
 		return b, true, err
+	}
+	if b, ok := n.directBucket(cb); ok {
+		return b, true, nil
 	}
 	st, err := n.catalog.RemoteStore(cb.Home, cb.Name)
 	if err != nil {
@@ -136,3 +153,49 @@ func (n *Namespace) catalogConfig(b *Bucket, kind string) (string, bool) {
 // catalog: buckets created through S3 in a peered region (the policy
 // file's buckets are the same in every region already).
 func (b *Bucket) travels() bool { return b.ns.catalog != nil && !b.Global }
+
+// directBucket routes reads of another region's bucket by price: when its
+// store is open here too (a cloud store; a posix store of another site is
+// not) and reading it straight is no dearer per byte than reading through
+// the home region's gateway (which caches it where it is), the bucket is
+// served from the store under the home region's prefix, through this
+// region's cache. Not for buckets whose writes are staged (write-back) or
+// versioned in their home region: their bytes are only right there.
+func (n *Namespace) directBucket(cb CatalogBucket) (*Bucket, bool) {
+	v := n.v()
+	st, ok := v.stores[cb.Store]
+	if !ok || cb.Prefix == "" || v.policy == nil {
+		return nil, false
+	}
+	if g, ok := v.glob(cb.Name); ok && g.writeBack {
+		return nil, false
+	}
+	if vs := cb.Configs[regionstate.BucketConfVersioning]; vs != "" {
+		return nil, false
+	}
+	home, err := v.policy.Region(cb.Home)
+	if err != nil {
+		return nil, false
+	}
+	here, err := policies.ParseLocation(n.RegionLocation())
+	if err != nil {
+		return nil, false
+	}
+	price := priceScore(v.policy)
+	if !cheaperDirect(price, st.Location(), home.Location, here) {
+		return nil, false
+	}
+	b, err := n.fromRecord(regionstate.Bucket{Name: cb.Name, Owner: cb.Owner, Store: cb.Store, Prefix: cb.Prefix, Created: cb.Created})
+	if err != nil {
+		return nil, false
+	}
+	b.remote = cb.Home
+	return b, true
+}
+
+// cheaperDirect reports whether reading a store at storeLoc straight into
+// the region at here costs no more per byte than reading it through the
+// region at homeLoc (whose cache then holds it: its own read is paid once).
+func cheaperDirect(price func(src, dst policies.Location) float64, storeLoc, homeLoc, here policies.Location) bool {
+	return price(storeLoc, here) <= price(homeLoc, here)
+}

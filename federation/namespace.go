@@ -227,7 +227,7 @@ func New(cfg Config) (*Namespace, error) {
 		created: cfg.Now(), cache: cfg.Cache, fill: cfg.FillConcurrency,
 		region: cfg.Region, catalog: cfg.Catalog, wb: cfg.WriteBack, metrics: newDrainMetrics(), drainWake: make(chan struct{}, 1),
 		degraded: newDegradedTracker(), lc: cfg.Lifecycle, lcMetrics: newLifecycleMetrics(), lcWake: make(chan struct{}, 1)}
-	n.users = &Users{rs: rs, now: cfg.Now, catchUp: n.catchUp}
+	n.users = &Users{rs: rs, now: cfg.Now, catchUp: n.catchUp, cat: cfg.Catalog}
 	if cfg.RegionLocation != "" {
 		// Before the view: placements rank their members from the region's
 		// location and meter them.

@@ -26,10 +26,25 @@ type Users struct {
 	// (Region.ReadBarrier), so a user added through another node a moment
 	// ago is known here too.
 	catchUp func() bool
+	// cat is the global catalog of peered regions (nil: users are the
+	// region's own). There, every user but root is a catalog user: its key
+	// works in every region, and only the catalog says which keys exist
+	// (a region's own record of a user serves its grants).
+	cat Catalog
 }
 
 // byKey looks an access key up, catching up with the region on a miss.
 func (u *Users) byKey(accessKey string) (regionstate.User, bool) {
+	if u.cat != nil {
+		if rec, ok := u.rs.State().UserByAccessKey(accessKey); ok && rec.Root {
+			return rec, true
+		}
+		cu, ok := u.cat.UserByKey(accessKey)
+		if !ok {
+			return regionstate.User{}, false
+		}
+		return regionstate.User{Name: cu.Name, AccessKey: cu.AccessKey, SecretKey: cu.SecretKey, Created: cu.Created}, true
+	}
 	rec, ok := u.rs.State().UserByAccessKey(accessKey)
 	if !ok && u.catchUp != nil && u.catchUp() {
 		rec, ok = u.rs.State().UserByAccessKey(accessKey)
@@ -66,7 +81,17 @@ type UserInfo = backend.UserInfo
 func (u *Users) List() []UserInfo {
 	st := u.rs.State()
 	var out []UserInfo
-	for _, r := range st.Users() {
+	recs := st.Users()
+	if u.cat != nil {
+		recs = recs[:0:0]
+		if root, ok := st.User(RootUser); ok {
+			recs = append(recs, root)
+		}
+		for _, cu := range u.cat.Users() {
+			recs = append(recs, regionstate.User{Name: cu.Name, AccessKey: cu.AccessKey, Created: cu.Created})
+		}
+	}
+	for _, r := range recs {
 		ui := UserInfo{User: toUser(r), Grants: map[string]string{}}
 		for bucket, perm := range st.Grants(r.Name) {
 			ui.Grants[bucket] = string(perm)
@@ -121,7 +146,26 @@ func (u *Users) Add(ctx context.Context, name string, c Credentials) (Credential
 	if err := validCredentials(c); err != nil {
 		return Credentials{}, err
 	}
-	err := u.rs.Apply(ctx, regionstate.PutUser{User: regionstate.User{Name: name, AccessKey: c.AccessKey, SecretKey: c.SecretKey, Created: u.now().UTC()}})
+	rec := regionstate.User{Name: name, AccessKey: c.AccessKey, SecretKey: c.SecretKey, Created: u.now().UTC()}
+	if u.cat != nil {
+		if root, ok := u.rs.State().User(RootUser); ok && root.AccessKey == c.AccessKey {
+			return Credentials{}, ErrAccessKeyInUse
+		}
+		if _, ok := u.cat.UserByKey(c.AccessKey); ok {
+			return Credentials{}, ErrAccessKeyInUse
+		}
+		for _, cu := range u.cat.Users() {
+			if cu.Name == name {
+				return Credentials{}, ErrUserExists
+			}
+		}
+		// The catalog first: the name and key are unique across regions.
+		if err := u.cat.PutUser(ctx, CatalogUser{Name: name, AccessKey: c.AccessKey, SecretKey: c.SecretKey, Created: rec.Created}); err != nil {
+			return Credentials{}, err
+		}
+		return c, mapUserErr(u.rs.Apply(ctx, regionstate.PutUser{Replace: true, User: rec}))
+	}
+	err := u.rs.Apply(ctx, regionstate.PutUser{User: rec})
 	return c, mapUserErr(err)
 }
 
@@ -153,6 +197,22 @@ func (u *Users) Remove(ctx context.Context, name string) error {
 	if name == RootUser {
 		return errors.New("the root user cannot be removed; change its keys with --access-key/--secret-key on the server")
 	}
+	if u.cat != nil {
+		known := false
+		for _, cu := range u.cat.Users() {
+			known = known || cu.Name == name
+		}
+		if known {
+			if err := u.cat.DeleteUser(ctx, name); err != nil {
+				return err
+			}
+			// The region's record held its grants here.
+			if err := u.rs.Apply(ctx, regionstate.DeleteUser{Name: name}); err != nil && !errors.Is(err, regionstate.ErrNoSuchUser) {
+				return err
+			}
+			return nil
+		}
+	}
 	return mapUserErr(u.rs.Apply(ctx, regionstate.DeleteUser{Name: name}))
 }
 
@@ -166,9 +226,27 @@ func (u *Users) Grant(ctx context.Context, caller User, name string, b *Bucket, 
 		return ErrAccessDenied
 	}
 	if _, ok := u.rs.State().User(name); !ok {
-		return ErrNoSuchUser
+		if err := u.localCopy(ctx, name); err != nil {
+			return err
+		}
 	}
 	return mapUserErr(u.rs.Apply(ctx, regionstate.Grant{User: name, Bucket: b.Name, Perm: regionstate.Perm(perm)}))
+}
+
+// localCopy records a catalog user (made in another region) in this
+// region, so that this region's grants can name it. ErrNoSuchUser when
+// the catalog does not know it either.
+func (u *Users) localCopy(ctx context.Context, name string) error {
+	if u.cat == nil {
+		return ErrNoSuchUser
+	}
+	for _, cu := range u.cat.Users() {
+		if cu.Name == name {
+			return mapUserErr(u.rs.Apply(ctx, regionstate.PutUser{Replace: true, User: regionstate.User{Name: cu.Name,
+				AccessKey: cu.AccessKey, SecretKey: cu.SecretKey, Created: cu.Created}}))
+		}
+	}
+	return ErrNoSuchUser
 }
 
 // Revoke removes a user's grant on a bucket.

@@ -177,6 +177,10 @@ func catalogErr(err error, region string) error {
 		return &federation.BucketExistsError{Bucket: ex.Existing.Name, OwnedByCaller: ex.OwnedByCaller && ex.Existing.Home == region}
 	case errors.Is(err, catalog.ErrNoMajority):
 		return fmt.Errorf("%w (%v)", federation.ErrCatalogUnavailable, err)
+	case errors.Is(err, catalog.ErrKeyInUse):
+		return fmt.Errorf("%w (%v)", federation.ErrAccessKeyInUse, err)
+	case errors.Is(err, catalog.ErrNotHome) && strings.Contains(err.Error(), "user "):
+		return fmt.Errorf("%w: %v", federation.ErrUserExists, err)
 	case errors.Is(err, catalog.ErrNotHome):
 		return fmt.Errorf("%w (%v)", federation.ErrNotHomeRegion, err)
 	}
@@ -203,6 +207,55 @@ func (rc *regionCatalog) Delete(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, catalogWait)
 	defer cancel()
 	return catalogErr(m.Delete(ctx, name), rc.region)
+}
+
+func fromCatalogUser(u catalog.User) federation.CatalogUser {
+	return federation.CatalogUser{Name: u.Name, AccessKey: u.AccessKey, SecretKey: u.SecretKey, Home: u.Home, Created: u.Created}
+}
+
+// UserByKey implements federation.Catalog.
+func (rc *regionCatalog) UserByKey(ak string) (federation.CatalogUser, bool) {
+	m := rc.member()
+	if m == nil {
+		return federation.CatalogUser{}, false
+	}
+	u, ok := m.State().User(ak)
+	return fromCatalogUser(u), ok
+}
+
+// Users implements federation.Catalog.
+func (rc *regionCatalog) Users() []federation.CatalogUser {
+	m := rc.member()
+	if m == nil {
+		return nil
+	}
+	var out []federation.CatalogUser
+	for _, u := range m.State().Users() {
+		out = append(out, fromCatalogUser(u))
+	}
+	return out
+}
+
+// PutUser implements federation.Catalog.
+func (rc *regionCatalog) PutUser(ctx context.Context, u federation.CatalogUser) error {
+	m := rc.member()
+	if m == nil {
+		return federation.ErrCatalogUnavailable
+	}
+	ctx, cancel := context.WithTimeout(ctx, catalogWait)
+	defer cancel()
+	return catalogErr(m.PutUser(ctx, catalog.User{Name: u.Name, AccessKey: u.AccessKey, SecretKey: u.SecretKey, Created: u.Created}), rc.region)
+}
+
+// DeleteUser implements federation.Catalog.
+func (rc *regionCatalog) DeleteUser(ctx context.Context, name string) error {
+	m := rc.member()
+	if m == nil {
+		return federation.ErrCatalogUnavailable
+	}
+	ctx, cancel := context.WithTimeout(ctx, catalogWait)
+	defer cancel()
+	return catalogErr(m.DeleteUser(ctx, name), rc.region)
 }
 
 // SetConfig implements federation.Catalog.

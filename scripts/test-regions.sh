@@ -118,6 +118,22 @@ check "bucket policy seen in b" "$(python3 -c 'import json,sys; print(json.dumps
 out=$(AWS_MAX_ATTEMPTS=1 aws "$B1" s3api delete-bucket-policy --bucket dataset 2>&1 || true)
 case "$out" in *InvalidBucketState*) pass=$((pass + 1)) ;; *) fail "delete-bucket-policy of a's bucket in b: $out" ;; esac
 
+# Users follow the same path: a user added in a signs in b; it owns what it
+# creates in b, and a grant made in b lets b's reads of a's bucket through.
+"$BIN" user add alice --endpoint "http://$A2" --access-key ALICEREGIONSKEY00001 --secret-key alice-secret-key-0123456789abcdef >/dev/null ||
+  fail "user add in a"
+alice() { AWS_ACCESS_KEY_ID=ALICEREGIONSKEY00001 AWS_SECRET_ACCESS_KEY=alice-secret-key-0123456789abcdef aws "$@"; }
+alice "$B1" s3 mb s3://alice-b >/dev/null || fail "alice's mb in b"
+echo hi | alice "$B1" s3 cp - s3://alice-b/hello.txt >/dev/null || fail "alice's put in b"
+check "alice reads her b bucket through a" hi "$(alice "$A1" s3 cp s3://alice-b/hello.txt - 2>/dev/null)"
+out=$(AWS_MAX_ATTEMPTS=1 alice "$B1" s3 ls s3://dataset 2>&1 || true)
+case "$out" in *AccessDenied*) pass=$((pass + 1)) ;; *) fail "alice listing a's bucket without a grant: $out" ;; esac
+"$BIN" user grant alice dataset read --endpoint "http://$B1" >/dev/null || fail "grant in b of a's user on a's bucket"
+alice "$B1" s3 ls s3://dataset >/dev/null || fail "alice listing a's bucket in b after b's grant"
+pass=$((pass + 1))
+out=$("$BIN" user add alice --endpoint "http://$B1" 2>&1 || true)
+case "$out" in *exists*) pass=$((pass + 1)) ;; *) fail "user add of a's user name in b: $out" ;; esac
+
 # 3. Written in a to a's NAS, read in b twice.
 head -c 20000000 /dev/urandom >"$WORK/obj"
 aws "$A3" s3 cp --no-progress "$WORK/obj" s3://dataset/train/obj.bin >/dev/null || fail "cp to a"
