@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"reflect"
 	"slices"
@@ -13,6 +14,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/federation/egress"
+	"github.com/fedgate/fedgate/policies"
 )
 
 // wan is the simulated network between regions: a one-way delay per pair
@@ -336,6 +341,7 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 
+	routes := s.checkRoutes(t)
 	phase("partition checks done")
 	s.w.heal()
 	healedAt := time.Now()
@@ -350,8 +356,76 @@ func TestSimulation(t *testing.T) {
 	}
 	phase("converged")
 	t.Logf("10 regions, RTT 50-200ms: racing creates p50 %v p90 %v; sequential creates p50 %v p90 %v max %v; "+
-		"leader %s cut off with 2 others: new leader %s after %v; convergence after the heal %v (measured from %s)",
+		"leader %s cut off with 2 others: new leader %s after %v; convergence after the heal %v (measured from %s); reads during the partition: %s",
 		pct(lat, .5).Round(time.Millisecond), pct(lat, .9).Round(time.Millisecond),
 		pct(seq, .5).Round(time.Millisecond), pct(seq, .9).Round(time.Millisecond), pct(seq, 1).Round(time.Millisecond),
-		leader, newLeader, failover.Round(time.Millisecond), conv.Round(time.Millisecond), healedAt.Format("15:04:05.000"))
+		leader, newLeader, failover.Round(time.Millisecond), conv.Round(time.Millisecond), healedAt.Format("15:04:05.000"), routes)
+}
+
+// simClouds are the regions' and stores' locations, round robin.
+var simClouds = []policies.Location{
+	{Cloud: "aws", Region: "us-east-1"}, {Cloud: "gcp", Region: "us-central1"}, {Cloud: "azure", Region: "eastus"},
+	{Cloud: "aws", Region: "eu-west-1"}, {Cloud: "gcp", Region: "europe-west4"}, {Cloud: "aws", Region: "ap-northeast-1"},
+	{Cloud: "azure", Region: "westeurope"}, {Cloud: "gcp", Region: "asia-east1"}, {Cloud: "aws", Region: "us-west-2"},
+	{Cloud: "azure", Region: "southeastasia"},
+}
+
+// checkRoutes routes a read of every bucket from every region that is not
+// its home, as the gateway does (federation.ChooseRoute) with the
+// simulated WAN's reachability: regions sit at simClouds; a bucket's store
+// is a cloud store somewhere (open in every region) or, one in four, a
+// posix store at its home (open only there); one in five is write-back.
+// Every read must take a reachable route when one exists, and no
+// reachable route may be cheaper. It returns the routes' counts.
+func (s *sim) checkRoutes(t *testing.T) string {
+	t.Helper()
+	table := egress.DefaultTable()
+	price := func(src, dst policies.Location) float64 {
+		sc := table.Schedule(src, dst)
+		if sc == nil || sc.Unit <= 0 {
+			return 0
+		}
+		return float64(sc.RateAt(1<<40)) / float64(sc.Unit)
+	}
+	loc := map[string]policies.Location{}
+	for i, r := range s.names {
+		loc[r] = simClouds[i%len(simClouds)]
+	}
+	var store, gateway, cached int
+	for _, r := range s.names {
+		for _, b := range s.nodes[r].State().Buckets() {
+			if b.Home == r {
+				continue
+			}
+			h := fnv.New32a()
+			h.Write([]byte(b.Name))
+			n := h.Sum32()
+			_, reachable := s.w.link(r, b.Home)
+			o := federation.RouteOptions{Here: loc[r], Home: loc[b.Home], Store: simClouds[n%uint32(len(simClouds))],
+				StoreOpen: n%4 != 0, OnlyAtHome: n%5 == 0, HomeReachable: reachable}
+			direct := o.StoreOpen && !o.OnlyAtHome
+			switch route := federation.ChooseRoute(price, o); {
+			case route == federation.RouteStore && !direct:
+				t.Fatalf("%s reads %s from a store it cannot use (%+v)", r, b.Name, o)
+			case route == federation.RouteStore && reachable && price(o.Store, o.Here) > price(o.Home, o.Here):
+				t.Fatalf("%s reads %s from its store at %.4g/GB while home %s reached costs %.4g/GB", r, b.Name,
+					price(o.Store, o.Here)*1e9, b.Home, price(o.Home, o.Here)*1e9)
+			case route == federation.RouteGateway && !reachable && direct:
+				t.Fatalf("%s reads %s through cut-off %s while its store is open here", r, b.Name, b.Home)
+			case route == federation.RouteGateway && reachable && direct && price(o.Store, o.Here) <= price(o.Home, o.Here):
+				t.Fatalf("%s reads %s through %s at %.4g/GB while its store costs %.4g/GB", r, b.Name, b.Home,
+					price(o.Home, o.Here)*1e9, price(o.Store, o.Here)*1e9)
+			case route == federation.RouteStore:
+				store++
+			case reachable:
+				gateway++
+			default:
+				cached++ // home cut off, no store to use: the reader's cache serves what it holds
+			}
+		}
+	}
+	if store == 0 || gateway == 0 || cached == 0 {
+		t.Fatalf("routes not exercised: %d store, %d gateway, %d cache-only", store, gateway, cached)
+	}
+	return fmt.Sprintf("%d straight from a store, %d through the home region, %d home cut off and only the cache to serve", store, gateway, cached)
 }

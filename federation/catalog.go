@@ -41,6 +41,9 @@ type Catalog interface {
 	// a bucket whose home is another region: that region's S3 endpoint,
 	// with the peering credential, located where that region is.
 	RemoteStore(home, bucket string) (store.Store, error)
+	// Reachable reports whether a region's endpoint answered lately
+	// (true until known otherwise).
+	Reachable(region string) bool
 }
 
 // CatalogBucket is a bucket as the catalog records it.
@@ -154,23 +157,15 @@ func (n *Namespace) catalogConfig(b *Bucket, kind string) (string, bool) {
 // file's buckets are the same in every region already).
 func (b *Bucket) travels() bool { return b.ns.catalog != nil && !b.Global }
 
-// directBucket routes reads of another region's bucket by price: when its
-// store is open here too (a cloud store; a posix store of another site is
-// not) and reading it straight is no dearer per byte than reading through
-// the home region's gateway (which caches it where it is), the bucket is
-// served from the store under the home region's prefix, through this
-// region's cache. Not for buckets whose writes are staged (write-back) or
-// versioned in their home region: their bytes are only right there.
+// directBucket routes reads of another region's bucket (ChooseRoute):
+// when its store is open here too (a cloud store; a posix store of another
+// site is not) and reading it straight is no dearer per byte than through
+// the home region's gateway, or the home region cannot be reached, the
+// bucket is served from the store under the home region's prefix, through
+// this region's cache.
 func (n *Namespace) directBucket(cb CatalogBucket) (*Bucket, bool) {
 	v := n.v()
-	st, ok := v.stores[cb.Store]
-	if !ok || cb.Prefix == "" || v.policy == nil {
-		return nil, false
-	}
-	if g, ok := v.glob(cb.Name); ok && g.writeBack {
-		return nil, false
-	}
-	if vs := cb.Configs[regionstate.BucketConfVersioning]; vs != "" {
+	if v.policy == nil || cb.Prefix == "" {
 		return nil, false
 	}
 	home, err := v.policy.Region(cb.Home)
@@ -181,8 +176,18 @@ func (n *Namespace) directBucket(cb CatalogBucket) (*Bucket, bool) {
 	if err != nil {
 		return nil, false
 	}
-	price := priceScore(v.policy)
-	if !cheaperDirect(price, st.Location(), home.Location, here) {
+	st, open := v.stores[cb.Store]
+	o := RouteOptions{Here: here, Home: home.Location, StoreOpen: open, HomeReachable: n.catalog.Reachable(cb.Home)}
+	if open {
+		o.Store = st.Location()
+	}
+	if g, ok := v.glob(cb.Name); ok && g.writeBack {
+		o.OnlyAtHome = true
+	}
+	if cb.Configs[regionstate.BucketConfVersioning] != "" {
+		o.OnlyAtHome = true
+	}
+	if ChooseRoute(priceScore(v.policy), o) != RouteStore {
 		return nil, false
 	}
 	b, err := n.fromRecord(regionstate.Bucket{Name: cb.Name, Owner: cb.Owner, Store: cb.Store, Prefix: cb.Prefix, Created: cb.Created})
@@ -193,9 +198,42 @@ func (n *Namespace) directBucket(cb CatalogBucket) (*Bucket, bool) {
 	return b, true
 }
 
-// cheaperDirect reports whether reading a store at storeLoc straight into
-// the region at here costs no more per byte than reading it through the
-// region at homeLoc (whose cache then holds it: its own read is paid once).
-func cheaperDirect(price func(src, dst policies.Location) float64, storeLoc, homeLoc, here policies.Location) bool {
-	return price(storeLoc, here) <= price(homeLoc, here)
+// Route is where a region reads another region's bucket from.
+type Route int
+
+// The routes, cheapest first when both are open.
+const (
+	// RouteGateway: through the home region's S3 endpoint (its cache).
+	RouteGateway Route = iota
+	// RouteStore: the bucket's store, straight.
+	RouteStore
+)
+
+// RouteOptions describe one read of another region's bucket.
+type RouteOptions struct {
+	Here, Home, Store policies.Location
+	// StoreOpen: this region opens the bucket's store too (a cloud store;
+	// another site's posix store is not).
+	StoreOpen bool
+	// OnlyAtHome: the bucket's bytes are right only in its home region
+	// (write-back staging, fedgate versioning).
+	OnlyAtHome bool
+	// HomeReachable: the home region answered lately.
+	HomeReachable bool
+}
+
+// ChooseRoute picks the cheapest reachable route by the per-byte price
+// into Here: the store when it is open here and no dearer than the home
+// region's location (whose cache holds what it read: its own read is paid
+// once), or when the home region cannot be reached; else the gateway.
+func ChooseRoute(price func(src, dst policies.Location) float64, o RouteOptions) Route {
+	switch {
+	case o.OnlyAtHome || !o.StoreOpen:
+		return RouteGateway
+	case !o.HomeReachable:
+		return RouteStore
+	case price(o.Store, o.Here) <= price(o.Home, o.Here):
+		return RouteStore
+	}
+	return RouteGateway
 }

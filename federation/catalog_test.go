@@ -6,6 +6,11 @@ import (
 	"github.com/fedgate/fedgate/policies"
 )
 
+// cheaperDirect is ChooseRoute for a store open here and a home reached.
+func cheaperDirect(price func(src, dst policies.Location) float64, store, home, here policies.Location) bool {
+	return ChooseRoute(price, RouteOptions{Here: here, Home: home, Store: store, StoreOpen: true, HomeReachable: true}) == RouteStore
+}
+
 // A region reads another region's bucket straight from its store when
 // that is no dearer than through the home region's gateway, by the price
 // table and the policy's overrides.
@@ -52,5 +57,31 @@ func TestCheaperDirect(t *testing.T) {
 	}
 	if !cheaperDirect(priceScore(over), loc("aws:us-east-1"), loc("azure:eastus"), loc("gcp:us-central1")) {
 		t.Error("with aws->gcp at 0.01 USD/GB, the azure home's gateway was chosen over reading the aws store straight")
+	}
+}
+
+// A store not open here, or bytes right only at home, go through the home
+// region; a home cut off sends reads to the store when it is open here,
+// whatever it costs.
+func TestChooseRouteReachability(t *testing.T) {
+	price := priceScore(&policies.Policy{})
+	aws, gcp := policies.Location{Cloud: "aws", Region: "us-east-1"}, policies.Location{Cloud: "gcp", Region: "us-central1"}
+	base := RouteOptions{Here: aws, Home: aws, Store: gcp, StoreOpen: true, HomeReachable: true}
+	if ChooseRoute(price, base) != RouteGateway {
+		t.Error("home beside the reader, store in another cloud: not through home")
+	}
+	cut := base
+	cut.HomeReachable = false
+	if ChooseRoute(price, cut) != RouteStore {
+		t.Error("home cut off, store open here: not the store")
+	}
+	cut.OnlyAtHome = true
+	if ChooseRoute(price, cut) != RouteGateway {
+		t.Error("write-back bytes only at home were read from the store")
+	}
+	closed := base
+	closed.Home, closed.Store, closed.StoreOpen = gcp, aws, false
+	if ChooseRoute(price, closed) != RouteGateway {
+		t.Error("a store not open here was chosen")
 	}
 }

@@ -48,6 +48,7 @@ func (c *fakeCatalog) PutUser(context.Context, federation.CatalogUser) error {
 	return errors.New("not here")
 }
 func (c *fakeCatalog) DeleteUser(context.Context, string) error { return errors.New("not here") }
+func (c *fakeCatalog) Reachable(string) bool                    { return true }
 func (c *fakeCatalog) RemoteStore(home, bucket string) (store.Store, error) {
 	c.asked = append(c.asked, home+"/"+bucket)
 	return c.remotes[home], nil

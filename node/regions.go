@@ -41,7 +41,16 @@ type regionCatalog struct {
 	mu     sync.Mutex
 	m      *catalog.Member // nil until opened
 	stores map[string]store.Store
+	// down holds the regions whose endpoint did not answer the last probe
+	// (probeEvery); reads of their buckets go to a store open here when
+	// there is one (federation.ChooseRoute).
+	down map[string]string
+	stop chan struct{}
+	wg   sync.WaitGroup
 }
+
+// probeEvery is how often a node checks the other regions' endpoints.
+const probeEvery = 5 * time.Second
 
 // newRegionCatalog prepares the catalog of a peered policy (nil when the
 // policy does not peer regions).
@@ -49,7 +58,8 @@ func newRegionCatalog(pol *policies.Policy, region string, cfg *Config, log *slo
 	if pol == nil || !pol.Peered() {
 		return nil, nil
 	}
-	rc := &regionCatalog{region: region, signing: cfg.SigningRegion, pol: pol, stores: map[string]store.Store{}, log: log}
+	rc := &regionCatalog{region: region, signing: cfg.SigningRegion, pol: pol, stores: map[string]store.Store{}, log: log,
+		down: map[string]string{}, stop: make(chan struct{})}
 	if pol.Peering.CAFile != "" {
 		pem, err := os.ReadFile(pol.Peering.CAFile)
 		if err != nil {
@@ -109,6 +119,8 @@ func (rc *regionCatalog) open(cfg *Config) error {
 	rc.mu.Lock()
 	rc.m = m
 	rc.mu.Unlock()
+	rc.wg.Add(1)
+	go rc.probeLoop()
 	rc.log.Info("catalog member started", "id", m.ID(), "voter", m.Voter(), "addr", cfg.CatalogAddr)
 	return nil
 }
@@ -128,9 +140,53 @@ func (rc *regionCatalog) member() *catalog.Member {
 }
 
 func (rc *regionCatalog) close() {
+	close(rc.stop)
+	rc.wg.Wait()
 	if m := rc.member(); m != nil {
 		_ = m.Close()
 	}
+}
+
+// probeLoop checks every other region's endpoint every probeEvery.
+func (rc *regionCatalog) probeLoop() {
+	defer rc.wg.Done()
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	for {
+		for _, r := range rc.pol.Regions {
+			if r.Name == rc.region {
+				continue
+			}
+			_, problem := rc.probe(context.Background(), r.Endpoint)
+			rc.mu.Lock()
+			was, wasDown := rc.down[r.Name]
+			if problem == "" {
+				delete(rc.down, r.Name)
+			} else {
+				rc.down[r.Name] = problem
+			}
+			rc.mu.Unlock()
+			switch {
+			case problem != "" && !wasDown:
+				rc.log.Warn("region unreachable: its buckets are read from a store open here where there is one, else from this region's cache", "region", r.Name, "problem", problem)
+			case problem == "" && wasDown:
+				rc.log.Info("region reachable again", "region", r.Name, "was", was)
+			}
+		}
+		select {
+		case <-rc.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Reachable implements federation.Catalog.
+func (rc *regionCatalog) Reachable(region string) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	_, down := rc.down[region]
+	return !down
 }
 
 // Region implements federation.Catalog.
