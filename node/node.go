@@ -349,6 +349,7 @@ func (n *Node) open(ctx context.Context) error {
 		if err := rcat.open(cfg); err != nil {
 			return err
 		}
+		rcat.registerExisting(rn.State(), filepath.Join(cfg.DataDir, "catalog"))
 	}
 
 	reg := prometheus.NewRegistry()

@@ -437,3 +437,91 @@ func regionsOf(rc *regionCatalog, ns *federation.Namespace) gateway.Regions {
 	}
 	return regionStatus{rc: rc, ns: ns}
 }
+
+// registerExisting puts the region's buckets created through S3 and its
+// users into the catalog when the region is first peered (and whenever a
+// start finds one missing), so that peering hides nothing the region had:
+// the catalog decides which buckets and keys exist in a peered region. A
+// name another region registered first stays that region's; the
+// conflict is logged (the bucket's objects stay in its store, unserved,
+// until one of the two is renamed with a copy). It retries until the
+// catalog has a majority, in the background, once per node: a marker in
+// the catalog's data dir says it was done, so that a later start does not
+// bring back a bucket or user the catalog has since deleted (whose local
+// record a failed delete left behind, or a copy made for grants).
+func (rc *regionCatalog) registerExisting(st *regionstate.State, dir string) {
+	marker := filepath.Join(dir, "registered")
+	if _, err := os.Stat(marker); err == nil {
+		return
+	}
+	rc.wg.Add(1)
+	go func() {
+		defer rc.wg.Done()
+		for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+			if rc.registerOnce(st) {
+				if err := os.WriteFile(marker, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o640); err != nil {
+					rc.log.Warn("recording that existing buckets were registered", "error", err)
+				}
+				return
+			}
+			select {
+			case <-rc.stop:
+				return
+			case <-time.After(wait):
+			}
+		}
+	}()
+}
+
+// registerOnce registers what is missing; true when nothing is left to do.
+func (rc *regionCatalog) registerOnce(st *regionstate.State) bool {
+	m := rc.member()
+	if m == nil || m.Leader() == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := true
+	confs := st.BucketConfigs()
+	for _, b := range st.Buckets() {
+		if cb, ok := m.State().Bucket(b.Name); ok {
+			if cb.Home != rc.region || cb.Prefix != b.Prefix {
+				rc.log.Debug("bucket already in the catalog", "bucket", b.Name, "home", cb.Home)
+			}
+			continue
+		}
+		err := m.Create(ctx, catalog.Bucket{Name: b.Name, Owner: b.Owner, Home: rc.region, Store: b.Store, Prefix: b.Prefix,
+			Created: b.Created, Configs: confs[b.Name]})
+		var ex *catalog.BucketExistsError
+		switch {
+		case err == nil:
+			rc.log.Info("bucket registered in the global catalog", "bucket", b.Name)
+		case errors.As(err, &ex) && ex.Existing.Home != rc.region:
+			rc.log.Error("bucket name taken in another region: this region's bucket of that name is no longer served; copy its objects to a bucket of another name",
+				"bucket", b.Name, "home", ex.Existing.Home, "store", b.Store, "prefix", b.Prefix)
+		case errors.As(err, &ex):
+		default:
+			rc.log.Warn("registering bucket in the global catalog", "bucket", b.Name, "error", err)
+			done = false
+		}
+	}
+	for _, u := range st.Users() {
+		if u.Root {
+			continue
+		}
+		if _, ok := m.State().UserNamed(u.Name); ok {
+			continue
+		}
+		err := m.PutUser(ctx, catalog.User{Name: u.Name, AccessKey: u.AccessKey, SecretKey: u.SecretKey, Created: u.Created})
+		switch {
+		case err == nil:
+			rc.log.Info("user registered in the global catalog", "user", u.Name)
+		case errors.Is(err, catalog.ErrNotHome), errors.Is(err, catalog.ErrKeyInUse):
+			rc.log.Error("user name or access key taken in another region: this region's user is no longer accepted", "user", u.Name, "error", err)
+		default:
+			rc.log.Warn("registering user in the global catalog", "user", u.Name, "error", err)
+			done = false
+		}
+	}
+	return done
+}

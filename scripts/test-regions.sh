@@ -74,6 +74,27 @@ start() {
   PIDS+=($!)
   eval "PID_$name=$!"
 }
+# Region b ran alone before it was peered: its bucket and user must not
+# vanish when it joins (they are registered in the catalog).
+cat >"$WORK/policy-alone.yaml" <<EOF
+regions:
+  - {name: b, location: onprem:dc-b}
+stores:
+  - {name: nas-b, kind: posix, location: onprem:dc-b, path: $WORK/nas-b}
+EOF
+"$BIN" server --data-dir "$WORK/b1" --node-id b1 --log-level warn --config "$WORK/policy-alone.yaml" --listen "$B1" >"$WORK/b1-alone.out" 2>"$WORK/b1-alone.log" &
+alone=$!
+for _ in $(seq 1 300); do curl -fs "http://$B1/_fedgate/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+"$AWS" --endpoint-url "http://$B1" s3 mb s3://legacy >/dev/null || fail "mb in b alone"
+echo old | "$AWS" --endpoint-url "http://$B1" s3 cp - s3://legacy/old.txt >/dev/null || fail "put in b alone"
+"$BIN" user add bob --endpoint "http://$B1" --access-key BOBREGIONSKEY0000001 --secret-key bob-secret-key-0123456789abcdef >/dev/null ||
+  fail "user add in b alone"
+# Peering is a policy change (applied to the running region), then a
+# restart with --catalog-addr.
+"$BIN" policy apply "$WORK/policy.yaml" --endpoint "http://$B1" >/dev/null || fail "policy apply of the peered policy in b"
+kill "$alone"
+wait "$alone" 2>/dev/null || true
+
 start a1 --region a --node-id a1 --listen "$A1" --raft-addr "127.0.0.1:${P[4]}" --internal-addr "127.0.0.1:${P[5]}" \
   --bootstrap-expect 3 --join "$A2,$A3" --catalog-addr "127.0.0.1:${P[10]}"
 start a2 --region a --node-id a2 --listen "$A2" --raft-addr "127.0.0.1:${P[6]}" --internal-addr "127.0.0.1:${P[7]}" \
@@ -89,6 +110,17 @@ for ep in $A1 $A2 $A3 $B1; do
   curl -fs "http://$ep/_fedgate/readyz" >/dev/null 2>&1 || fail "node $ep did not become ready"
 done
 aws() { local ep=$1; shift; "$AWS" --endpoint-url "http://$ep" "$@"; }
+
+# 0. What b had before peering is in the catalog: a lists b's old bucket
+# and reads it through b; b's old user signs in a.
+registered=
+for _ in $(seq 1 100); do
+  if aws "$A1" s3 ls | grep -q ' legacy$'; then registered=yes; break; fi
+  sleep 0.2
+done
+check "b's bucket from before peering listed in a" yes "$registered"
+check "b's old object read in a" old "$(aws "$A1" s3 cp s3://legacy/old.txt - 2>/dev/null)"
+check "b's old user signs in a" ok "$(AWS_ACCESS_KEY_ID=BOBREGIONSKEY0000001 AWS_SECRET_ACCESS_KEY=bob-secret-key-0123456789abcdef aws "$A1" s3 ls >/dev/null 2>&1 && echo ok)"
 
 # 1. A bucket created through a node of a that is not its catalog voter.
 t0=$(date +%s.%N)
