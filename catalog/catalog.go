@@ -18,7 +18,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -117,19 +116,16 @@ func (s *State) Bucket(name string) (Bucket, bool) {
 }
 
 // Buckets returns every bucket, by name.
-func (s *State) Buckets() []Bucket {
+func (s *State) Buckets() []Bucket { return byName(s, s.buckets) }
+
+// byName returns m's values in the order of their keys, under s's lock.
+func byName[T any](s *State, m map[string]T) []T {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := slices.Collect(maps.Values(s.buckets))
-	slices.SortFunc(out, func(a, b Bucket) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	out := make([]T, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[k])
+	}
 	return out
 }
 
@@ -154,13 +150,7 @@ func (s *State) UserNamed(name string) (User, bool) {
 }
 
 // Users returns every user, by name.
-func (s *State) Users() []User {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := slices.Collect(maps.Values(s.users))
-	slices.SortFunc(out, func(a, b User) int { return strings.Compare(a.Name, b.Name) })
-	return out
-}
+func (s *State) Users() []User { return byName(s, s.users) }
 
 // Applied is the last Raft index applied.
 func (s *State) Applied() uint64 {
@@ -191,25 +181,20 @@ func (s *State) apply(index uint64, c Command) error {
 		if c.Bucket == nil {
 			return errors.New("catalog: update without a bucket")
 		}
-		old, ok := s.buckets[c.Bucket.Name]
-		switch {
-		case !ok:
-			return fmt.Errorf("%w: %s", ErrNoSuchBucket, c.Bucket.Name)
-		case old.Home != c.Region:
-			return fmt.Errorf("%w: %s is at home in %s, not %s", ErrNotHome, old.Name, old.Home, c.Region)
+		old, err := s.homeBucket(c.Bucket.Name, c.Region)
+		if err != nil {
+			return err
 		}
 		nb := *c.Bucket
 		nb.Owner, nb.Home, nb.Store, nb.Prefix, nb.Created, nb.Configs = old.Owner, old.Home, old.Store, old.Prefix, old.Created, old.Configs
 		s.buckets[nb.Name] = nb
 	case "set-config":
-		old, ok := s.buckets[c.Name]
-		switch {
-		case !ok:
-			return fmt.Errorf("%w: %s", ErrNoSuchBucket, c.Name)
-		case old.Home != c.Region:
-			return fmt.Errorf("%w: %s is at home in %s, not %s", ErrNotHome, old.Name, old.Home, c.Region)
-		case c.Kind == "":
+		if c.Kind == "" {
 			return errors.New("catalog: set-config without a kind")
+		}
+		old, err := s.homeBucket(c.Name, c.Region)
+		if err != nil {
+			return err
 		}
 		old.Configs = maps.Clone(old.Configs)
 		if c.Value == "" {
@@ -252,6 +237,19 @@ func (s *State) apply(index uint64, c Command) error {
 		return fmt.Errorf("catalog: unknown command %q", c.Op)
 	}
 	return nil
+}
+
+// homeBucket is a bucket a change from region may touch: ErrNoSuchBucket,
+// or ErrNotHome when region is not its home.
+func (s *State) homeBucket(name, region string) (Bucket, error) {
+	old, ok := s.buckets[name]
+	switch {
+	case !ok:
+		return Bucket{}, fmt.Errorf("%w: %s", ErrNoSuchBucket, name)
+	case old.Home != region:
+		return Bucket{}, fmt.Errorf("%w: %s is at home in %s, not %s", ErrNotHome, old.Name, old.Home, region)
+	}
+	return old, nil
 }
 
 // fsm runs State on Raft.

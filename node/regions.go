@@ -245,24 +245,26 @@ func catalogErr(err error, region string) error {
 
 // Create implements federation.Catalog.
 func (rc *regionCatalog) Create(ctx context.Context, b federation.CatalogBucket) error {
+	return rc.change(ctx, func(ctx context.Context, m *catalog.Member) error {
+		return m.Create(ctx, catalog.Bucket{Name: b.Name, Owner: b.Owner, Home: b.Home, Store: b.Store, Prefix: b.Prefix, Created: b.Created})
+	})
+}
+
+// change commits a change through the member, waiting at most
+// catalogWait, with the catalog's errors as federation's.
+func (rc *regionCatalog) change(ctx context.Context, f func(context.Context, *catalog.Member) error) error {
 	m := rc.member()
 	if m == nil {
 		return federation.ErrCatalogUnavailable
 	}
 	ctx, cancel := context.WithTimeout(ctx, catalogWait)
 	defer cancel()
-	return catalogErr(m.Create(ctx, catalog.Bucket{Name: b.Name, Owner: b.Owner, Home: b.Home, Store: b.Store, Prefix: b.Prefix, Created: b.Created}), rc.region)
+	return catalogErr(f(ctx, m), rc.region)
 }
 
 // Delete implements federation.Catalog.
 func (rc *regionCatalog) Delete(ctx context.Context, name string) error {
-	m := rc.member()
-	if m == nil {
-		return federation.ErrCatalogUnavailable
-	}
-	ctx, cancel := context.WithTimeout(ctx, catalogWait)
-	defer cancel()
-	return catalogErr(m.Delete(ctx, name), rc.region)
+	return rc.change(ctx, func(ctx context.Context, m *catalog.Member) error { return m.Delete(ctx, name) })
 }
 
 func fromCatalogUser(u catalog.User) federation.CatalogUser {
@@ -294,35 +296,19 @@ func (rc *regionCatalog) Users() []federation.CatalogUser {
 
 // PutUser implements federation.Catalog.
 func (rc *regionCatalog) PutUser(ctx context.Context, u federation.CatalogUser) error {
-	m := rc.member()
-	if m == nil {
-		return federation.ErrCatalogUnavailable
-	}
-	ctx, cancel := context.WithTimeout(ctx, catalogWait)
-	defer cancel()
-	return catalogErr(m.PutUser(ctx, catalog.User{Name: u.Name, AccessKey: u.AccessKey, SecretKey: u.SecretKey, Created: u.Created}), rc.region)
+	return rc.change(ctx, func(ctx context.Context, m *catalog.Member) error {
+		return m.PutUser(ctx, catalog.User{Name: u.Name, AccessKey: u.AccessKey, SecretKey: u.SecretKey, Created: u.Created})
+	})
 }
 
 // DeleteUser implements federation.Catalog.
 func (rc *regionCatalog) DeleteUser(ctx context.Context, name string) error {
-	m := rc.member()
-	if m == nil {
-		return federation.ErrCatalogUnavailable
-	}
-	ctx, cancel := context.WithTimeout(ctx, catalogWait)
-	defer cancel()
-	return catalogErr(m.DeleteUser(ctx, name), rc.region)
+	return rc.change(ctx, func(ctx context.Context, m *catalog.Member) error { return m.DeleteUser(ctx, name) })
 }
 
 // SetConfig implements federation.Catalog.
 func (rc *regionCatalog) SetConfig(ctx context.Context, bucket, kind, value string) error {
-	m := rc.member()
-	if m == nil {
-		return federation.ErrCatalogUnavailable
-	}
-	ctx, cancel := context.WithTimeout(ctx, catalogWait)
-	defer cancel()
-	return catalogErr(m.SetConfig(ctx, bucket, kind, value), rc.region)
+	return rc.change(ctx, func(ctx context.Context, m *catalog.Member) error { return m.SetConfig(ctx, bucket, kind, value) })
 }
 
 // RemoteStore implements federation.Catalog: the home region's S3
