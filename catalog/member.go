@@ -114,11 +114,10 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	scheme := "http"
-	tr := &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}
 	if cfg.TLS != nil {
-		scheme, tr.TLSClientConfig = "https", cfg.TLS.Clone()
+		scheme = "https"
 	}
-	m.client = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	m.client = newClient(cfg.TLS)
 	node, err := Open(Config{Region: cfg.Region, ID: m.id, Transport: m.trans, Logs: m.store, Stable: m.store, Snapshots: snaps,
 		RTT: cfg.RTT, Logger: cfg.Logger, Forward: m.forwarder(scheme)})
 	if err != nil {
@@ -150,6 +149,16 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		go m.joinLoop(scheme)
 	}
 	return m, nil
+}
+
+// newClient is the HTTP client of the catalog API (TLS: the peering
+// certificate, nil: plain HTTP with HMAC-signed requests).
+func newClient(cfg *tls.Config) *http.Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}
+	if cfg != nil {
+		tr.TLSClientConfig = cfg.Clone()
+	}
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
 // Voter reports whether this member is its region's voter.
