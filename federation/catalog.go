@@ -34,6 +34,7 @@ type Catalog interface {
 	// and DeleteUser change this region's users for every region. A name
 	// or key taken is ErrUserExists or ErrAccessKeyInUse.
 	UserByKey(accessKey string) (CatalogUser, bool)
+	UserNamed(name string) (CatalogUser, bool)
 	Users() []CatalogUser
 	PutUser(ctx context.Context, u CatalogUser) error
 	DeleteUser(ctx context.Context, name string) error
@@ -187,7 +188,7 @@ func (n *Namespace) directBucket(cb CatalogBucket) (*Bucket, bool) {
 	if cb.Configs[regionstate.BucketConfVersioning] != "" {
 		o.OnlyAtHome = true
 	}
-	if ChooseRoute(priceScore(v.policy), o) != RouteStore {
+	if ChooseRoute(v.price, o) != RouteStore {
 		return nil, false
 	}
 	b, err := n.fromRecord(regionstate.Bucket{Name: cb.Name, Owner: cb.Owner, Store: cb.Store, Prefix: cb.Prefix, Created: cb.Created})

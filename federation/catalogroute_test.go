@@ -43,6 +43,9 @@ func (c *fakeCatalog) SetConfig(context.Context, string, string, string) error {
 func (c *fakeCatalog) UserByKey(string) (federation.CatalogUser, bool) {
 	return federation.CatalogUser{}, false
 }
+func (c *fakeCatalog) UserNamed(string) (federation.CatalogUser, bool) {
+	return federation.CatalogUser{}, false
+}
 func (c *fakeCatalog) Users() []federation.CatalogUser { return nil }
 func (c *fakeCatalog) PutUser(context.Context, federation.CatalogUser) error {
 	return errors.New("not here")

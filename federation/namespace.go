@@ -178,11 +178,14 @@ type Namespace struct {
 // the default store and the buckets it declares. ApplyPolicy replaces it
 // in one atomic step, so a request sees one policy from start to end.
 type nsView struct {
-	stores  map[string]store.Store
-	def     store.Store
-	global  map[string]*Bucket // buckets declared in the policy file
-	globs   []globRule         // entries whose name is a glob, in file order
-	policy  *policies.Policy
+	stores map[string]store.Store
+	def    store.Store
+	global map[string]*Bucket // buckets declared in the policy file
+	globs  []globRule         // entries whose name is a glob, in file order
+	policy *policies.Policy
+	// price is the policy's egress price per byte between locations
+	// (priceScore, built once per policy: read routing asks it per request).
+	price   func(src, dst policies.Location) float64
 	version uint64 // the Raft policy version (0: embedded defaults or --config seed)
 	// replaced is closed when ApplyPolicy puts another view in force.
 	replaced chan struct{}
@@ -255,7 +258,7 @@ func (n *Namespace) buildView(p *policies.Policy, stores map[string]store.Store,
 	if !ok {
 		return nil, fmt.Errorf("federation: default store %q is not among the configured stores", defName)
 	}
-	v := &nsView{stores: maps.Clone(stores), def: def, global: map[string]*Bucket{}, policy: p, replaced: make(chan struct{})}
+	v := &nsView{stores: maps.Clone(stores), def: def, global: map[string]*Bucket{}, policy: p, price: priceScore(p), replaced: make(chan struct{})}
 	if p == nil {
 		return v, nil
 	}

@@ -154,10 +154,8 @@ func (u *Users) Add(ctx context.Context, name string, c Credentials) (Credential
 		if _, ok := u.cat.UserByKey(c.AccessKey); ok {
 			return Credentials{}, ErrAccessKeyInUse
 		}
-		for _, cu := range u.cat.Users() {
-			if cu.Name == name {
-				return Credentials{}, ErrUserExists
-			}
+		if _, ok := u.cat.UserNamed(name); ok {
+			return Credentials{}, ErrUserExists
 		}
 		// The catalog first: the name and key are unique across regions.
 		if err := u.cat.PutUser(ctx, CatalogUser{Name: name, AccessKey: c.AccessKey, SecretKey: c.SecretKey, Created: rec.Created}); err != nil {
@@ -198,11 +196,7 @@ func (u *Users) Remove(ctx context.Context, name string) error {
 		return errors.New("the root user cannot be removed; change its keys with --access-key/--secret-key on the server")
 	}
 	if u.cat != nil {
-		known := false
-		for _, cu := range u.cat.Users() {
-			known = known || cu.Name == name
-		}
-		if known {
+		if _, known := u.cat.UserNamed(name); known {
 			if err := u.cat.DeleteUser(ctx, name); err != nil {
 				return err
 			}
@@ -240,13 +234,12 @@ func (u *Users) localCopy(ctx context.Context, name string) error {
 	if u.cat == nil {
 		return ErrNoSuchUser
 	}
-	for _, cu := range u.cat.Users() {
-		if cu.Name == name {
-			return mapUserErr(u.rs.Apply(ctx, regionstate.PutUser{Replace: true, User: regionstate.User{Name: cu.Name,
-				AccessKey: cu.AccessKey, SecretKey: cu.SecretKey, Created: cu.Created}}))
-		}
+	cu, ok := u.cat.UserNamed(name)
+	if !ok {
+		return ErrNoSuchUser
 	}
-	return ErrNoSuchUser
+	return mapUserErr(u.rs.Apply(ctx, regionstate.PutUser{Replace: true, User: regionstate.User{Name: cu.Name,
+		AccessKey: cu.AccessKey, SecretKey: cu.SecretKey, Created: cu.Created}}))
 }
 
 // Revoke removes a user's grant on a bucket.

@@ -281,6 +281,16 @@ func (rc *regionCatalog) UserByKey(ak string) (federation.CatalogUser, bool) {
 	return fromCatalogUser(u), ok
 }
 
+// UserNamed implements federation.Catalog.
+func (rc *regionCatalog) UserNamed(name string) (federation.CatalogUser, bool) {
+	m := rc.member()
+	if m == nil {
+		return federation.CatalogUser{}, false
+	}
+	u, ok := m.State().UserNamed(name)
+	return fromCatalogUser(u), ok
+}
+
 // Users implements federation.Catalog.
 func (rc *regionCatalog) Users() []federation.CatalogUser {
 	m := rc.member()
