@@ -96,8 +96,9 @@ func (c *cluster) forward(ctx context.Context, leaderID, _ string, data []byte) 
 	// silent), and the write's outcome is unknown.
 	fctx, stop := c.raft.WhileLeader(ctx, leaderID)
 	idx, err := c.client.Forward(fctx, leaderID, base, data)
+	gaveUp := fctx.Err() != nil // read before stop, which cancels fctx
 	stop()
-	if err != nil && fctx.Err() != nil && ctx.Err() == nil {
+	if err != nil && gaveUp && ctx.Err() == nil {
 		return 0, fmt.Errorf("%w: the write was forwarded to %s, which is no longer the leader and did not answer", regionstate.ErrLeadershipLost, leaderID)
 	}
 	if err != nil {
