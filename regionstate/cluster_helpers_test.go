@@ -49,9 +49,21 @@ func newCluster(t *testing.T, size int, tweak func(*Config)) *cluster {
 			t.Fatalf("BootstrapCluster on %s: %v", id, err)
 		}
 	}
-	c.leader()
+	// Each member writes its FeatureKey once (group.go); wait for those
+	// writes so that they do not land in the middle of a test.
+	l := c.leader()
+	waitFor(t, "every member to announce its log features", func() bool {
+		for _, id := range c.ids {
+			if v, _ := l.State().Setting(FeatureKey(id)); v == "" {
+				return false
+			}
+		}
+		return true
+	})
 	return c
 }
+
+func init() { announceEvery.Store(int64(10 * time.Millisecond)) }
 
 func (c *cluster) config(id string) Config {
 	// 200ms: short enough for quick tests, long enough that a loaded 2-core

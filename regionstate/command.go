@@ -60,6 +60,9 @@ const (
 	TypePutVersion            CommandType = 27
 	TypeDeleteVersion         CommandType = 28
 	TypeCollectVersionGarbage CommandType = 29
+	// TypeBatch is a group of commands committed as one log entry (see
+	// group.go); it is never a Command of its own.
+	TypeBatch CommandType = 30
 )
 
 // Command is a typed FSM command. Type must return a constant.

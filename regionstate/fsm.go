@@ -186,7 +186,13 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		b.now, b.index = l.AppendedAt, l.Index
-		cmd, err := f.apply(b, l)
+		if len(l.Data) > 0 && CommandType(l.Data[0]) == TypeBatch {
+			var errs groupResult
+			done, errs = f.applyGroup(b, l, done)
+			resp[i] = errs
+			continue
+		}
+		cmd, err := f.apply(b, l.Index, l.Data)
 		if err != nil {
 			resp[i] = err
 		} else if cmd != nil {
@@ -206,14 +212,40 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	return resp
 }
 
-func (f *fsm) apply(b *batch, l *raft.Log) (Command, error) {
-	cmd, err := Decode(l.Data)
+// applyGroup applies the commands of a TypeBatch entry in order, each as
+// if it were an entry of its own at l's index (each command of the group
+// is of a type that needs no index of its own: batchable), and returns
+// each one's error.
+func (f *fsm) applyGroup(b *batch, l *raft.Log, done []Command) ([]Command, groupResult) {
+	cmds, err := decodeGroup(l.Data)
 	if err != nil {
-		f.log.Warn("raft: command rejected", "index", l.Index, "err", err)
+		f.log.Warn("raft: command group rejected", "index", l.Index, "err", err)
+		return done, groupResult{err: err}
+	}
+	errs := groupResult{errs: make([]error, len(cmds))}
+	for j, data := range cmds {
+		if !batchable(data) {
+			errs.errs[j] = invalid("a command of type %d cannot be part of a group", data[0])
+			continue
+		}
+		cmd, err := f.apply(b, l.Index, data)
+		if err != nil {
+			errs.errs[j] = err
+		} else if cmd != nil {
+			done = append(done, cmd)
+		}
+	}
+	return done, errs
+}
+
+func (f *fsm) apply(b *batch, index uint64, data []byte) (Command, error) {
+	cmd, err := Decode(data)
+	if err != nil {
+		f.log.Warn("raft: command rejected", "index", index, "err", err)
 		return nil, err
 	}
 	if cmd == nil {
-		f.log.Debug("raft: skipped unknown ignorable command", "index", l.Index, "type", l.Data[0])
+		f.log.Debug("raft: skipped unknown ignorable command", "index", index, "type", data[0])
 		return nil, nil
 	}
 	if _, mark := cmd.(*LeaderMark); !mark {

@@ -130,6 +130,7 @@ type Node struct {
 	raft       *raft.Raft
 	trans      transport
 	fsm        *fsm
+	group      *committer     // the leader's group commit (group.go)
 	closers    []func() error // run in reverse by Close
 	done       chan struct{}  // closed by Close: pending waits end with ErrClosed
 	closeOnce  sync.Once
@@ -169,6 +170,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n := &Node{id: cfg.NodeID, expect: cfg.BootstrapExpect, forward: cfg.Forward,
 		wait: cmpOr(cfg.LeaderWait, 5*time.Second), log: log, done: make(chan struct{})}
+	n.group = &committer{n: n}
 	n.election = raft.DefaultConfig().ElectionTimeout
 	if cfg.ElectionTimeout > 0 {
 		n.election = cfg.ElectionTimeout
@@ -235,6 +237,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.closers = append(n.closers, func() error { return n.raft.Shutdown().Error() })
 	n.raft.RegisterObserver(hl.peers.observer(hl.l))
 	go n.markLeadership(leaderCh)
+	go n.announce()
 	wait := !hasState && alone
 	if wait {
 		boot := raft.Configuration{Servers: []raft.Server{{

@@ -51,6 +51,8 @@ func (n *Node) ApplyEncoded(ctx context.Context, data []byte) (uint64, error) {
 	return n.applyLocal(ctx, data)
 }
 
+// applyLocal appends data on this node (see ApplyEncoded): a batchable
+// command through the group committer (group.go) when this node leads.
 func (n *Node) applyLocal(ctx context.Context, data []byte) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -60,6 +62,14 @@ func (n *Node) applyLocal(ctx context.Context, data []byte) (uint64, error) {
 		return 0, ErrClosed
 	default:
 	}
+	if batchable(data) && n.IsLeader() {
+		return n.group.submit(ctx, data)
+	}
+	return n.applyOne(ctx, data)
+}
+
+// applyOne appends data as a log entry of its own and waits for its result.
+func (n *Node) applyOne(ctx context.Context, data []byte) (uint64, error) {
 	f := n.raft.Apply(data, enqueueTimeout(ctx))
 	if err := n.await(ctx, f); err != nil {
 		return 0, err
