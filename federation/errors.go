@@ -57,3 +57,45 @@ func (j regionState) ApplyIndex(ctx context.Context, cmd regionstate.Command) (u
 	i, err := j.RegionState.ApplyIndex(ctx, cmd)
 	return i, RegionError(err)
 }
+
+// ackedState is what regionstate.Node adds to RegionState for writes whose
+// caller reads nothing back before it answers (regionstate.Node.ApplyAcked).
+type ackedState interface {
+	ApplyAcked(ctx context.Context, cmd regionstate.Command) error
+	AwaitAcked(ctx context.Context) error
+}
+
+// applyAcked commits cmd without waiting for this node to apply it when
+// the region state allows (ApplyAcked; else Apply). Use it only where the
+// caller answers from what it wrote, not from State: requests on this node
+// see the write through AwaitAcked, which the gateway calls first.
+func (n *Namespace) applyAcked(ctx context.Context, cmd regionstate.Command) error {
+	if a := n.ackedState(); a != nil {
+		return RegionError(a.ApplyAcked(ctx, cmd))
+	}
+	return n.rs.Apply(ctx, cmd)
+}
+
+// AwaitAcked waits until this node has applied every write it acknowledged
+// without applying it (applyAcked), so a request served after it reads
+// them; it costs an atomic load when the node has caught up.
+func (n *Namespace) AwaitAcked(ctx context.Context) error {
+	a := n.ackedState()
+	if a == nil {
+		return nil
+	}
+	err := a.AwaitAcked(ctx)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w: this node has not applied the writes it acknowledged: %v", ErrBehind, err)
+	}
+	return RegionError(err)
+}
+
+func (n *Namespace) ackedState() ackedState {
+	if j, ok := n.rs.(regionState); ok {
+		if a, ok := j.RegionState.(ackedState); ok {
+			return a
+		}
+	}
+	return nil
+}

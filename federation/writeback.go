@@ -944,7 +944,7 @@ func (p writeBackPath) createUpload(ctx context.Context, u User, key string, met
 	b, n := p.b, p.b.ns
 	up := Upload{ID: newUploadID(), Bucket: b.Name, Key: key, Store: b.store.Name(),
 		Initiator: u.Name, Created: n.now().UTC(), Meta: toRaftMeta(meta, checksumAlg), WriteBack: true}
-	if err := n.rs.Apply(ctx, regionstate.CreateUpload{Upload: up}); err != nil {
+	if err := n.applyAcked(ctx, regionstate.CreateUpload{Upload: up}); err != nil {
 		return Upload{}, err
 	}
 	return up, nil
@@ -961,7 +961,7 @@ func (p writeBackPath) uploadPart(ctx context.Context, up Upload, number int, bo
 	if checksums != nil {
 		pi.Checksums = checksums()
 	}
-	err = n.rs.Apply(ctx, regionstate.PutPart{UploadID: up.ID, Part: regionstate.Part{
+	err = n.applyAcked(ctx, regionstate.PutPart{UploadID: up.ID, Part: regionstate.Part{
 		Number: number, Size: size, ETag: etag, Checksums: pi.Checksums, Modified: pi.ModTime, Staged: &seg}})
 	if err != nil {
 		n.unstage(seg, err)

@@ -166,7 +166,7 @@ func (p directPath) createUpload(ctx context.Context, u User, key string, meta s
 		return Upload{}, err
 	}
 	up.StoreUploadID = sid
-	if err := n.rs.Apply(ctx, regionstate.CreateUpload{Upload: up}); err != nil {
+	if err := n.applyAcked(ctx, regionstate.CreateUpload{Upload: up}); err != nil {
 		_ = mp.AbortMultipart(withEgressTag(context.WithoutCancel(ctx), egressTag{bucket: b.Name, key: key}), skey, sid)
 		return Upload{}, err
 	}
@@ -187,7 +187,7 @@ func (p directPath) uploadPart(ctx context.Context, up Upload, number int, body 
 	if checksums != nil {
 		pi.Checksums = checksums()
 	}
-	err = n.rs.Apply(ctx, regionstate.PutPart{UploadID: up.ID, Part: regionstate.Part{
+	err = n.applyAcked(ctx, regionstate.PutPart{UploadID: up.ID, Part: regionstate.Part{
 		Number: pi.Number, Size: pi.Size, ETag: pi.ETag, Checksums: pi.Checksums, Modified: pi.ModTime}})
 	if errors.Is(err, regionstate.ErrNoSuchUpload) || errors.Is(err, regionstate.ErrUploadClaimed) {
 		return store.PartInfo{}, fmt.Errorf("%w (%v)", ErrNoSuchUpload, err)

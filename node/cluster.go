@@ -81,9 +81,9 @@ func (c *cluster) httpOf(ctx context.Context, id string) string {
 }
 
 // forward is regionstate.Config.Forward: it posts the encoded command to the
-// leader's internal API and, once the leader has applied it, waits until
-// this node has applied it too, so a read on the node that acknowledged a
-// write sees it.
+// leader's internal API and returns the index the leader applied it at
+// (regionstate then waits for this node to apply it, or, for ApplyAcked,
+// notes it for AwaitAcked).
 func (c *cluster) forward(ctx context.Context, leaderID, _ string, data []byte) (uint64, error) {
 	base := c.httpOf(ctx, leaderID)
 	if base == "" {
@@ -102,9 +102,6 @@ func (c *cluster) forward(ctx context.Context, leaderID, _ string, data []byte) 
 		return 0, fmt.Errorf("%w: the write was forwarded to %s, which is no longer the leader and did not answer", regionstate.ErrLeadershipLost, leaderID)
 	}
 	if err != nil {
-		return 0, err
-	}
-	if err := c.raft.WaitApplied(ctx, idx); err != nil {
 		return 0, err
 	}
 	return idx, nil

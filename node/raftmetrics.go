@@ -35,5 +35,11 @@ func raftMetrics(rn *regionstate.Node) []prometheus.Collector {
 			}
 			return time.Since(s.LastContact).Seconds()
 		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fedgate_raft_group_entries_total",
+			Help: "Log entries this node appended as leader that hold a group of writes (group commit)."},
+			func() float64 { e, _ := rn.GroupStats(); return float64(e) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fedgate_raft_group_commands_total",
+			Help: "Writes this node committed as leader inside group entries."},
+			func() float64 { _, c := rn.GroupStats(); return float64(c) }),
 	}
 }

@@ -213,3 +213,44 @@ func TestGroupWaitsForEveryMember(t *testing.T) {
 	}
 	c.converge()
 }
+
+// ApplyAcked through a follower returns once the leader has applied the
+// write, before the follower has; AwaitAcked then waits for the follower
+// to apply it, and Apply keeps waiting for it as before.
+func TestApplyAckedThenAwait(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	l := c.leader()
+	f := c.followers(l)[0]
+	// The leader stops replicating to f; writes still reach the leader
+	// through f's forwarder, and commit with the other follower.
+	lt := l.trans.(*raft.InmemTransport)
+	lt.Disconnect(raft.ServerAddress(clusterAddr(f.ID())))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.ApplyAcked(ctx, SetSetting{Key: "acked", Value: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.State().Setting("acked"); ok {
+		t.Fatal("the follower applied the write although the leader cannot reach it")
+	}
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	err := f.AwaitAcked(short)
+	cancelShort()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("AwaitAcked while cut off from the leader's replication: %v, want a deadline", err)
+	}
+	short, cancelShort = context.WithTimeout(ctx, 300*time.Millisecond)
+	err = f.Apply(short, SetSetting{Key: "waited", Value: "1"})
+	cancelShort()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Apply through the follower returned %v before it applied the write", err)
+	}
+	lt.Connect(raft.ServerAddress(clusterAddr(f.ID())), f.trans)
+	if err := f.AwaitAcked(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := f.State().Setting("acked"); v != "1" {
+		t.Fatalf("after AwaitAcked the follower reads %q", v)
+	}
+	c.converge()
+}

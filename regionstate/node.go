@@ -131,6 +131,7 @@ type Node struct {
 	trans      transport
 	fsm        *fsm
 	group      *committer     // the leader's group commit (group.go)
+	acked      atomic.Uint64  // the highest index ApplyAcked returned on this follower
 	closers    []func() error // run in reverse by Close
 	done       chan struct{}  // closed by Close: pending waits end with ErrClosed
 	closeOnce  sync.Once

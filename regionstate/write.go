@@ -37,7 +37,50 @@ func (n *Node) ApplyIndex(ctx context.Context, cmd Command) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return n.write(ctx, data)
+	return n.write(ctx, data, true)
+}
+
+// ApplyAcked commits cmd like Apply, for a caller that reads nothing of
+// it back from this node's State before answering: on a follower it
+// returns as soon as the leader has applied the write, without waiting
+// (up to a CommitTimeout and a round trip) for the leader's next message
+// to tell this node the entry committed. The index is remembered, and
+// AwaitAcked, called before serving a request, makes this node apply
+// everything it acknowledged so before it reads: a client's next request
+// on this node sees its write, and when the node has caught up (the
+// usual case by the time that request arrives) AwaitAcked costs nothing.
+func (n *Node) ApplyAcked(ctx context.Context, cmd Command) error {
+	data, err := Encode(cmd)
+	if err != nil {
+		return err
+	}
+	_, err = n.write(ctx, data, false)
+	return err
+}
+
+// AwaitAcked waits until this node has applied every write it
+// acknowledged through ApplyAcked (see there), at most twice
+// Config.LeaderWait. It returns ErrClosed, or an error wrapping
+// context.DeadlineExceeded (or ctx's error) when the node is that far
+// behind.
+func (n *Node) AwaitAcked(ctx context.Context) error {
+	idx := n.acked.Load()
+	if n.fsm.state.AppliedIndex() >= idx {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*n.wait)
+	defer cancel()
+	return n.WaitApplied(ctx, idx)
+}
+
+// noteAcked raises the index AwaitAcked waits for to idx.
+func (n *Node) noteAcked(idx uint64) {
+	for {
+		cur := n.acked.Load()
+		if idx <= cur || n.acked.CompareAndSwap(cur, idx) {
+			return
+		}
+	}
 }
 
 // ApplyEncoded applies data, a command made by Encode, on this node, which
@@ -81,12 +124,31 @@ func (n *Node) applyOne(ctx context.Context, data []byte) (uint64, error) {
 }
 
 // write applies data here or forwards it to the leader (see ApplyIndex).
-func (n *Node) write(ctx context.Context, data []byte) (uint64, error) {
+// A forwarded write is applied here too before write returns when wait is
+// set; otherwise its index is noted for AwaitAcked (ApplyAcked).
+func (n *Node) write(ctx context.Context, data []byte, wait bool) (uint64, error) {
 	idx, err := n.applyLocal(ctx, data)
 	var nl *NotLeaderError
 	if n.forward == nil || !errors.As(err, &nl) {
 		return idx, err
 	}
+	idx, err = n.forwardWrite(ctx, data, nl)
+	if err != nil || idx == 0 {
+		return idx, err
+	}
+	if !wait {
+		n.noteAcked(idx)
+		return idx, nil
+	}
+	if err := n.WaitApplied(ctx, idx); err != nil {
+		return 0, err
+	}
+	return idx, nil
+}
+
+// forwardWrite sends data to the leader (the one nl names first) until one
+// takes it or the wait for a leader ends.
+func (n *Node) forwardWrite(ctx context.Context, data []byte, nl *NotLeaderError) (idx uint64, err error) {
 	wctx, cancel := context.WithTimeout(ctx, n.wait)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
