@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,7 +26,13 @@ import (
 // snapshot (see Open).
 //
 // The file is not fsynced per batch: the Raft log already made every entry
-// durable, and the file is only a shortcut for restarts. It is trusted at
+// durable, and the file is only a shortcut for restarts. Nor is it written
+// per batch: the batches' writes queue in memory and go to the file in one
+// transaction every persistEvery (or persistMaxOps writes), from a timer
+// or the FSM goroutine, in order; a killed process leaves the file a few
+// milliseconds behind memory, at a whole transaction and its own applied
+// index, and the restart's replay of the log applies the rest (the log
+// keeps far more entries than that after a snapshot: TrailingLogs). It is trusted at
 // the next start when it was closed cleanly (closeClean syncs it and marks
 // it), or when the machine has not rebooted since it was last written (its
 // writes are then all in the page cache: a killed process loses nothing,
@@ -36,10 +44,18 @@ type fsm struct {
 	log   *slog.Logger
 	state *State
 	db    *bolt.DB
-	// diskErr, touched only on the FSM goroutine, stops writes to the file
-	// after a failed transaction: memory (the truth Raft committed) keeps
-	// serving, and the next start rebuilds the file from the Raft log.
-	diskErr  error
+	// diskErr (under pmu) stops writes to the file after a failed
+	// transaction: memory (the truth Raft committed) keeps serving, and the
+	// next start rebuilds the file from the Raft log.
+	diskErr error
+	// pending are the writes applied batches queued for the file, up to
+	// index pendingApplied (under pmu); armed: a flush timer is set.
+	// flushMu orders the transactions that write them.
+	pmu            sync.Mutex
+	pending        []diskOp
+	pendingApplied uint64
+	armed          bool
+	flushMu        sync.Mutex
 	executed atomic.Uint64 // commands run, replays excluded (for tests)
 	subs     subscribers   // Node.Subscribe
 	// rebuilt: the file was not trusted at open and was emptied.
@@ -148,7 +164,11 @@ func (f *fsm) close() error {
 		return nil
 	}
 	f.closed = true
-	if f.diskErr == nil {
+	f.flush()
+	f.pmu.Lock()
+	diskErr := f.diskErr
+	f.pmu.Unlock()
+	if diskErr == nil {
 		err := f.db.Update(func(tx *bolt.Tx) error {
 			return tx.Bucket(tableNames[tMeta]).Put([]byte(cleanKey), []byte("1"))
 		})
@@ -254,8 +274,45 @@ func (f *fsm) apply(b *batch, index uint64, data []byte) (Command, error) {
 	return cmd, cmd.(applier).apply(b)
 }
 
+// persistEvery and persistMaxOps pace the file's transactions (see fsm).
+const (
+	persistEvery  = 10 * time.Millisecond
+	persistMaxOps = 4096
+)
+
+// persist queues ops, applied up to index applied, for the file.
 func (f *fsm) persist(ops []diskOp, applied uint64) {
+	f.pmu.Lock()
 	if f.diskErr != nil {
+		f.pmu.Unlock()
+		return
+	}
+	f.pending = append(f.pending, ops...)
+	f.pendingApplied = applied
+	full := len(f.pending) >= persistMaxOps
+	arm := !full && !f.armed
+	if arm {
+		f.armed = true
+	}
+	f.pmu.Unlock()
+	switch {
+	case full:
+		f.flush()
+	case arm:
+		time.AfterFunc(persistEvery, func() { f.flush() })
+	}
+}
+
+// flush writes the queued ops and their applied index in one transaction.
+func (f *fsm) flush() {
+	f.flushMu.Lock()
+	defer f.flushMu.Unlock()
+	f.pmu.Lock()
+	ops, applied := f.pending, f.pendingApplied
+	f.pending, f.pendingApplied, f.armed = nil, 0, false
+	failed := f.diskErr != nil
+	f.pmu.Unlock()
+	if failed || applied == 0 || f.db == nil {
 		return
 	}
 	err := f.db.Update(func(tx *bolt.Tx) error {
@@ -273,8 +330,14 @@ func (f *fsm) persist(ops []diskOp, applied uint64) {
 		}
 		return tx.Bucket(tableNames[tMeta]).Put([]byte(appliedKey), u64(applied))
 	})
+	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+		return // a timer that fired after close: close flushed first
+	}
 	if err != nil {
+		f.pmu.Lock()
 		f.diskErr = err
+		f.pending = nil
+		f.pmu.Unlock()
 		f.log.Error("raft: FSM file write failed; serving from memory, the file is rebuilt from the Raft log on restart",
 			"index", applied, "err", err)
 	}
@@ -304,6 +367,11 @@ func (s *fsmSnapshot) Release() {}
 // nothing.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	// The queued writes go first, then the file is rewritten; no flush
+	// runs in between.
+	f.flush()
+	f.flushMu.Lock()
+	defer f.flushMu.Unlock()
 	cat, applied := newCatalog(), uint64(0)
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		for t := tMeta; t <= tLast; t++ {
@@ -341,7 +409,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("raft: restore snapshot: %w", err)
 	}
+	f.pmu.Lock()
 	f.diskErr = nil // the file is whole again
+	f.pmu.Unlock()
 	f.state.cur.Store(cat)
 	f.state.setApplied(applied)
 	f.notify([]Command{nil})

@@ -265,6 +265,42 @@ func crash(t *testing.T, n *Node) {
 }
 
 // withBootID makes the FSM see another boot of the machine.
+// A node killed before its last applied batches reached the FSM file (it
+// writes them every few milliseconds) restarts from the file's older
+// index and applies the rest from the Raft log.
+func TestRestartReplaysUnwrittenTail(t *testing.T) {
+	withBootID(t, "b1")
+	dir := t.TempDir()
+	n := openNode(t, testConfig(t, dir))
+	apply(t, n, sample(1)...)
+	n.fsm.flush()
+	written := n.State().AppliedIndex()
+	// From here on nothing reaches the file, and the node never closes it
+	// cleanly: as a process killed before its next write.
+	n.fsm.pmu.Lock()
+	n.fsm.diskErr = errors.New("test: killed")
+	n.fsm.pmu.Unlock()
+	apply(t, n, sample(2)...)
+	apply(t, n, DeleteBucket{Name: "data1"})
+	want := dumpState(n.State())
+	final := n.State().AppliedIndex()
+	closeNode(t, n)
+
+	f, err := openFSM(filepath.Join(dir, "fsm.db"), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.state.AppliedIndex(); got != written || got >= final {
+		t.Fatalf("the file holds index %d; want %d, the last one written (the node applied %d)", got, written, final)
+	}
+	f.close()
+	n = openNode(t, testConfig(t, dir))
+	sameState(t, "after the replay of the unwritten tail", dumpState(n.State()), want)
+	if n.State().AppliedIndex() < final {
+		t.Fatalf("applied %d after the restart, want %d", n.State().AppliedIndex(), final)
+	}
+}
+
 func withBootID(t *testing.T, id string) {
 	old := bootID
 	bootID = func() string { return id }
@@ -361,6 +397,10 @@ func TestFSMFileTrust(t *testing.T) {
 			if tc.clean {
 				f.close()
 			} else {
+				// Killed once its queued writes had reached the file (a
+				// later tail is replayed from the log:
+				// TestRestartReplaysUnwrittenTail).
+				f.flush()
 				f.closed = true
 				f.db.Close()
 			}
