@@ -56,8 +56,8 @@ type fsm struct {
 	pendingApplied uint64
 	armed          bool
 	flushMu        sync.Mutex
-	executed atomic.Uint64 // commands run, replays excluded (for tests)
-	subs     subscribers   // Node.Subscribe
+	executed       atomic.Uint64 // commands run, replays excluded (for tests)
+	subs           subscribers   // Node.Subscribe
 	// rebuilt: the file was not trusted at open and was emptied.
 	rebuilt bool
 	closed  bool
