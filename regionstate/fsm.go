@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // fsm is the region's state machine. Its state lives twice: in memory (the
@@ -330,7 +331,7 @@ func (f *fsm) flush() {
 		}
 		return tx.Bucket(tableNames[tMeta]).Put([]byte(appliedKey), u64(applied))
 	})
-	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return // a timer that fired after close: close flushed first
 	}
 	if err != nil {
