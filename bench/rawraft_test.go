@@ -21,6 +21,8 @@ import (
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
 	bolt "go.etcd.io/bbolt"
+
+	fgraft "github.com/fedgate/fedgate/regionstate"
 )
 
 type fsmKind int
@@ -80,8 +82,10 @@ func startRawRaft(b *testing.B, kind fsmKind, lk logKind) *rawCluster {
 	var servers []hraft.Server
 	for i := range n {
 		dir := b.TempDir()
-		// regionstate/transport.go: NewTCPTransport, pool 3, timeout 10s.
-		trans, err := hraft.NewTCPTransportWithLogger("127.0.0.1:0", nil, 3, 10*time.Second, logger)
+		// regionstate/transport.go: a TCP transport, pool 3, timeout 10s,
+		// no pipelined replication.
+		trans, err := hraft.NewTCPTransportWithConfig("127.0.0.1:0", nil, &hraft.NetworkTransportConfig{
+			MaxPool: 3, Timeout: 10 * time.Second, Logger: logger, MaxRPCsInFlight: fgraft.NoPipelining})
 		if err != nil {
 			b.Fatal(err)
 		}

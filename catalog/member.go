@@ -102,7 +102,9 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	m.mux = newMux(ln, cfg.TLS)
 	m.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: &stream{raw: m.mux.raft, adv: adv, tls: cfg.TLS}, MaxPool: 2, Timeout: 10 * time.Second,
-		Logger: cfg.Logger.Named("transport")})
+		Logger: cfg.Logger.Named("transport"),
+		// No pipelined replication: see regionstate.NoPipelining.
+		MaxRPCsInFlight: 1})
 	m.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
 	if err != nil {
 		m.closeNet()

@@ -36,7 +36,8 @@ func newTransport(cfg Config, hl *hclogAdapter) (transport, error) {
 	timeout := cmpOr(cfg.TransportTimeout, 10*time.Second)
 	pool := cmpOr(cfg.TransportMaxPool, 3)
 	if cfg.TLS == nil && cfg.Dial == nil {
-		t, err := raft.NewTCPTransportWithLogger(cfg.BindAddr, adv, pool, timeout, hl.Named("transport"))
+		t, err := raft.NewTCPTransportWithConfig(cfg.BindAddr, adv, &raft.NetworkTransportConfig{
+			MaxPool: pool, Timeout: timeout, Logger: hl.Named("transport"), MaxRPCsInFlight: NoPipelining})
 		if err != nil {
 			return nil, fmt.Errorf("raft: transport: %w", err)
 		}
@@ -59,8 +60,25 @@ func newTransport(cfg Config, hl *hclogAdapter) (transport, error) {
 	stream := &streamLayer{Listener: ln, adv: adv, tls: cfg.TLS, dial: cfg.Dial}
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: pool, Timeout: timeout, Logger: hl.Named("transport"),
+		MaxRPCsInFlight: NoPipelining,
 	}), nil
 }
+
+// NoPipelining is the NetworkTransportConfig.MaxRPCsInFlight that turns
+// hashicorp/raft's pipelined replication off: the leader sends a
+// follower's entries in synchronous AppendEntries calls (batched, up to
+// MaxAppendEntries each). With pipelining (v1.7.3, default 2 in flight, so
+// unbuffered channels) a follower that answers one AppendEntries with
+// failure (its disk was full, say) ends the pipeline's decoder while the
+// send loop, woken every CommitTimeout (1 ms here), can still send once
+// more and block for ever on the pipeline's channel: the follower then
+// gets heartbeats but never another entry, so it neither catches up nor
+// holds an election. e2e TestChaos hit this after a full disk on a
+// follower (the node stayed "behind the region's log" until the test
+// timed out; goroutine dumps showed the leader's replicate goroutine
+// parked in netPipeline.AppendEntries and its decoder in
+// decodeResponses).
+const NoPipelining = 1
 
 func cmpOr[T comparable](v, def T) T {
 	var zero T
