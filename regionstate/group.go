@@ -163,6 +163,21 @@ func (c *committer) submit(ctx context.Context, data []byte) (uint64, error) {
 		group = c.take()
 	}
 	c.mu.Unlock()
+	if len(group) == 1 && group[0] == p {
+		// Alone: appended from this goroutine, as before group commit,
+		// then whatever queued meanwhile is handed on.
+		idx, err := c.n.applyOne(ctx, data)
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			c.running--
+			c.mu.Unlock()
+		} else {
+			next := c.take()
+			c.mu.Unlock()
+			go c.flush(next)
+		}
+		return idx, err
+	}
 	if group != nil {
 		go c.flush(group)
 	}
@@ -213,7 +228,12 @@ func (c *committer) flush(group []*pendingWrite) {
 // commit appends group as one entry (a lone write, or a region where some
 // member does not apply groups: one entry each) and hands out the results.
 func (c *committer) commit(group []*pendingWrite) {
-	if len(group) == 1 || !c.grouping() {
+	if len(group) == 1 {
+		idx, err := c.n.applyOne(context.Background(), group[0].data)
+		group[0].done <- writeResult{idx, err}
+		return
+	}
+	if !c.grouping() {
 		var wg sync.WaitGroup
 		for _, p := range group {
 			wg.Go(func() {
