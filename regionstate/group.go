@@ -277,12 +277,18 @@ func (n *Node) GroupStats() (entries, commands uint64) {
 // TypeBatch entries (this node does; a one-member region needs no word).
 func (c *committer) grouping() bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Since(c.okAt) < time.Second {
-		return c.ok
+	ok, fresh := c.ok, time.Since(c.okAt) < time.Second
+	c.mu.Unlock()
+	if fresh {
+		return ok
 	}
-	c.ok, c.okAt = c.n.membersGroup(), time.Now()
-	return c.ok
+	// Asked outside c.mu: GetConfiguration waits for Raft's main loop, and
+	// submitters take c.mu on every write.
+	ok = c.n.membersGroup()
+	c.mu.Lock()
+	c.ok, c.okAt = ok, time.Now()
+	c.mu.Unlock()
+	return ok
 }
 
 // membersGroup reports whether every other member has announced
