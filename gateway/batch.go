@@ -233,7 +233,44 @@ type batcher struct {
 	cfg     BatchConfig
 	indexes *shard.Cache
 	pool    sync.Pool // *[]byte of PrefetchBytes
+	workers workers   // the fetches of every batch
 	m       *batchMetrics
+}
+
+// workers runs functions on goroutines that stay for the next one:
+// a fetch goes deep (authorization, the metadata cache, the chunk
+// cache), and a goroutine started per entry spent more time growing its
+// stack (runtime.copystack, ~11 % of a warm batch's CPU) than reading a
+// 16 KiB sample. go never waits: with no idle worker it starts one, so
+// a batch's fetches run as much in parallel as they would on goroutines
+// of their own. A worker idle for workerIdle ends.
+type workers struct {
+	idle chan func()
+}
+
+const workerIdle = 10 * time.Second
+
+func (w *workers) goRun(f func()) {
+	select {
+	case w.idle <- f:
+	default:
+		go w.loop(f)
+	}
+}
+
+func (w *workers) loop(f func()) {
+	f()
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		select {
+		case f := <-w.idle:
+			f()
+			t.Reset(workerIdle)
+		case <-t.C:
+			return
+		}
+	}
 }
 
 type batchMetrics struct {
@@ -247,7 +284,7 @@ type batchMetrics struct {
 
 func newBatcher(cfg BatchConfig, reg prometheus.Registerer) (*batcher, error) {
 	cfg = cfg.withDefaults()
-	bt := &batcher{cfg: cfg, indexes: shard.NewCache(cfg.IndexCacheBytes)}
+	bt := &batcher{cfg: cfg, indexes: shard.NewCache(cfg.IndexCacheBytes), workers: workers{idle: make(chan func())}}
 	size := cfg.PrefetchBytes
 	bt.pool.New = func() any { b := make([]byte, size); return &b }
 	m := &batchMetrics{
@@ -401,7 +438,11 @@ func (run *batchRun) serve() {
 			case <-ctx.Done():
 				return
 			}
-			wg.Go(func() { run.fetch(ctx, it) })
+			wg.Add(1)
+			bt.workers.goRun(func() {
+				defer wg.Done()
+				run.fetch(ctx, it)
+			})
 		}
 	})
 	pos := 0
@@ -538,8 +579,9 @@ func (run *batchRun) prepareAll(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, it := range run.items {
 		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		wg.Add(1)
+		run.bt.workers.goRun(func() {
+			defer func() { <-sem; wg.Done() }()
 			run.prepare(ctx, it)
 		})
 	}
