@@ -6,22 +6,19 @@ import (
 	"time"
 )
 
-// The batch fetch workers never make a caller wait for a free one: every
-// function handed over runs at once, beside all the others still running,
-// and a worker that finished takes the next function.
-func TestBatchWorkersRunEverythingAtOnce(t *testing.T) {
-	w := workers{idle: make(chan func())}
-	const n = 64
-	var started sync.WaitGroup
+// runBlocked hands n functions to w that block until release closes, and
+// fails unless all n run at once (goRun never waits for a free worker).
+func runBlocked(t *testing.T, w *workers, n int) (release func()) {
+	t.Helper()
+	var started, done sync.WaitGroup
 	started.Add(n)
-	release := make(chan struct{})
-	var done sync.WaitGroup
+	done.Add(n)
+	stop := make(chan struct{})
 	for range n {
-		done.Add(1)
 		w.goRun(func() {
 			defer done.Done()
 			started.Done()
-			<-release
+			<-stop
 		})
 	}
 	ok := make(chan struct{})
@@ -29,22 +26,59 @@ func TestBatchWorkersRunEverythingAtOnce(t *testing.T) {
 	select {
 	case <-ok:
 	case <-time.After(10 * time.Second):
-		t.Fatal("not every function handed to the workers started while the others ran")
+		t.Fatalf("not every one of %d functions handed to the workers started while the others ran", n)
 	}
-	close(release)
-	done.Wait()
-	// The n workers now wait for work: the next functions go to them.
+	return func() { close(stop); done.Wait() }
+}
+
+// idleWorkers waits until want workers are idle.
+func idleWorkers(t *testing.T, w *workers, want int) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for ran := 0; ran < n; {
+	for {
+		w.mu.Lock()
+		n := len(w.ready)
+		w.mu.Unlock()
+		if n == want {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("the idle workers did not take new functions")
+			t.Fatalf("%d idle workers, want %d", n, want)
 		}
-		took := make(chan struct{})
-		select {
-		case w.idle <- func() { close(took) }:
-			<-took
-			ran++
-		case <-time.After(time.Millisecond):
-		}
+		time.Sleep(time.Millisecond)
 	}
+}
+
+// The batch fetch workers: every function handed over runs at once,
+// beside all the others still running; finished workers take the next
+// functions instead of new goroutines starting; idle ones end.
+func TestBatchWorkersRunEverythingAtOnce(t *testing.T) {
+	w := &workers{idleFor: time.Second}
+	const n = 64
+	runBlocked(t, w, n)()
+	idleWorkers(t, w, n)
+	// The same n workers take the next n functions, and n more start
+	// for the n after those.
+	release := runBlocked(t, w, 2*n)
+	idleWorkers(t, w, 0)
+	release()
+	idleWorkers(t, w, 2*n)
+	// Idle for idleFor, they end, and so does the sweep.
+	idleWorkers(t, w, 0)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w.mu.Lock()
+		sweeping := w.sweeping
+		w.mu.Unlock()
+		if !sweeping {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sweep of idle workers did not end with no worker left")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// And new ones start when needed.
+	runBlocked(t, w, 8)()
+	idleWorkers(t, w, 8)
 }
