@@ -437,6 +437,7 @@ type batchRun struct {
 	bytes          int64
 	firstByte      time.Duration
 	log            *slog.Logger
+	flushTimer     *time.Timer // await's, made at its first use
 }
 
 func (run *batchRun) serve() {
@@ -525,18 +526,10 @@ func (run *batchRun) serve() {
 	result := "ok"
 	for ; pos < len(run.items); pos++ {
 		it := run.items[pos]
-		select {
-		case <-it.ready:
-		default:
-			// Send what is written before waiting for the next entry.
-			flush()
-			select {
-			case <-it.ready:
-			case <-ctx.Done():
-				run.logDone("stopped", ctx.Err())
-				bt.m.requests.WithLabelValues("stopped").Inc()
-				return
-			}
+		if !run.await(ctx, it, out.Buffered() > 0, flush) {
+			run.logDone("stopped", ctx.Err())
+			bt.m.requests.WithLabelValues("stopped").Inc()
+			return
 		}
 		err := it.err
 		if err == nil && run.req.ContinueOnError && run.bytes+it.n > bt.cfg.MaxBytes {
@@ -796,6 +789,48 @@ func (run *batchRun) open(ctx context.Context, it *batchItem) (io.ReadCloser, er
 		err = errObjectChanged
 	}
 	return rc, err
+}
+
+// batchFlushDelay is how long the batch writer waits for the next entry
+// before it sends what it gathered: a warm entry is ready within
+// microseconds, and sending at every wait made a warm 16 KiB batch write
+// ~28 KB per system call (one per 1.7 entries) instead of batchWriteBuf;
+// a cold entry from an origin takes milliseconds or more, and what is
+// gathered goes out after this delay.
+const batchFlushDelay = 500 * time.Microsecond
+
+// await waits until it is fetched (false when ctx ends first). With bytes
+// gathered and not sent, it sends them once it has waited
+// batchFlushDelay.
+func (run *batchRun) await(ctx context.Context, it *batchItem, gathered bool, flush func()) bool {
+	select {
+	case <-it.ready:
+		return true
+	default:
+	}
+	if gathered {
+		if run.flushTimer == nil {
+			run.flushTimer = time.NewTimer(batchFlushDelay)
+		} else {
+			run.flushTimer.Reset(batchFlushDelay)
+		}
+		select {
+		case <-it.ready:
+			run.flushTimer.Stop()
+			return true
+		case <-run.flushTimer.C:
+		case <-ctx.Done():
+			run.flushTimer.Stop()
+			return false
+		}
+		flush()
+	}
+	select {
+	case <-it.ready:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // fetch prepares an entry (unless done up front) and reads its first

@@ -598,3 +598,83 @@ func TestParseBatchRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Entries gathered for one large write still go out while a later entry
+// is slow to fetch (a cold origin): the client reads the first entries
+// before the slow one is ready.
+func TestBatchSendsWhatIsReadyWhileAnEntryIsSlow(t *testing.T) {
+	e, _ := batchEnv(t, gateway.BatchConfig{})
+	e.bucket("ds")
+	e.object("ds", "a", "alpha")
+	e.object("ds", "b", "bravo")
+	e.object("ds", "slow", "sierra")
+	release := make(chan struct{})
+	e.fake.SetOpenHook(func(_, key string) {
+		if key == "slow" {
+			<-release
+		}
+	})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	body, _ := json.Marshal(gateway.BatchRequest{Entries: []gateway.BatchEntry{{Bucket: "ds", Key: "a"}, {Bucket: "ds", Key: "b"}, {Bucket: "ds", Key: "slow"}}})
+	req, err := http.NewRequest(http.MethodPost, e.url+gateway.BatchPath, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(body)
+	hash := fmt.Sprintf("%x", sum)
+	req.Header.Set("x-amz-content-sha256", hash)
+	creds := aws.Credentials{AccessKeyID: gatewaytest.RootAccessKey, SecretAccessKey: gatewaytest.RootSecretKey}
+	if err := v4.NewSigner().SignHTTP(t.Context(), creds, req, hash, "s3", "us-east-1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		name, data string
+		err        error
+	}
+	entries := make(chan got, 4)
+	go func() {
+		// The answer's header, too, must come before the slow entry.
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			entries <- got{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			entries <- got{err: fmt.Errorf("status %d", resp.StatusCode)}
+			return
+		}
+		tr := tar.NewReader(resp.Body)
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				entries <- got{err: err}
+				return
+			}
+			b, err := io.ReadAll(tr)
+			entries <- got{h.Name, string(b), err}
+		}
+	}()
+	for _, want := range []got{{"ds/a", "alpha", nil}, {"ds/b", "bravo", nil}} {
+		select {
+		case g := <-entries:
+			if g != want {
+				t.Fatalf("entry %+v, want %+v", g, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not arrive while the entry after it was still being fetched", want.name)
+		}
+	}
+	close(release)
+	for _, want := range []got{{"ds/slow", "sierra", nil}, {"", "", io.EOF}} {
+		if g := <-entries; g != want {
+			t.Fatalf("entry %+v, want %+v", g, want)
+		}
+	}
+}

@@ -93,6 +93,8 @@ type Fake struct {
 	degraded backend.Degraded
 	// forgotten counts Forget calls by key.
 	forgotten map[string]int
+	// openHook runs before every Open (SetOpenHook).
+	openHook func(bucket, key string)
 }
 
 type user struct {
@@ -193,6 +195,14 @@ func (f *Fake) Fail(op string, err error) {
 		return
 	}
 	f.fail[op] = err
+}
+
+// SetOpenHook makes every later Open call hook(bucket, key) first, outside
+// the fake's lock (a hook may block, to stand for a slow origin).
+func (f *Fake) SetOpenHook(hook func(bucket, key string)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.openHook = hook
 }
 
 // failure returns the error injected for op; f.mu is held.
@@ -441,6 +451,12 @@ func (b *bucket) Stat(_ context.Context, key string) (store.ObjectInfo, error) {
 // Open returns bytes [off, off+n) of the object info describes:
 // store.ErrPreconditionFailed once it was replaced or deleted.
 func (b *bucket) Open(_ context.Context, info store.ObjectInfo, off, n int64) (io.ReadCloser, error) {
+	b.f.mu.Lock()
+	hook := b.f.openHook
+	b.f.mu.Unlock()
+	if hook != nil {
+		hook(b.name, info.Key)
+	}
 	b.f.mu.Lock()
 	defer b.f.mu.Unlock()
 	if err := b.f.failure(OpOpen); err != nil {
