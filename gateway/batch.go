@@ -278,6 +278,7 @@ func (w *workers) goRun(f func()) {
 func (w *workers) loop(wk *worker, f func()) {
 	for f != nil {
 		f()
+		f = nil // an idle worker keeps nothing of the batch it served
 		now := time.Now()
 		w.mu.Lock()
 		wk.last = now
