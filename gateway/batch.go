@@ -527,7 +527,7 @@ func (run *batchRun) serve() {
 	result := "ok"
 	for ; pos < len(run.items); pos++ {
 		it := run.items[pos]
-		if !run.await(ctx, it, out.Buffered() > 0, flush) {
+		if !run.await(ctx, it, flush) {
 			run.logDone("stopped", ctx.Err())
 			bt.m.requests.WithLabelValues("stopped").Inc()
 			return
@@ -800,32 +800,32 @@ func (run *batchRun) open(ctx context.Context, it *batchItem) (io.ReadCloser, er
 // gathered goes out after this delay.
 const batchFlushDelay = 500 * time.Microsecond
 
-// await waits until it is fetched (false when ctx ends first). With bytes
-// gathered and not sent, it sends them once it has waited
-// batchFlushDelay.
-func (run *batchRun) await(ctx context.Context, it *batchItem, gathered bool, flush func()) bool {
+// await waits until it is fetched (false when ctx ends first). Once it
+// has waited batchFlushDelay, it sends what was written before: the
+// answer's header before the first entry, then whatever the previous
+// entries left in the write buffers (ours, and net/http's behind it,
+// which holds up to a few KiB even right after ours was written out).
+func (run *batchRun) await(ctx context.Context, it *batchItem, flush func()) bool {
 	select {
 	case <-it.ready:
 		return true
 	default:
 	}
-	if gathered {
-		if run.flushTimer == nil {
-			run.flushTimer = time.NewTimer(batchFlushDelay)
-		} else {
-			run.flushTimer.Reset(batchFlushDelay)
-		}
-		select {
-		case <-it.ready:
-			run.flushTimer.Stop()
-			return true
-		case <-run.flushTimer.C:
-		case <-ctx.Done():
-			run.flushTimer.Stop()
-			return false
-		}
-		flush()
+	if run.flushTimer == nil {
+		run.flushTimer = time.NewTimer(batchFlushDelay)
+	} else {
+		run.flushTimer.Reset(batchFlushDelay)
 	}
+	select {
+	case <-it.ready:
+		run.flushTimer.Stop()
+		return true
+	case <-run.flushTimer.C:
+	case <-ctx.Done():
+		run.flushTimer.Stop()
+		return false
+	}
+	flush()
 	select {
 	case <-it.ready:
 		return true

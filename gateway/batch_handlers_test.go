@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -676,5 +677,67 @@ func TestBatchSendsWhatIsReadyWhileAnEntryIsSlow(t *testing.T) {
 		if g := <-entries; g != want {
 			t.Fatalf("entry %+v, want %+v", g, want)
 		}
+	}
+}
+
+// The answer's status and header go out while the first entry is still
+// being fetched, so a client's wait for the response header does not
+// include a slow origin's.
+func TestBatchAnswersBeforeASlowFirstEntry(t *testing.T) {
+	e, _ := batchEnv(t, gateway.BatchConfig{})
+	e.bucket("ds")
+	e.object("ds", "slow", "sierra")
+	e.object("ds", "a", "alpha")
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock()
+	e.fake.SetOpenHook(func(_, key string) {
+		if key == "slow" {
+			<-release
+		}
+	})
+	body, _ := json.Marshal(gateway.BatchRequest{Entries: []gateway.BatchEntry{{Bucket: "ds", Key: "slow"}, {Bucket: "ds", Key: "a"}}})
+	req, err := http.NewRequest(http.MethodPost, e.url+gateway.BatchPath, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(body)
+	hash := fmt.Sprintf("%x", sum)
+	req.Header.Set("x-amz-content-sha256", hash)
+	creds := aws.Credentials{AccessKeyID: gatewaytest.RootAccessKey, SecretAccessKey: gatewaytest.RootSecretKey}
+	if err := v4.NewSigner().SignHTTP(t.Context(), creds, req, hash, "s3", "us-east-1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		answers <- answer{resp, err}
+	}()
+	var a answer
+	select {
+	case a = <-answers:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer header while the first entry was still being fetched")
+	}
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	defer a.resp.Body.Close()
+	if a.resp.StatusCode != 200 || a.resp.Header.Get("x-fedgate-batch-entries") != "2" {
+		t.Fatalf("status %d, entries %q", a.resp.StatusCode, a.resp.Header.Get("x-fedgate-batch-entries"))
+	}
+	unblock()
+	data, err := io.ReadAll(a.resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readTar(data)
+	if err != nil || len(got) != 2 || string(got[0].data) != "sierra" || string(got[1].data) != "alpha" {
+		t.Fatalf("entries %v, %v", got, err)
 	}
 }
