@@ -81,6 +81,28 @@ func (e *env) batch(req gateway.BatchRequest, ak, sk string) (*http.Response, []
 	return e.signed(http.MethodPost, gateway.BatchPath, body, nil, ak, sk)
 }
 
+// rootBatchRequest is a batch request signed with the root user's keys,
+// for a test that reads the answer as it streams.
+func (e *env) rootBatchRequest(br gateway.BatchRequest) *http.Request {
+	e.t.Helper()
+	body, err := json.Marshal(br)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, e.url+gateway.BatchPath, bytes.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sum := sha256.Sum256(body)
+	hash := fmt.Sprintf("%x", sum)
+	req.Header.Set("x-amz-content-sha256", hash)
+	creds := aws.Credentials{AccessKeyID: gatewaytest.RootAccessKey, SecretAccessKey: gatewaytest.RootSecretKey}
+	if err := v4.NewSigner().SignHTTP(e.t.Context(), creds, req, hash, "s3", "us-east-1", time.Now()); err != nil {
+		e.t.Fatal(err)
+	}
+	return req
+}
+
 func (e *env) rootBatch(req gateway.BatchRequest) (*http.Response, []byte) {
 	e.t.Helper()
 	return e.batch(req, gatewaytest.RootAccessKey, gatewaytest.RootSecretKey)
@@ -622,18 +644,7 @@ func TestBatchSendsWhatIsReadyWhileAnEntryIsSlow(t *testing.T) {
 			close(release)
 		}
 	}()
-	body, _ := json.Marshal(gateway.BatchRequest{Entries: []gateway.BatchEntry{{Bucket: "ds", Key: "a"}, {Bucket: "ds", Key: "b"}, {Bucket: "ds", Key: "slow"}}})
-	req, err := http.NewRequest(http.MethodPost, e.url+gateway.BatchPath, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(body)
-	hash := fmt.Sprintf("%x", sum)
-	req.Header.Set("x-amz-content-sha256", hash)
-	creds := aws.Credentials{AccessKeyID: gatewaytest.RootAccessKey, SecretAccessKey: gatewaytest.RootSecretKey}
-	if err := v4.NewSigner().SignHTTP(t.Context(), creds, req, hash, "s3", "us-east-1", time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	req := e.rootBatchRequest(gateway.BatchRequest{Entries: []gateway.BatchEntry{{Bucket: "ds", Key: "a"}, {Bucket: "ds", Key: "b"}, {Bucket: "ds", Key: "slow"}}})
 	type got struct {
 		name, data string
 		err        error
@@ -697,18 +708,7 @@ func TestBatchAnswersBeforeASlowFirstEntry(t *testing.T) {
 			<-release
 		}
 	})
-	body, _ := json.Marshal(gateway.BatchRequest{Entries: []gateway.BatchEntry{{Bucket: "ds", Key: "slow"}, {Bucket: "ds", Key: "a"}}})
-	req, err := http.NewRequest(http.MethodPost, e.url+gateway.BatchPath, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(body)
-	hash := fmt.Sprintf("%x", sum)
-	req.Header.Set("x-amz-content-sha256", hash)
-	creds := aws.Credentials{AccessKeyID: gatewaytest.RootAccessKey, SecretAccessKey: gatewaytest.RootSecretKey}
-	if err := v4.NewSigner().SignHTTP(t.Context(), creds, req, hash, "s3", "us-east-1", time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	req := e.rootBatchRequest(gateway.BatchRequest{Entries: []gateway.BatchEntry{{Bucket: "ds", Key: "slow"}, {Bucket: "ds", Key: "a"}}})
 	type answer struct {
 		resp *http.Response
 		err  error
