@@ -76,10 +76,10 @@ type Config struct {
 	// Capacity bounds the bytes of all chunks, fills in progress included
 	// (required, > 0).
 	Capacity int64
-	// NoSync skips fsync of chunk files and of the index. After a crash a
-	// kept chunk file may then hold bytes that never reached the disk
-	// (zeros), so use it only where a crash empties Dir anyway (tmpfs) or in
-	// tests.
+	// NoSync skips the sync of chunk files before their index records
+	// are written, and the index's own fsync. After a crash a kept chunk
+	// file may then hold bytes that never reached the disk (zeros), so use
+	// it only where a crash empties Dir anyway (tmpfs) or in tests.
 	NoSync bool
 	// Self is this node's id in the region's hash ring. "" is a node on its
 	// own: every chunk is cached here and Peers is not used.
@@ -246,6 +246,12 @@ type Cache struct {
 	persistWake chan struct{}
 	persistStop chan struct{}
 	persistDone chan struct{}
+	// syncFS makes every chunk file renamed so far durable before their
+	// records are written (flush): syncfs(2) of Dir's filesystem.
+	syncFS func() error
+	dir    *os.File // Dir, held open for syncFS
+	// syncBroken is set, by the persister only, once syncFS failed.
+	syncBroken bool
 
 	mu       sync.Mutex
 	closed   bool
@@ -332,8 +338,16 @@ func Open(cfg Config) (*Cache, error) {
 		return nil, fmt.Errorf("cachetier: prepare %s: %w", cfg.Dir, err)
 	}
 	c.db = db
+	dir, err := os.Open(cfg.Dir)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("cachetier: %w", err)
+	}
+	c.dir = dir
+	c.syncFS = func() error { return syncfs(dir) }
 	if err := c.load(); err != nil {
 		db.Close()
+		dir.Close()
 		return nil, fmt.Errorf("cachetier: load index: %w", err)
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -358,6 +372,7 @@ func (c *Cache) Close() error {
 	c.fills.Wait()
 	close(c.persistStop)
 	<-c.persistDone
+	c.dir.Close()
 	return c.db.Close()
 }
 

@@ -16,9 +16,11 @@ import (
 // groupcache, but the result is a file, not a value): every joiner reads
 // the bytes from the temporary file as they land, so nothing waits for the
 // whole chunk and nothing holds it in memory. When the fetch has delivered
-// exactly the chunk's length, the file is fsynced and renamed to its chunk
-// name (outside Cache.mu: see fill.committing), and only then does the
-// index know it. On any error the file is removed and the joiners get the
+// exactly the chunk's length, the file is renamed to its chunk name
+// (outside Cache.mu: see fill.committing), and only then does the index know
+// it. The file is not fsynced here: its index record is written only after
+// the next sync of the cache's filesystem (see flush), so a record never
+// names bytes that might not be on disk. On any error the file is removed and the joiners get the
 // error after the bytes that did arrive: a partial chunk is never visible,
 // and never silently short.
 //
@@ -304,9 +306,6 @@ func (c *Cache) runFill(fl *fill, fetch Fetcher) {
 	fl.file.f = f
 	close(fl.started)
 	err = c.copyChunk(fl, f, fetch)
-	if err == nil && !c.cfg.NoSync {
-		err = f.Sync()
-	}
 	c.finish(fl, f.Name(), err)
 }
 

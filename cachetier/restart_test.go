@@ -2,11 +2,16 @@ package cachetier
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // (6) Close + Open on the same Dir keeps the index and serves hits; what a
@@ -135,4 +140,120 @@ func TestOpenLockedDir(t *testing.T) {
 	if n := len(files(t, cfg.Dir, "tmp")); n != 1 {
 		t.Fatalf("%d fill files, want the first cache's 1", n)
 	}
+}
+
+// A chunk's index record is written only after a sync of the filesystem
+// that began once the chunk's file had its name: the fills themselves do not
+// fsync, so the record is what must wait.
+func TestRecordsWaitForTheFilesystemSync(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.NoSync = false
+	c := openCache(t, cfg)
+	var mu sync.Mutex
+	synced := map[string]bool{} // chunk files that existed when a sync began
+	syncs := 0
+	c.syncFS = func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		syncs++
+		filepath.WalkDir(filepath.Join(cfg.Dir, "chunks"), func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				synced[filepath.Base(p)] = true
+			}
+			return nil
+		})
+		return syncfs(c.dir)
+	}
+	o := newOrigin(5*testChunk+7, 50)
+	id := o.id("v1")
+	readRange(t, c, o, id, 0, -1, ReadOptions{})
+	settle(t, c)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	names := recordNames(t, cfg.Dir)
+	if len(names) != 6 {
+		t.Fatalf("%d records written, want 6 (%d syncs)", len(names), syncs)
+	}
+	for _, n := range names {
+		if !synced[n] {
+			t.Errorf("record %s written, but no sync began after its file was named (%d syncs)", n, syncs)
+		}
+	}
+	c2 := openCache(t, cfg)
+	calls, _, _ := o.stats()
+	sameBytes(t, "after restart", readRange(t, c2, o, id, 0, -1, ReadOptions{}), o.data)
+	if got, _, _ := o.stats(); got != calls {
+		t.Fatalf("after restart: %d fetches, want 0", got-calls)
+	}
+}
+
+// A failed sync stops all later records of new chunks (a later sync that
+// succeeds does not prove the earlier bytes reached the disk); the chunks
+// are still served from this process, and the next Open drops them.
+func TestFailedSyncWritesNoRecords(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.NoSync = false
+	c := openCache(t, cfg)
+	var mu sync.Mutex
+	fail := true
+	c.syncFS = func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail {
+			fail = false
+			return errors.New("EIO")
+		}
+		return nil
+	}
+	a, b := newOrigin(2*testChunk, 51), newOrigin(testChunk, 52)
+	ida, idb := a.id("a"), b.id("b")
+	idb.Key = "other"
+	readRange(t, c, a, ida, 0, -1, ReadOptions{})
+	settle(t, c)
+	if err := poll(context.Background(), func() bool { mu.Lock(); defer mu.Unlock(); return !fail }); err != nil {
+		t.Fatal(err)
+	}
+	readRange(t, c, b, idb, 0, -1, ReadOptions{}) // after the failure: the sync now succeeds
+	settle(t, c)
+	calls, _, _ := a.stats()
+	readRange(t, c, a, ida, 0, -1, ReadOptions{})
+	if got, _, _ := a.stats(); got != calls {
+		t.Fatalf("before restart: %d fetches, want 0 (served from this process)", got-calls)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if names := recordNames(t, cfg.Dir); len(names) != 0 {
+		t.Fatalf("records written after a failed sync: %v", names)
+	}
+	c2 := openCache(t, cfg)
+	if s := c2.Stats(); s.Chunks != 0 {
+		t.Fatalf("after restart: %d chunks kept, want 0", s.Chunks)
+	}
+	if left := files(t, cfg.Dir, "chunks"); len(left) != 0 {
+		t.Fatalf("chunk files without records survived Open: %v", left)
+	}
+}
+
+// recordNames lists the chunk names index.db in dir records.
+func recordNames(t *testing.T, dir string) []string {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, "index.db"), 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var names []string
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketChunks).ForEach(func(k, _ []byte) error {
+			names = append(names, hex.EncodeToString(k))
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
