@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
@@ -29,8 +30,8 @@ import (
 // written, flush syncs the cache's filesystem once (syncfs(2)): every chunk
 // file renamed before the batch was taken is then on disk, data and name,
 // so a record never names bytes that might be lost. One sync per batch
-// replaces an fsync per fill, which cost a disk cache flush each and most of
-// a small chunk's write.
+// replaces an fsync per fill, which cost a disk cache flush each; batches
+// are at least persistEvery apart.
 //
 // The file and the chunk files can disagree only in safe ways, which Open
 // repairs: a record whose file is missing or has the wrong size is dropped,
@@ -128,21 +129,41 @@ func (c *Cache) wakePersist() {
 	}
 }
 
+// persistEvery is the least time between two batches of index writes:
+// each batch that adds records syncs the whole filesystem (see flush),
+// which other programs writing to it would otherwise pay for at every
+// fill. Memory is the truth meanwhile; a crash loses at most the records
+// of this long, whose chunk files Open then removes.
+const persistEvery = 100 * time.Millisecond
+
 func (c *Cache) persistLoop() {
 	defer close(c.persistDone)
+	pause := time.NewTimer(0)
+	<-pause.C
 	for {
 		select {
 		case <-c.persistWake:
-			c.flush(false)
+			if !c.flush(false) {
+				continue
+			}
 		case <-c.persistStop:
+			c.flush(true)
+			return
+		}
+		pause.Reset(persistEvery)
+		select {
+		case <-pause.C:
+		case <-c.persistStop:
+			pause.Stop()
 			c.flush(true)
 			return
 		}
 	}
 }
 
-// flush writes the queued ops and, when all, every changed last-access time.
-func (c *Cache) flush(all bool) {
+// flush writes the queued ops and, when all, every changed last-access time,
+// and reports whether it wrote anything.
+func (c *Cache) flush(all bool) bool {
 	c.mu.Lock()
 	ops := c.pending
 	c.pending = nil
@@ -162,7 +183,7 @@ func (c *Cache) flush(all bool) {
 	}
 	c.mu.Unlock()
 	if len(ops) == 0 {
-		return
+		return false
 	}
 	if !c.cfg.NoSync && !c.syncBroken && slices.ContainsFunc(ops, func(o op) bool { return o.val != nil }) {
 		if err := c.syncFS(); err != nil {
@@ -179,7 +200,7 @@ func (c *Cache) flush(all bool) {
 		ops = slices.DeleteFunc(ops, func(o op) bool { return o.val != nil })
 	}
 	if len(ops) == 0 {
-		return
+		return false
 	}
 	err := c.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketChunks)
@@ -200,6 +221,7 @@ func (c *Cache) flush(all bool) {
 		// Memory stays the truth; the next Open repairs what the file lacks.
 		c.log.Error("write cache index", "ops", len(ops), "err", err)
 	}
+	return true
 }
 
 // syncfs flushes the filesystem that holds dir.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -256,4 +257,53 @@ func recordNames(t *testing.T, dir string) []string {
 		t.Fatal(err)
 	}
 	return names
+}
+
+// Batches that sync the file system are at least persistEvery apart,
+// however often fills commit: other programs on the same file system
+// would pay for every sync.
+func TestSyncsAreSpacedOut(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.NoSync = false
+	c := openCache(t, cfg)
+	var mu sync.Mutex
+	var at []time.Time
+	c.syncFS = func() error {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		return syncfs(c.dir)
+	}
+	const objects = 30
+	start := time.Now()
+	for i := range objects {
+		o := newOrigin(testChunk, uint64(60+i))
+		id := o.id("v")
+		id.Key = fmt.Sprintf("k%d", i)
+		readRange(t, c, o, id, 0, -1, ReadOptions{})
+		// Spread the fills over more than two intervals.
+		time.Sleep(time.Until(start.Add(time.Duration(i+1) * 3 * persistEvery / objects)))
+	}
+	settle(t, c)
+	closing := time.Now() // Close writes what is left at once
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	before := 0
+	for before < len(at) && at[before].Before(closing) {
+		before++
+	}
+	if before < 2 {
+		t.Fatalf("%d syncs before Close for %d fills over %v", before, objects, closing.Sub(start))
+	}
+	for i := 1; i < before; i++ {
+		if d := at[i].Sub(at[i-1]); d < persistEvery {
+			t.Errorf("sync %d came %v after the one before, want at least %v", i, d, persistEvery)
+		}
+	}
+	if n := len(recordNames(t, cfg.Dir)); n != objects {
+		t.Fatalf("%d records after Close, want %d", n, objects)
+	}
 }
