@@ -5,6 +5,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"sort"
 	"strings"
@@ -31,9 +34,12 @@ var commitClients = []int{1, 16, 128}
 // raw (raw hashicorp/raft, trivial FSM, the log store fedgate ships),
 // raw-other (the same with the other log store), raw+bbolt (the shipped
 // store and an FSM writing each batch to a bbolt file, fsynced, as
-// fedgate's FSM did before it stopped syncing).
-var commitTargets = flag.String("committargets", "fedgate,fedgate-leader,raw,raw-other",
-	"BenchmarkRegionCommits targets (comma-separated): fedgate, fedgate-leader, raw, raw-other, raw+bbolt")
+// fedgate's FSM did before it stopped syncing), s3-noop (the same S3
+// clients against a server in this process that answers at once and
+// checks nothing: the most acknowledged S3 writes per second that any
+// server could give these clients on this machine).
+var commitTargets = flag.String("committargets", "fedgate,fedgate-leader,raw,raw-other,s3-noop",
+	"BenchmarkRegionCommits targets (comma-separated): fedgate, fedgate-leader, raw, raw-other, raw+bbolt, s3-noop")
 
 // rawNames: the log stores of raw and raw-other.
 var rawNames [2]string
@@ -158,6 +164,17 @@ func BenchmarkRegionCommits(b *testing.B) {
 			return l.Apply(entry, 0).Error()
 		}
 	}
+	var noop *s3.Client
+	if want["s3-noop"] {
+		noop = s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(startNoopS3(b)), UsePathStyle: true,
+			Credentials: staticCredentials(), RetryMaxAttempts: 1,
+			HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 512, DisableCompression: true}}})
+	}
+	noopOp := func(w *commitWorker) error {
+		w.k++
+		_, err := noop.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("ckpt"), Key: aws.String(fmt.Sprintf("m/w%d/%d", w.id, w.k))})
+		return err
+	}
 	targets := []struct {
 		name   string
 		op     func(*commitWorker) error
@@ -168,6 +185,7 @@ func BenchmarkRegionCommits(b *testing.B) {
 		{"raw", rawOp(raw), nil},
 		{"raw-other", rawOp(rawOther), nil},
 		{"raw+bbolt", rawOp(rawBolt), nil},
+		{"s3-noop", noopOp, nil},
 	}
 	for _, c := range commitClients {
 		for round := range *rounds {
@@ -388,8 +406,8 @@ func commitSummary(entrySize int) string {
 	defer resultsMu.Unlock()
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "Raft commits/s, 3 nodes (raw raft entries: %d bytes, an encoded CreateUpload); ratios are medians of the rounds' ratios:\n\n", entrySize)
-	fmt.Fprintf(&out, "| clients | fedgate | fedgate, all via the leader | raw raft (%[1]s) | raw raft (%[2]s) | raw (%[1]s) + fsynced bbolt FSM | fedgate/raw %[1]s (each round) | fedgate via leader/raw %[1]s | fedgate/raw %[2]s |\n", rawNames[0], rawNames[1])
-	fmt.Fprintln(&out, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(&out, "| clients | fedgate | fedgate, all via the leader | raw raft (%[1]s) | raw raft (%[2]s) | raw (%[1]s) + fsynced bbolt FSM | fedgate/raw %[1]s (each round) | fedgate via leader/raw %[1]s | fedgate/raw %[2]s | no-op S3 server | no-op S3/raw %[1]s (each round) |\n", rawNames[0], rawNames[1])
+	fmt.Fprintln(&out, "|---|---|---|---|---|---|---|---|---|---|---|")
 	cs := make([]int, 0, len(commitResults))
 	for c := range commitResults {
 		cs = append(cs, c)
@@ -404,9 +422,10 @@ func commitSummary(entrySize int) string {
 	}
 	for _, c := range cs {
 		res := commitResults[c]
-		fg, fl, raw, ro, rb := res["fedgate"], res["fedgate-leader"], res["raw"], res["raw-other"], res["raw+bbolt"]
-		fmt.Fprintf(&out, "| %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.3f (%s) | %.3f | %.3f |\n", c, median(fg), median(fl), median(raw), median(ro), median(rb),
-			median(ratios(fg, raw)), spread3(ratios(fg, raw)), median(ratios(fl, raw)), median(ratios(fg, ro)))
+		fg, fl, raw, ro, rb, no := res["fedgate"], res["fedgate-leader"], res["raw"], res["raw-other"], res["raw+bbolt"], res["s3-noop"]
+		fmt.Fprintf(&out, "| %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.3f (%s) | %.3f | %.3f | %.0f | %.3f (%s) |\n", c, median(fg), median(fl), median(raw), median(ro), median(rb),
+			median(ratios(fg, raw)), spread3(ratios(fg, raw)), median(ratios(fl, raw)), median(ratios(fg, ro)),
+			median(no), median(ratios(no, raw)), spread3(ratios(no, raw)))
 	}
 	fmt.Fprintln(&out, "\nfedgate's mean request latency per node, clients spread over the nodes (last round):")
 	for _, c := range cs {
@@ -423,4 +442,19 @@ func spread3(v []float64) string {
 		parts[i] = fmt.Sprintf("%.3f", x)
 	}
 	return strings.Join(parts, " ")
+}
+
+// startNoopS3 starts an HTTP server in this process that answers every
+// request with an InitiateMultipartUploadResult at once, checking nothing
+// (no signature, no state, no disk): what the benchmark's S3 clients and
+// the loopback network cost, with the least work a server can do.
+func startNoopS3(b *testing.B) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/xml")
+		_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>`+
+			`<InitiateMultipartUploadResult><Bucket>ckpt</Bucket><Key>k</Key><UploadId>u</UploadId></InitiateMultipartUploadResult>`)
+	}))
+	b.Cleanup(srv.Close)
+	return srv.URL
 }
