@@ -136,6 +136,7 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 		}
 		return store.PartInfo{}, mapErr("upload part", key, err)
 	}
+	st.moved = true
 	if err := s.syncDir(uploadDir(uploadID)); err != nil {
 		return store.PartInfo{}, mapErr("upload part", key, err)
 	}

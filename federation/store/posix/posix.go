@@ -378,6 +378,9 @@ type staged struct {
 	size int64
 	etag string
 	fi   os.FileInfo // after finish
+	// moved: renamed out of staging, so discard has nothing to remove
+	// (a Put that links its file in place still does).
+	moved bool
 }
 
 func (s *Store) newStaged() (*staged, error) {
@@ -400,7 +403,9 @@ func (s *Store) newStaged() (*staged, error) {
 // discard closes the file and removes it if it is still in staging.
 func (st *staged) discard() {
 	st.f.Close()
-	st.s.root.Remove(st.rel)
+	if !st.moved {
+		st.s.root.Remove(st.rel)
+	}
 }
 
 // copyBody writes body to the file while computing its MD5 (on another

@@ -95,6 +95,7 @@ func (s *Store) move(ctx context.Context, key, rel string, st *staged, opts stor
 			// committed: an NFS client retransmitting a LINK or RENAME
 			// whose reply was lost gets EEXIST or ENOENT for its own
 			// success; the inode under rel tells.
+			st.moved = !opts.IfNoneMatch // a link leaves the staged name
 			break
 		}
 		if opts.IfNoneMatch && errors.Is(err, fs.ErrExist) {
