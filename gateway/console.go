@@ -2,20 +2,17 @@ package gateway
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,13 +30,15 @@ import (
 // egress. No script, no external asset: it works offline and under a
 // Content-Security-Policy that allows nothing but its own inline style.
 //
-// Users sign in with their S3 keys. The session is a cookie holding the
-// access key and an expiry, signed with HMAC-SHA256 under a key drawn at
-// start (so sessions end with the process, and a node does not accept
-// another node's) and bound to the key's current secret (so a changed
-// secret or a removed user ends its sessions). Root sees everything; any
-// other user sees the region's health and only the buckets it may read,
-// and a user who may read no bucket is refused.
+// Users sign in with their S3 keys. The session cookie holds only a random
+// session id; the session itself (the access key, a digest of its secret
+// at sign-in, the expiry) is kept in this process's memory. So a session
+// ends when it is signed out (its entry is removed: the old cookie is
+// refused from then on), when its user is removed or its secret changes
+// (checked at every request), when it expires, and with the process; a
+// node does not accept another node's. Root sees everything; any other
+// user sees the region's health and only the buckets it may read, and a
+// user who may read no bucket is refused.
 
 const (
 	// ConsolePath is where the console lives on the S3 port.
@@ -47,6 +46,11 @@ const (
 
 	consoleCookie  = "fedgate_console"
 	consoleSession = 12 * time.Hour
+	// consoleMaxSessions bounds the sessions a node keeps, and
+	// consoleMaxUserSessions those of one access key: a sign-in past
+	// either ends the oldest session (of that key first).
+	consoleMaxSessions     = 10000
+	consoleMaxUserSessions = 32
 	// consoleRefresh is the page's auto-refresh, in seconds.
 	consoleRefresh = 10
 	// consolePartTimeout bounds each section's backend call, so one slow
@@ -61,9 +65,12 @@ var consoleFiles embed.FS
 
 type console struct {
 	s    *Server
-	key  []byte // the session MAC key, random per process
 	tmpl *template.Template
 	css  template.CSS
+
+	sessMu   sync.Mutex
+	sessions map[[32]byte]*consoleSess // by the SHA-256 of the cookie's id
+	sessSeq  uint64
 
 	mu        sync.Mutex
 	polV      uint64 // the version pol was parsed from
@@ -72,10 +79,6 @@ type console struct {
 }
 
 func newConsole(s *Server) (*console, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, err
-	}
 	css, err := consoleFiles.ReadFile("console/console.css")
 	if err != nil {
 		return nil, err
@@ -100,7 +103,7 @@ func newConsole(s *Server) (*console, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &console{s: s, key: key, tmpl: tmpl, css: template.CSS(css)}, nil
+	return &console{s: s, tmpl: tmpl, css: template.CSS(css), sessions: map[[32]byte]*consoleSess{}}, nil
 }
 
 func (c *console) routes(r chi.Router) {
@@ -174,50 +177,130 @@ func (c *console) toLogin(w http.ResponseWriter, r *http.Request) {
 
 // --- sessions ---
 
-func (c *console) mac(accessKey, secret string, expiry int64) []byte {
-	m := hmac.New(sha256.New, c.key)
-	fmt.Fprintf(m, "fedgate-console-v1\n%s\n%d\n", accessKey, expiry)
-	// Bound to the secret: a changed secret ends the key's sessions.
-	sum := sha256.Sum256([]byte(secret))
-	m.Write(sum[:])
-	return m.Sum(nil)
+// consoleSess is one signed-in session.
+type consoleSess struct {
+	accessKey string
+	secret    [32]byte // SHA-256 of the key's secret at sign-in
+	seq       uint64   // the order of sign-ins: the lowest is the oldest
+	expiry    time.Time
 }
 
-func (c *console) cookieValue(accessKey, secret string, expiry int64) string {
-	return "v1." + base64.RawURLEncoding.EncodeToString([]byte(accessKey)) + "." +
-		strconv.FormatInt(expiry, 10) + "." + hex.EncodeToString(c.mac(accessKey, secret, expiry))
-}
+// consoleCookiePrefix marks the cookie's format: "v2." and the session id,
+// 32 random bytes in unpadded base64url.
+const consoleCookiePrefix = "v2."
 
-// session returns the signed-in user, if the request carries a valid
-// session cookie for a user that still exists with the same secret.
-func (c *console) session(r *http.Request) (backend.User, bool) {
+// sessionID reads the session id of r's cookie: the table's key.
+func sessionID(r *http.Request) ([32]byte, bool) {
 	ck, err := r.Cookie(consoleCookie)
 	if err != nil {
+		return [32]byte{}, false
+	}
+	v, ok := strings.CutPrefix(ck.Value, consoleCookiePrefix)
+	if !ok {
+		return [32]byte{}, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || len(raw) != 32 {
+		return [32]byte{}, false
+	}
+	return sha256.Sum256(raw), true
+}
+
+// newSession starts a session for accessKey and returns its cookie value.
+// Past consoleMaxUserSessions for the key or consoleMaxSessions in all,
+// the oldest session (the key's own first) ends.
+func (c *console) newSession(accessKey, secret string, now, expiry time.Time) (string, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	id := sha256.Sum256(raw)
+	sess := &consoleSess{accessKey: accessKey, secret: sha256.Sum256([]byte(secret)), expiry: expiry}
+	c.sessMu.Lock()
+	defer c.sessMu.Unlock()
+	c.sessSeq++
+	sess.seq = c.sessSeq
+	mine := 0
+	for k, o := range c.sessions {
+		if !now.Before(o.expiry) {
+			delete(c.sessions, k)
+		} else if o.accessKey == accessKey {
+			mine++
+		}
+	}
+	for mine >= consoleMaxUserSessions {
+		c.evictOldest(func(o *consoleSess) bool { return o.accessKey == accessKey })
+		mine--
+	}
+	for len(c.sessions) >= consoleMaxSessions {
+		c.evictOldest(func(*consoleSess) bool { return true })
+	}
+	c.sessions[id] = sess
+	return consoleCookiePrefix + base64.RawURLEncoding.EncodeToString(raw), nil
+}
+
+// evictOldest ends the oldest session that match accepts; c.sessMu is held.
+func (c *console) evictOldest(match func(*consoleSess) bool) {
+	var oldest [32]byte
+	var at uint64
+	found := false
+	for k, o := range c.sessions {
+		if match(o) && (!found || o.seq < at) {
+			oldest, at, found = k, o.seq, true
+		}
+	}
+	if found {
+		delete(c.sessions, oldest)
+	}
+}
+
+// endSession removes r's session, if it has one.
+func (c *console) endSession(r *http.Request) {
+	id, ok := sessionID(r)
+	if !ok {
+		return
+	}
+	c.sessMu.Lock()
+	delete(c.sessions, id)
+	c.sessMu.Unlock()
+}
+
+// session returns the signed-in user, if the request carries the cookie of
+// a session this node keeps, not expired, whose user still exists with the
+// secret it signed in with. A session found otherwise is removed.
+func (c *console) session(r *http.Request) (backend.User, bool) {
+	id, ok := sessionID(r)
+	if !ok {
 		return backend.User{}, false
 	}
-	parts := strings.Split(ck.Value, ".")
-	if len(parts) != 4 || parts[0] != "v1" {
+	c.sessMu.Lock()
+	sess, ok := c.sessions[id]
+	c.sessMu.Unlock()
+	if !ok {
 		return backend.User{}, false
 	}
-	ak, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
+	end := func() (backend.User, bool) {
+		c.sessMu.Lock()
+		delete(c.sessions, id)
+		c.sessMu.Unlock()
 		return backend.User{}, false
 	}
-	expiry, err := strconv.ParseInt(parts[2], 10, 64)
-	if err != nil || c.s.cfg.Now().Unix() >= expiry {
-		return backend.User{}, false
-	}
-	got, err := hex.DecodeString(parts[3])
-	if err != nil {
-		return backend.User{}, false
+	if !c.s.cfg.Now().Before(sess.expiry) {
+		return end()
 	}
 	users := c.s.be.Users()
-	secret, ok := users.SecretFor(string(ak))
-	if !ok || !hmac.Equal(got, c.mac(string(ak), secret, expiry)) {
-		return backend.User{}, false
+	secret, ok := users.SecretFor(sess.accessKey)
+	if !ok {
+		return end()
 	}
-	u, ok := users.ByAccessKey(string(ak))
-	return u, ok
+	if sum := sha256.Sum256([]byte(secret)); subtle.ConstantTimeCompare(sum[:], sess.secret[:]) != 1 {
+		return end()
+	}
+	u, ok := users.ByAccessKey(sess.accessKey)
+	if !ok {
+		return end()
+	}
+	return u, true
 }
 
 // sameOrigin refuses a form posted from another site (login CSRF): a
@@ -282,10 +365,17 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 		c.render(w, http.StatusForbidden, "message", noGrantPage(u))
 		return
 	}
-	expiry := c.s.cfg.Now().Add(consoleSession)
+	now := c.s.cfg.Now()
+	expiry := now.Add(consoleSession)
+	value, err := c.newSession(ak, secret, now, expiry)
+	if err != nil {
+		c.s.log.Error("console: no session id", "error", err)
+		c.render(w, http.StatusInternalServerError, "message", messagePage{Title: "Error", Message: "The session could not be started; see the server log."})
+		return
+	}
 	http.SetCookie(w, &http.Cookie{
 		Name:     consoleCookie,
-		Value:    c.cookieValue(ak, secret, expiry.Unix()),
+		Value:    value,
 		Path:     ConsolePath,
 		Expires:  expiry,
 		MaxAge:   int(consoleSession / time.Second),
@@ -303,7 +393,13 @@ func noGrantPage(u backend.User) messagePage {
 			"Ask the region's administrator for a grant (fedgate user grant %s BUCKET read), or sign in as root.", u.Name, u.Name)}
 }
 
+// logout ends the session on the server, so its cookie is refused from
+// now on (a copy kept elsewhere included), and clears the browser's.
 func (c *console) logout(w http.ResponseWriter, r *http.Request) {
+	if u, ok := c.session(r); ok {
+		c.s.log.Info("console sign-out", "user", u.Name, "remote", remoteHost(r.RemoteAddr))
+	}
+	c.endSession(r)
 	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: "", Path: ConsolePath, MaxAge: -1,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	c.toLogin(w, r)
