@@ -25,6 +25,7 @@ import (
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/s3err"
+	"github.com/fedgate/fedgate/gateway/sigv4"
 	"github.com/fedgate/fedgate/shard"
 )
 
@@ -399,7 +400,7 @@ func (s *Server) batchGet(w http.ResponseWriter, r *http.Request) {
 		bt.m.requests.WithLabelValues("refused").Inc()
 		writeError(w, r, err)
 	}
-	user, body, err := s.signedRequest(w, r, "a batch GET")
+	user, body, err := s.signedPayloadRequest(w, r, "a batch GET")
 	if err != nil {
 		refuse(err)
 		return
@@ -936,27 +937,72 @@ func (run *batchRun) writeErrorEntry(tw *tar.Writer, it *batchItem, err error) e
 // key; what (e.g. "a batch GET") names it in the refusal of an unsigned
 // one. It returns the user and the verified body.
 func (s *Server) signedRequest(w http.ResponseWriter, r *http.Request, what string) (backend.User, io.Reader, error) {
-	if s.draining.Load() {
-		w.Header().Set("Connection", "close")
-		return backend.User{}, nil, errServiceUnavail
-	}
-	res, err := s.verifier.Verify(r)
+	user, res, err := s.verifySigned(w, r, what)
 	if err != nil {
 		return backend.User{}, nil, err
 	}
+	return user, resBody(res), nil
+}
+
+// signedPayloadRequest is signedRequest for an endpoint whose body says
+// what is done (the batch GET): the signature must also cover the body, a
+// signed hex x-amz-content-sha256 or a signed aws-chunked body. A request
+// signed over UNSIGNED-PAYLOAD, and a presigned URL whose signature does not
+// name the body's hash, could be replayed with any body by whoever holds
+// it; they are refused before the body is read.
+func (s *Server) signedPayloadRequest(w http.ResponseWriter, r *http.Request, what string) (backend.User, io.Reader, error) {
+	user, res, err := s.verifySigned(w, r, what)
+	if err != nil {
+		return backend.User{}, nil, err
+	}
+	if !res.PayloadSigned {
+		return backend.User{}, nil, s3err.Newf(s3err.CodeAccessDenied, "Access Denied: %s must sign its body: x-amz-content-sha256 must be the body's hex SHA-256, signed with the request (a presigned URL must name it among X-Amz-SignedHeaders), or a signed aws-chunked body (%s); %s is refused", what, sigv4.StreamingPayload, payloadDescription(r))
+	}
+	return user, resBody(res), nil
+}
+
+// payloadDescription names what a request sent as its payload hash, for a
+// refusal.
+func payloadDescription(r *http.Request) string {
+	if p := r.URL.Query().Get("X-Amz-Content-Sha256"); p != "" {
+		return strconv.Quote(p)
+	}
+	if p := r.Header.Get("X-Amz-Content-Sha256"); p != "" {
+		return strconv.Quote(p)
+	}
+	if r.URL.Query().Has("X-Amz-Signature") || r.URL.Query().Has("Signature") {
+		return "a presigned URL without a signed payload hash"
+	}
+	return "an unsigned payload"
+}
+
+func resBody(res sigv4.Result) io.Reader {
+	if res.Body != nil {
+		return res.Body
+	}
+	return http.NoBody
+}
+
+// verifySigned verifies r's signature and looks its user up; an anonymous
+// request is refused.
+func (s *Server) verifySigned(w http.ResponseWriter, r *http.Request, what string) (backend.User, sigv4.Result, error) {
+	if s.draining.Load() {
+		w.Header().Set("Connection", "close")
+		return backend.User{}, sigv4.Result{}, errServiceUnavail
+	}
+	res, err := s.verifier.Verify(r)
+	if err != nil {
+		return backend.User{}, sigv4.Result{}, err
+	}
 	if res.Anonymous {
-		return backend.User{}, nil, s3err.Newf(s3err.CodeAccessDenied, "Access Denied: %s must be signed (SigV4, service s3) with an access key", what)
+		return backend.User{}, sigv4.Result{}, s3err.Newf(s3err.CodeAccessDenied, "Access Denied: %s must be signed (SigV4, service s3) with an access key", what)
 	}
 	user, ok := s.be.Users().ByAccessKey(res.AccessKey)
 	if !ok {
-		return backend.User{}, nil, s3err.New(s3err.CodeInvalidAccessKeyID, "")
+		return backend.User{}, sigv4.Result{}, s3err.New(s3err.CodeInvalidAccessKeyID, "")
 	}
 	if ri := infoFrom(r.Context()); ri != nil {
 		ri.user = user.Name
 	}
-	var body io.Reader = http.NoBody
-	if res.Body != nil {
-		body = res.Body
-	}
-	return user, body, nil
+	return user, res, nil
 }

@@ -55,6 +55,14 @@ type Result struct {
 	AccessKey string
 	Anonymous bool // no authentication was supplied at all
 	Presigned bool
+	// PayloadSigned reports that the signature covers the body: a hex
+	// x-amz-content-sha256 that was signed (as a header, or for a presigned
+	// URL as a signed header or query parameter) and that Body checks, or a
+	// signed aws-chunked body (STREAMING-AWS4-HMAC-SHA256-PAYLOAD[-TRAILER])
+	// whose chunks Body checks. It is false for UNSIGNED-PAYLOAD (a presigned
+	// URL's default), STREAMING-UNSIGNED-PAYLOAD-TRAILER, SigV2 and anonymous
+	// requests: whoever holds such a request may send it with another body.
+	PayloadSigned bool
 	// Body is the request body to read instead of r.Body: it checks the
 	// payload hash or decodes aws-chunked content while streaming and
 	// returns an *Error instead of io.EOF when the payload fails a check.
@@ -335,6 +343,7 @@ func (v *Verifier) finish(r *http.Request, q *request, signature string) (Result
 		return Result{}, err
 	}
 	res.AccessKey = q.cred.AccessKey
+	res.PayloadSigned = kind == payloadHash || kind == payloadStreaming || kind == payloadStreamingTrailer
 	return res, nil
 }
 
