@@ -178,8 +178,8 @@ func TestLinksAndHiddenNames(t *testing.T) {
 			t.Errorf("ReadRange(%s) = %v, want ErrNotFound", k, err)
 		}
 	}
-	if _, err := s.Put(ctx, "outdir/new", strings.NewReader("x"), 1, store.PutOptions{}); err == nil {
-		t.Error("Put through a link out of the root succeeded")
+	if _, err := s.Put(ctx, "outdir/new", strings.NewReader("x"), 1, store.PutOptions{}); !errors.Is(err, store.ErrInvalidKey) {
+		t.Errorf("Put through a link out of the root: %v, want ErrInvalidKey", err)
 	}
 	if _, err := os.Stat(filepath.Join(outside, "new")); err == nil {
 		t.Error("a file was written outside the root")
@@ -192,6 +192,51 @@ func TestLinksAndHiddenNames(t *testing.T) {
 	}
 	if _, err := s.Put(ctx, tmpPrefix+"x", strings.NewReader("x"), 1, store.PutOptions{}); !errors.Is(err, store.ErrInvalidKey) {
 		t.Errorf("Put of a temporary name: %v, want ErrInvalidKey", err)
+	}
+}
+
+// A write below a symbolically linked directory, in the tree or out of it,
+// is a client's error (ErrInvalidKey: 400, not a 500 clients retry), and
+// nothing is made through the link first (issue 35).
+func TestPutBelowLinkedDirectory(t *testing.T) {
+	outside := t.TempDir()
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"d/x": "x"})
+	for link, target := range map[string]string{"outdir": outside, "indir": "d", "d/up": "../.."} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := New("t", testLoc, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	for _, key := range []string{"outdir/new", "outdir/a/b/new", "indir/new", "indir/a/new", "d/up/new", "d/up/q/new"} {
+		_, err := s.Put(ctx, key, strings.NewReader("x"), 1, store.PutOptions{})
+		if !errors.Is(err, store.ErrInvalidKey) || !strings.Contains(err.Error(), "symbolic link") {
+			t.Errorf("Put(%q) = %v, want ErrInvalidKey naming the link", key, err)
+		}
+		id, err := s.CreateMultipart(ctx, key, store.PutOptions{})
+		if err != nil {
+			t.Fatalf("CreateMultipart(%q): %v", key, err)
+		}
+		p, err := s.UploadPart(ctx, key, id, 1, strings.NewReader("x"), 1)
+		if err != nil {
+			t.Fatalf("UploadPart(%q): %v", key, err)
+		}
+		if _, err := s.CompleteMultipart(ctx, key, id, []store.PartInfo{p}, store.PutOptions{}); !errors.Is(err, store.ErrInvalidKey) {
+			t.Errorf("CompleteMultipart(%q) = %v, want ErrInvalidKey", key, err)
+		}
+	}
+	for _, p := range []string{filepath.Join(outside, "new"), filepath.Join(outside, "a"), filepath.Join(dir, "d", "new"), filepath.Join(dir, "d", "a"), filepath.Join(dir, "new"), filepath.Join(dir, "q")} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s was made through a link", p)
+		}
+	}
+	if got := keysOf(t, s, store.ListOptions{}); !slices.Equal(got, []string{"d/x"}) {
+		t.Errorf("List = %q", got)
 	}
 }
 

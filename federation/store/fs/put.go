@@ -9,6 +9,7 @@ import (
 	"io"
 	iofs "io/fs"
 	"os"
+	"path"
 	"strings"
 	"syscall"
 
@@ -48,20 +49,14 @@ func (s *Store) newTemp(key, rel string) (*temp, error) {
 
 func (s *Store) tryTemp(key, dir string) (*temp, error) {
 	if dir != "" {
-		if err := s.root.MkdirAll(dir, 0o755); err != nil {
-			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, iofs.ErrExist) {
-				return nil, fmt.Errorf("fs: put %q: %w", key, s.fileOnPath(key, dir))
-			}
-			return nil, &iofs.PathError{Op: "mkdir", Path: dir, Err: err}
-		}
-		// The key's directory is reached through no link: a write goes
-		// where the listing will show it.
-		d, err := s.openNoLinks(dir, unix.O_PATH|unix.O_DIRECTORY)
-		if err != nil {
+		// The key's directory is made and reached through no link: a
+		// write goes where the listing will show it, and nothing is made
+		// through a link first.
+		if err := s.mkdirsNoLinks(dir); err != nil {
 			if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EXDEV) {
 				return nil, fmt.Errorf("fs: put %q: a segment of %q is a symbolic link, and the store writes no key through one: %w", key, dir, store.ErrInvalidKey)
 			}
-			if errors.Is(err, syscall.ENOTDIR) { // replaced by a file meanwhile
+			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, iofs.ErrExist) {
 				return nil, fmt.Errorf("fs: put %q: %w", key, s.fileOnPath(key, dir))
 			}
 			if errors.Is(err, iofs.ErrNotExist) {
@@ -69,7 +64,6 @@ func (s *Store) tryTemp(key, dir string) (*temp, error) {
 			}
 			return nil, mapErr("put", key, err)
 		}
-		d.Close()
 	}
 	name := tmpPrefix + store.RandomID()
 	if dir != "" {
@@ -85,6 +79,43 @@ func (s *Store) tryTemp(key, dir string) (*temp, error) {
 		return nil, mapErr("put", key, err)
 	}
 	return &temp{s: s, rel: name, f: f}, nil
+}
+
+// mkdirsNoLinks makes the directory rel and its missing parents one
+// segment at a time, each reached with openat2(2) refusing symbolic links:
+// a segment that is a link fails with ELOOP (EXDEV out of the root) before
+// anything is made below it, and one that is a file with ENOTDIR.
+func (s *Store) mkdirsNoLinks(rel string) error {
+	parent := s.rootFD
+	defer func() {
+		if parent != s.rootFD {
+			unix.Close(parent)
+		}
+	}()
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH}
+	done := ""
+	for seg := range strings.SplitSeq(rel, "/") {
+		done = path.Join(done, seg)
+		if err := unix.Mkdirat(parent, seg, 0o755); err != nil && err != unix.EEXIST {
+			return &iofs.PathError{Op: "mkdirat", Path: done, Err: err}
+		}
+		var fd int
+		var err error
+		for {
+			fd, err = unix.Openat2(parent, seg, &how)
+			if err != unix.EINTR && err != unix.EAGAIN {
+				break
+			}
+		}
+		if err != nil {
+			return &iofs.PathError{Op: "openat2", Path: done, Err: err}
+		}
+		if parent != s.rootFD {
+			unix.Close(parent)
+		}
+		parent = fd
+	}
+	return nil
 }
 
 // fileOnPath explains why key cannot be written: a segment of dir is a
