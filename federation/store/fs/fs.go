@@ -175,7 +175,77 @@ func keyPath(key string) (string, error) {
 			return bad("names starting with " + tmpPrefix + " are the store's temporary files")
 		}
 	}
+	if rest, ok := strings.CutPrefix(key, reservedPrefix); ok {
+		return stateDir + "/" + rest, nil
+	}
 	return key, nil
+}
+
+// reservedPrefix starts the keys fedgate keeps in a store for itself (the
+// region's claim on its default store, a placement member's marker, the
+// bytes of object versions): never a bucket's, since no bucket name
+// starts with '_'. The fs store keeps them out of the user's tree, in
+// stateDir, so they are never listed as the tree's files; the tree's own
+// top-level "_fedgate" directory, if it has one, is not served either
+// (its keys name stateDir's files).
+const reservedPrefix = "_fedgate/"
+
+// stateDir is the hidden folder in the root where the keys under
+// reservedPrefix live (a hidden name: never listed, never a key).
+const stateDir = tmpPrefix + "state"
+
+// legacyPath is where builds before stateDir wrote a reserved key: in the
+// tree, as the key's plain path ("" for other keys).
+func legacyPath(key string) string {
+	if strings.HasPrefix(key, reservedPrefix) {
+		return key
+	}
+	return ""
+}
+
+// adoptLegacy moves a reserved key's file that an older build wrote into
+// the tree (legacyPath) to its place in stateDir, and removes the
+// directories that leaves empty: link, then unlink, so a crash between
+// leaves both and the next call finishes. A file already in stateDir
+// wins. Nothing happens for other keys or on a read-only store.
+func (s *Store) adoptLegacy(key string) error {
+	old := legacyPath(key)
+	if old == "" || s.opts.ReadOnly {
+		return nil
+	}
+	f, err := s.openNoLinks(old, unix.O_PATH|unix.O_NOFOLLOW)
+	if err != nil {
+		if errors.Is(err, iofs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EXDEV) {
+			return nil // none (or a link, which is no object)
+		}
+		return mapErr("adopt", key, err)
+	}
+	fi, err := f.Stat()
+	f.Close()
+	if err != nil {
+		return mapErr("adopt", key, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil
+	}
+	rel, _ := keyPath(key)
+	mu := s.lock(key)
+	mu.Lock()
+	defer mu.Unlock()
+	if err := s.mkdirsNoLinks(rel[:strings.LastIndexByte(rel, '/')]); err != nil {
+		return mapErr("adopt", key, err)
+	}
+	if err := s.root.Link(old, rel); err != nil && !errors.Is(err, iofs.ErrExist) {
+		if errors.Is(err, iofs.ErrNotExist) {
+			return nil // adopted by another call meanwhile
+		}
+		return mapErr("adopt", key, err)
+	}
+	if err := s.root.Remove(old); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+		return mapErr("adopt", key, err)
+	}
+	s.pruneDirs(old)
+	return nil
 }
 
 // mapErr maps a filesystem error on key to the store's sentinels.
@@ -224,7 +294,13 @@ func (s *Store) open(ctx context.Context, op, key string) (*os.File, os.FileInfo
 	if err != nil {
 		return nil, nil, fmt.Errorf("fs: %s: %w", op, err)
 	}
+	if err := s.adoptLegacy(key); err != nil {
+		return nil, nil, err
+	}
 	f, err := s.openNoLinks(rel, unix.O_RDONLY|unix.O_NONBLOCK)
+	if old := legacyPath(key); old != "" && s.opts.ReadOnly && errors.Is(err, iofs.ErrNotExist) {
+		f, err = s.openNoLinks(old, unix.O_RDONLY|unix.O_NONBLOCK) // where an older build wrote it
+	}
 	if err != nil {
 		return nil, nil, mapErr(op, key, err)
 	}
@@ -294,6 +370,9 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("fs: delete: %w", err)
+	}
+	if err := s.adoptLegacy(key); err != nil {
+		return err
 	}
 	mu := s.lock(key)
 	mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
 	"maps"
 	"os"
@@ -395,4 +396,102 @@ func TestUnreadableFile(t *testing.T) {
 		}
 	}()
 	<-done
+}
+
+// Keys under _fedgate/ (the region's claim on its default store, say) are
+// fedgate's own: kept out of the user's tree, in a hidden folder, never
+// listed; one an older build wrote into the tree is moved there when it is
+// first used (issue 35).
+func TestReservedKeysOutsideTree(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"data/a": "a"})
+	s, err := New("t", testLoc, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	const marker = "_fedgate/region-r1.json"
+	body := `{"region_id":"x"}`
+	if _, err := s.Put(ctx, marker, strings.NewReader(body), int64(len(body)), store.PutOptions{IfNoneMatch: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, marker, strings.NewReader(body), int64(len(body)), store.PutOptions{IfNoneMatch: true}); !errors.Is(err, store.ErrPreconditionFailed) {
+		t.Fatalf("second If-None-Match Put = %v, want ErrPreconditionFailed", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "_fedgate")); !errors.Is(err, iofs.ErrNotExist) {
+		t.Errorf("the tree has a _fedgate entry: %v", err)
+	}
+	for _, opts := range []store.ListOptions{{}, {Prefix: "_fedgate/"}, {Delimiter: "/"}} {
+		want := []string{"data/a"}
+		switch {
+		case opts.Prefix != "":
+			want = nil
+		case opts.Delimiter != "":
+			want = []string{"data/"}
+		}
+		if got := keysOf(t, s, opts); !slices.Equal(got, want) {
+			t.Errorf("List(%+v) = %q, want %q", opts, got, want)
+		}
+	}
+	if got := readAll(t, s, marker); got != body {
+		t.Errorf("marker reads %q", got)
+	}
+	if err := s.Delete(ctx, marker); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Stat(ctx, marker); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Stat after Delete = %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, stateDir)); !errors.Is(err, iofs.ErrNotExist) {
+		t.Errorf("the emptied state folder stays: %v", err)
+	}
+
+	// Markers an older build wrote into the tree: one alone, and one a
+	// crash left both there and in the state folder.
+	writeTree(t, dir, map[string]string{"_fedgate/region-old.json": "old", "_fedgate/store-marker": "legacy copy",
+		stateDir + "/store-marker": "adopted"})
+	ro, err := New("ro", testLoc, dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if got := readAll(t, ro, "_fedgate/region-old.json"); got != "old" {
+		t.Errorf("read-only store reads the old marker as %q", got)
+	}
+	if got := keysOf(t, ro, store.ListOptions{}); !slices.Equal(got, []string{"data/a"}) {
+		t.Errorf("read-only List = %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "_fedgate", "region-old.json")); err != nil {
+		t.Errorf("a read-only store moved the old marker: %v", err)
+	}
+	if got := keysOf(t, s, store.ListOptions{}); !slices.Equal(got, []string{"data/a"}) {
+		t.Errorf("List with old markers in the tree = %q", got)
+	}
+	if got := readAll(t, s, "_fedgate/region-old.json"); got != "old" {
+		t.Errorf("old marker reads %q", got)
+	}
+	if got := readAll(t, s, "_fedgate/store-marker"); got != "adopted" {
+		t.Errorf("store marker reads %q, want the state folder's", got)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "_fedgate")); !errors.Is(err, iofs.ErrNotExist) {
+		t.Errorf("the old markers stay in the tree: %v", err)
+	}
+	if got := readAll(t, s, "_fedgate/region-old.json"); got != "old" {
+		t.Errorf("adopted marker reads %q", got)
+	}
+}
+
+func readAll(t *testing.T, s *Store, key string) string {
+	t.Helper()
+	rc, err := s.ReadRange(t.Context(), key, 0, -1, "")
+	if err != nil {
+		t.Fatalf("ReadRange(%s): %v", key, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -173,6 +173,9 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 	if err != nil {
 		return store.ObjectInfo{}, fmt.Errorf("fs: complete multipart: %w", err)
 	}
+	if err := s.adoptLegacy(key); err != nil {
+		return store.ObjectInfo{}, err
+	}
 	t, err := s.newTemp(key, rel)
 	if err != nil {
 		return store.ObjectInfo{}, err

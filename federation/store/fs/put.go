@@ -162,6 +162,9 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, size int64,
 	if err := ctx.Err(); err != nil {
 		return store.ObjectInfo{}, err
 	}
+	if err := s.adoptLegacy(key); err != nil { // so If-None-Match sees it
+		return store.ObjectInfo{}, err
+	}
 	t, err := s.newTemp(key, rel)
 	if err != nil {
 		return store.ObjectInfo{}, err

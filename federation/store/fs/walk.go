@@ -96,6 +96,9 @@ func (w *walker) dir(path string) bool {
 		if hidden(e.Name()) || !utf8.ValidString(e.Name()) {
 			continue // not UTF-8: no S3 key names it
 		}
+		if path == "" && e.Name()+"/" == reservedPrefix {
+			continue // its keys are fedgate's own, kept in stateDir
+		}
 		switch {
 		case e.Type().IsRegular():
 			kids = append(kids, child{sortKey: path + e.Name(), entry: e})
