@@ -202,12 +202,74 @@ type batchItem struct {
 	rest  io.ReadCloser // the bytes after head (nil: head is all)
 }
 
-func (it *batchItem) name() string {
-	n := it.e.Bucket + "/" + it.e.Key
-	if it.e.ArchPath != "" {
-		n += "/" + shard.NormalizeName(it.e.ArchPath)
+func (it *batchItem) name() string { return BatchEntryName(it.e) }
+
+// BatchEntryName is the tar name of an entry's answer (after
+// BatchErrorsDir+"/" for a failed entry): bucket/key, plus /archpath
+// without a leading "./" or "/". Requested names are never written so that
+// they climb out of the folder an answer is extracted into: a "." or ".."
+// segment (between "/" or "\\" separators) is written with each dot as
+// "%2E", a NUL as "%00", and a leading "/" as "%2F". fedgate stores no key
+// with a "."/".." segment and refuses such archpaths, so only the names of
+// failed entries (a key or bucket that was refused) and keys with
+// backslash-separated dot segments change; any other name is as asked.
+func BatchEntryName(e BatchEntry) string {
+	n := e.Bucket + "/" + e.Key
+	if e.ArchPath != "" {
+		n += "/" + shard.NormalizeName(e.ArchPath)
 	}
-	return n
+	return batchTarName(n)
+}
+
+// batchTarName escapes what would let the name n climb (BatchEntryName).
+func batchTarName(n string) string {
+	if !strings.HasPrefix(n, "/") && strings.IndexByte(n, 0) < 0 && !hasDotSegment(n) {
+		return n
+	}
+	var b strings.Builder
+	b.Grow(len(n) + 8)
+	start := 0
+	for i := 0; i <= len(n); i++ {
+		if i < len(n) && n[i] != '/' && n[i] != '\\' {
+			continue
+		}
+		switch seg := n[start:i]; seg {
+		case ".":
+			b.WriteString("%2E")
+		case "..":
+			b.WriteString("%2E%2E")
+		default:
+			b.WriteString(strings.ReplaceAll(seg, "\x00", "%00"))
+		}
+		if i < len(n) {
+			if i == 0 && n[0] == '/' {
+				b.WriteString("%2F")
+			} else {
+				b.WriteByte(n[i])
+			}
+		}
+		start = i + 1
+	}
+	return b.String()
+}
+
+// hasDotSegment reports a "." or ".." segment of n, with "/" and "\\" both
+// separators (as Windows extracts a tar).
+func hasDotSegment(n string) bool {
+	sep := func(i int) bool { return i < 0 || i >= len(n) || n[i] == '/' || n[i] == '\\' }
+	for i := strings.IndexByte(n, '.'); i >= 0 && i < len(n); {
+		if sep(i - 1) {
+			if sep(i+1) || (n[i+1] == '.' && sep(i+2)) {
+				return true
+			}
+		}
+		j := strings.IndexByte(n[i+1:], '.')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
 }
 
 func (it *batchItem) resource() string {

@@ -388,7 +388,7 @@ func TestBatchContinueOnError(t *testing.T) {
 		{"__errors__/nobucket/x", "NoSuchBucket", ""},
 		{"__errors__/ds/b", "InvalidRange", ""},
 		{"__errors__/ds/shard.tar/nope.jpg", "NoSuchKey", ""},
-		{"__errors__/ds/bad/../key", "InvalidArgument", ""},
+		{"__errors__/ds/bad/%2E%2E/key", "InvalidArgument", ""},
 		{"ds/shard.tar/000002.cls", "", string(members["000002.cls"])},
 		{"ds/b", "", "bravo"},
 	}

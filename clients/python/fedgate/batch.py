@@ -109,12 +109,28 @@ def normalize_archpath(p):
             return p
 
 
+# A "." or ".." segment, with "/" and "\\" as separators.
+_DOT_SEGMENT = re.compile(r"(?<![^/\\])\.\.?(?![^/\\])")
+
+
+def tar_name(name):
+    """The name the server writes for bucket/key[/archpath] (Go's
+    gateway.BatchEntryName): so that no name climbs out of the folder an
+    answer is extracted into, each dot of a "." or ".." segment is "%2E", a
+    NUL is "%00" and a leading "/" is "%2F". Other names are unchanged."""
+    name = _DOT_SEGMENT.sub(lambda m: "%2E" * len(m.group()), name).replace("\0", "%00")
+    if name.startswith("/"):
+        name = "%2F" + name[1:]
+    return name
+
+
 def entry_name(entry):
-    """The tar name of an entry's answer: bucket/key, plus /archpath."""
+    """The tar name of an entry's answer: bucket/key, plus /archpath, as
+    tar_name writes it."""
     n = entry["bucket"] + "/" + entry["key"]
     if entry.get("archpath"):
         n += "/" + normalize_archpath(entry["archpath"])
-    return n
+    return tar_name(n)
 
 
 def make_entry(e, bucket=None):
