@@ -79,7 +79,7 @@ func (s *Server) adminAuth(next http.Handler) http.Handler {
 			writeJSON(w, http.StatusForbidden, AdminError{Error: "the admin API needs the root user's credentials", Code: "AccessDenied"})
 			return
 		}
-		ri.user = u.Name
+		ri.setUser(u.Name)
 		if res.Body != nil {
 			r.Body = res.Body
 		}

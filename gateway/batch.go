@@ -1064,7 +1064,7 @@ func (s *Server) verifySigned(w http.ResponseWriter, r *http.Request, what strin
 		return backend.User{}, sigv4.Result{}, s3err.New(s3err.CodeInvalidAccessKeyID, "")
 	}
 	if ri := infoFrom(r.Context()); ri != nil {
-		ri.user = user.Name
+		ri.setUser(user.Name)
 	}
 	return user, res, nil
 }

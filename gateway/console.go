@@ -358,7 +358,7 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ri := infoFrom(r.Context()); ri != nil {
-		ri.user = u.Name
+		ri.setUser(u.Name)
 	}
 	if !u.Root && len(c.s.be.ListBuckets(u)) == 0 {
 		c.s.log.Warn("console sign-in refused: the user may read no bucket", "user", u.Name, "remote", remote)
@@ -492,7 +492,7 @@ func (c *console) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ri := infoFrom(r.Context()); ri != nil {
-		ri.user = u.Name
+		ri.setUser(u.Name)
 	}
 	visible := c.s.be.ListBuckets(u)
 	if !u.Root && len(visible) == 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
-	"io"
 	"net/http"
 	"syscall"
 
@@ -95,9 +94,15 @@ func toS3(err error) *s3err.Error {
 	case errors.Is(err, store.ErrThrottled):
 		return errSlowDown
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		// A lasting condition, not a retry: 507, naming the device. (500
-		// "Please try again" made clients retry into a full disk.)
-		return s3err.Newf(s3err.CodeInsufficientStorage, "A device the write needs is full; nothing was written (%v). Free space or add capacity; reads go on.", err)
+		// A lasting condition, not a retry: 507. (500 "Please try again"
+		// made clients retry into a full disk.) The message names the
+		// condition only: err holds the server's paths, which the log
+		// keeps and the client is not told.
+		why := syscall.ENOSPC
+		if !errors.Is(err, syscall.ENOSPC) {
+			why = syscall.EDQUOT
+		}
+		return s3err.Newf(s3err.CodeInsufficientStorage, "A device the write needs is full; nothing was written (%v). Free space or add capacity; reads go on.", why)
 	case errors.Is(err, backend.ErrLengthRequired):
 		return s3err.Newf(s3err.CodeMissingContentLength, "You must provide the Content-Length HTTP header: %v", err)
 	case errors.Is(err, store.ErrNotSupported):
@@ -182,29 +187,13 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		h.Set("Retry-After", "1")
 	}
 	if r.Method == http.MethodHead {
+		settleBody(w, r)
 		w.WriteHeader(se.Status)
 		return
 	}
 	body := errorResponse{Code: se.Code, Message: se.Message, Resource: r.URL.Path, RequestID: reqID, HostID: reqID}
-	if se.Status == http.StatusServiceUnavailable {
-		discardBody(r)
-	}
+	settleBody(w, r)
 	w.WriteHeader(se.Status)
 	_, _ = w.Write([]byte(xml.Header))
 	_ = xml.NewEncoder(w).Encode(body)
-}
-
-// maxDiscard bounds how much of an unread request body a 503 answer reads
-// and drops first.
-const maxDiscard = 256 << 20
-
-// discardBody reads what is left of a request body (up to maxDiscard)
-// before a 503 answer: a client still sending its body (it stopped waiting
-// for 100-continue) then reads SlowDown and retries, instead of meeting a
-// connection reset. A larger body is cut off with the connection.
-func discardBody(r *http.Request) {
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-		return
-	}
-	_, _ = io.CopyN(io.Discard, r.Body, maxDiscard)
 }

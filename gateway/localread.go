@@ -93,7 +93,7 @@ func (s *Server) localRead(w http.ResponseWriter, r *http.Request) {
 		refuse(s3err.New(s3err.CodeMethodNotAllowed, "The short-circuit read is served only on the node's Unix socket (--local-socket)."))
 		return
 	}
-	user, body, err := s.signedRequest(w, r, "a short-circuit read")
+	user, body, err := s.signedPayloadRequest(w, r, "a short-circuit read")
 	if err != nil {
 		refuse(err)
 		return

@@ -237,7 +237,7 @@ func (s *Server) authenticatePost(q *request, form *postForm) (*postPolicy, erro
 	}
 	q.user, q.anonymous, q.keys = user, false, nil
 	if ri := infoFrom(q.r.Context()); ri != nil {
-		ri.user = user.Name
+		ri.setUser(user.Name)
 	}
 	doc, err := base64.StdEncoding.DecodeString(f["policy"])
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/store"
@@ -263,7 +262,7 @@ func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, ri *requestInfo
 			writeError(w, r, s3err.New(s3err.CodeInvalidAccessKeyID, ""))
 			return
 		}
-		ri.user = user.Name
+		ri.setUser(user.Name)
 	}
 	req := &request{w: w, r: r, query: q, bucket: bucket, key: key, user: user, anonymous: res.Anonymous,
 		action: opActions[op], body: res.Body, size: res.DecodedLength, trailer: res.Trailer}
@@ -276,31 +275,8 @@ func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, ri *requestInfo
 			return
 		}
 		ri.cause = err
-		drainBody(w, r)
 		writeError(w, r, err)
 	}
-}
-
-// maxErrorDrain bounds what an error answer reads of a request body the
-// handler left unread, and errorDrainTime how long it may take.
-const (
-	maxErrorDrain  = 16 << 20
-	errorDrainTime = 5 * time.Second
-)
-
-// drainBody reads (and discards) what a failed write left of its body, up
-// to maxErrorDrain: net/http closes a connection with more than 256 KiB
-// unread, and a client still sending then sees "connection reset" instead
-// of the answer (a PUT refused half-way by a full device got no 507; its
-// SDK would retry into the same wall). A longer rest still closes it.
-func drainBody(w http.ResponseWriter, r *http.Request) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return
-	}
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(errorDrainTime))
-	_, _ = io.CopyN(io.Discard, r.Body, maxErrorDrain)
-	_ = rc.SetReadDeadline(time.Time{})
 }
 
 // maxHeaderBytes is S3's limit on the request header section.

@@ -65,6 +65,9 @@ type Config struct {
 	// at most (POST /_fedgate/v1/local on the Unix socket); 0:
 	// DefaultLocalLease.
 	LocalLease time.Duration
+	// BodyTimeout is how long a request body may stall before the request
+	// fails with RequestTimeout (0: DefaultBodyTimeout; negative: never).
+	BodyTimeout time.Duration
 }
 
 // Server serves the S3 API and the /_fedgate/ operations endpoints.
@@ -101,6 +104,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.BodyTimeout == 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
 	}
 	if cfg.Admin == nil {
 		cfg.Admin, _ = cfg.Backend.(backend.Admin)
@@ -182,6 +188,27 @@ type requestInfo struct {
 	user    string
 	errCode string
 	cause   error
+	// body is the request's guarded body (nil when it has none); conn the
+	// client connection's entry in the per-address count (nil off TCP or
+	// when not counted).
+	body *bodyGuard
+	conn *trackedConn
+}
+
+// setUser records who signed the request; a signed request also takes its
+// connection out of the per-address count of unauthenticated ones.
+func (ri *requestInfo) setUser(name string) {
+	ri.user = name
+	if ri.conn != nil {
+		ri.conn.authenticated()
+	}
+}
+
+func (ri *requestInfo) bodyBytes() int64 {
+	if ri.body == nil {
+		return 0
+	}
+	return ri.body.n
 }
 
 type ctxKey struct{}
@@ -214,17 +241,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusContinue)
 	}
 	rec := &recorder{ResponseWriter: w, status: 200}
-	var in countingBody
+	ri.conn = connFrom(r.Context())
 	if r.Body != nil && r.Body != http.NoBody {
-		in.r = r.Body
-		r.Body = &in
+		ri.body = newBodyGuard(w, r, s.cfg.BodyTimeout)
+		r.Body = ri.body
 	}
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
 				// A transfer cut short on purpose: record it, then let
 				// net/http close the connection.
-				s.finish(r, rec, ri, in.n, time.Since(start))
+				s.finish(r, rec, ri, ri.bodyBytes(), time.Since(start))
 				panic(p)
 			}
 			ri.cause = fmt.Errorf("panic: %v", p)
@@ -232,7 +259,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeError(rec, r, errInternal)
 			}
 		}
-		s.finish(r, rec, ri, in.n, time.Since(start))
+		s.finish(r, rec, ri, ri.bodyBytes(), time.Since(start))
 	}()
 	if strings.HasPrefix(r.URL.Path, ReservedPrefix) && !s.isVirtualHost(r) {
 		if r.URL.Path == BatchPath && s.refuseBehind(rec, r, ri) {
@@ -365,16 +392,3 @@ func (r *recorder) Flush() {
 }
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-type countingBody struct {
-	r io.ReadCloser
-	n int64
-}
-
-func (c *countingBody) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-func (c *countingBody) Close() error { return c.r.Close() }

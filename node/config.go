@@ -108,6 +108,13 @@ type Config struct {
 	LocalLease time.Duration
 	// ShutdownTimeout is how long Run waits for in-flight requests.
 	ShutdownTimeout time.Duration
+	// BodyTimeout is how long a request body may stall before the request
+	// fails (0: gateway.DefaultBodyTimeout).
+	BodyTimeout time.Duration
+	// UnauthenticatedConns bounds the S3 port's connections per client
+	// address that no signed request has used yet (0:
+	// gateway.DefaultUnauthenticatedConns; negative: no bound).
+	UnauthenticatedConns int
 
 	// RaftAddr is the TCP address of this node's Raft transport, the one
 	// peers dial; it makes the node a member of a multi-node region

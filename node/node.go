@@ -44,7 +44,8 @@ type Node struct {
 	cert      *s3Cert        // the S3 port's certificate (nil: plain HTTP)
 	rcat      *regionCatalog // nil: the policy peers no regions
 	front     *frontHandler
-	serving   bool // hs serves ln (a multi-node node serves before Raft opens)
+	conns     *gateway.ConnLimiter // the S3 port's unauthenticated connections per address
+	serving   bool                 // hs serves ln (a multi-node node serves before Raft opens)
 	errc      chan error
 	cl        *cluster
 	peer      *peerapi.Server // nil: no internal API
@@ -205,8 +206,14 @@ func (n *Node) open(ctx context.Context) error {
 		go func() { n.errc <- n.ihs.Serve(n.iln) }()
 	}
 	n.front = newFrontHandler(internal, cfg.Domain)
+	limit := cfg.UnauthenticatedConns
+	if limit == 0 {
+		limit = gateway.DefaultUnauthenticatedConns
+	}
+	n.conns = gateway.NewConnLimiter(limit)
 	n.hs = &http.Server{
 		Handler:           n.front,
+		ConnContext:       gateway.ConnContext,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    1 << 20,
@@ -353,7 +360,7 @@ func (n *Node) open(ctx context.Context) error {
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), n.conns.Collector())
 	reg.MustRegister(raftMetrics(rn)...)
 	if err := n.cache.RegisterMetrics(reg); err != nil {
 		return err
@@ -374,7 +381,7 @@ func (n *Node) open(ctx context.Context) error {
 	}
 	n.gw, err = gateway.New(gateway.Config{Backend: ns.Backend(), Region: cfg.SigningRegion, Domain: cfg.Domain, Logger: log, Registry: reg,
 		Version: cfg.Version, Cluster: regionErrCluster{cl}, Policy: regionErrPolicy{pm}, RegionName: n.region, Batch: cfg.Batch,
-		LocalLease: cfg.LocalLease, Regions: regionsOf(rcat, ns)})
+		LocalLease: cfg.LocalLease, Regions: regionsOf(rcat, ns), BodyTimeout: cfg.BodyTimeout})
 	if err != nil {
 		return err
 	}
@@ -442,10 +449,10 @@ func peerStall(election time.Duration) time.Duration {
 func (n *Node) serve() {
 	n.serving = true
 	if n.cert != nil {
-		go func() { n.errc <- n.hs.ServeTLS(n.ln, "", "") }()
+		go func() { n.errc <- n.hs.ServeTLS(n.conns.Listener(n.ln), "", "") }()
 		return
 	}
-	go func() { n.errc <- n.hs.Serve(n.ln) }()
+	go func() { n.errc <- n.hs.Serve(n.conns.Listener(n.ln)) }()
 }
 
 // Run serves S3 until ctx ends, then drains: in-flight requests get

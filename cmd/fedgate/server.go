@@ -44,6 +44,8 @@ type serverFlags struct {
 	certFile, keyFile, caFile                           string // TLS on the S3 port (docs/tls.md)
 	localSocket, localSocketMode, localSocketGroup      string // docs/gpu-data-path.md
 	localLease                                          time.Duration
+	bodyTimeout                                         time.Duration
+	unauthConns                                         int
 
 	// A multi-node region (see docs/operations.md).
 	raftAddr                  string
@@ -73,9 +75,9 @@ func (f serverFlags) nodeConfig(log *slog.Logger) (node.Config, error) {
 		CatalogAddr: f.catalogAddr, CatalogAdvertise: f.catalogAdvertise, CatalogRTT: f.catalogRTT,
 		BootstrapExpect: f.bootstrapExpect, Join: f.join, Bootstrap: f.bootstrap,
 		PeerCertFile: f.peerCert, PeerKeyFile: f.peerKey, PeerCAFile: f.peerCA, PeerServerName: f.peerServerName,
-		EgressReuseObjects: f.egressReuseObjects,
-		LookupEnv:          os.LookupEnv,
-		Batch:              gateway.BatchConfig{MaxEntries: f.batchMaxEntries, Prefetch: f.batchPrefetch},
+		EgressReuseObjects: f.egressReuseObjects, BodyTimeout: f.bodyTimeout, UnauthenticatedConns: f.unauthConns,
+		LookupEnv: os.LookupEnv,
+		Batch:     gateway.BatchConfig{MaxEntries: f.batchMaxEntries, Prefetch: f.batchPrefetch},
 	}
 	if f.localSocket != "" {
 		mode, err := strconv.ParseUint(f.localSocketMode, 8, 32)
@@ -191,6 +193,8 @@ environment. See docs/server-config.md.`,
 	fl.StringVar(&f.localSocketMode, "local-socket-mode", "0660", "file mode of the --local-socket (octal): who may connect; requests are then signed as any S3 request")
 	fl.StringVar(&f.localSocketGroup, "local-socket-group", "", "group (name or id) of the --local-socket; default the server's")
 	fl.DurationVar(&f.localLease, "local-lease", gateway.DefaultLocalLease, "how long the node keeps a short-circuit read's descriptors at most when the client does not let go of them first")
+	fl.DurationVar(&f.bodyTimeout, "body-timeout", gateway.DefaultBodyTimeout, "how long a request body may stall (no byte arriving) before the request fails with 400 RequestTimeout and what it staged is removed (docs/security.md)")
+	fl.IntVar(&f.unauthConns, "unauthenticated-conns", gateway.DefaultUnauthenticatedConns, "connections one client address may hold open on the S3 port before a signed request uses them; more are closed on accept (-1: no bound; docs/security.md)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long SIGTERM waits for in-flight requests")
 	fl.StringVar(&f.raftAddr, "raft-addr", "", "HOST:PORT of this node's Raft transport (TCP), the address peers dial; enables a multi-node region")
 	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "form a new region once this many nodes (this one included) have met through --join")
