@@ -41,12 +41,13 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) iter.Seq2[stor
 			return
 		}
 		defer d.Close()
-		l := lister{ctx: ctx, opts: opts, yield: yield}
+		l := lister{s: s, ctx: ctx, opts: opts, yield: yield}
 		l.walk(d, base)
 	}
 }
 
 type lister struct {
+	s      *Store
 	ctx    context.Context
 	opts   store.ListOptions
 	yield  func(store.Entry, error) bool
@@ -175,7 +176,7 @@ func (l *lister) emitFile(d *os.Root, k child) bool {
 		}
 		return l.yield(store.Entry{Key: k.key}, mapErr("list", k.key, err))
 	}
-	info, err := readInfo(f, k.key)
+	info, err := l.s.statFile(f, k.key)
 	f.Close()
 	if err != nil {
 		return l.yield(store.Entry{Key: k.key}, mapErr("list", k.key, err))

@@ -7,8 +7,9 @@ import (
 	"github.com/fedgate/fedgate/federation/store"
 )
 
-// metaCache keeps the parsed trailers of recently read objects, so a GET of
-// an unchanged object costs an fstat instead of a pread and a JSON decode.
+// metaCache keeps the parsed metadata of recently read objects, so a GET of
+// an unchanged object costs an fstat instead of a getxattr and a JSON
+// decode.
 // An entry is used only while the file's Validator (inode, nanosecond mtime,
 // size) is the one it was read with; every commit stamps a fresh mtime, so a
 // rewritten object never matches an old entry.
@@ -25,6 +26,7 @@ type cachedInfo struct {
 	validator store.Validator
 	dataSize  int64
 	meta      meta
+	form      form
 }
 
 // metaShardMax bounds each shard; a full shard starts over (64k entries in
@@ -58,21 +60,21 @@ func (c *metaCache) put(rel string, ci cachedInfo) {
 }
 
 // readInfo returns the ObjectInfo of the open object file f at rel, from
-// the cache when the file is unchanged. The returned maps are shared: callers
-// must not modify them.
-func (s *Store) readInfo(f *os.File, rel, key string) (store.ObjectInfo, error) {
+// the cache when the file is unchanged, and how the file holds its
+// metadata. The returned maps are shared: callers must not modify them.
+func (s *Store) readInfo(f *os.File, rel, key string) (store.ObjectInfo, form, error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return store.ObjectInfo{}, err
+		return store.ObjectInfo{}, 0, err
 	}
 	v := validatorOf(fi)
 	ci, ok := s.metas.get(rel, v)
 	if !ok {
-		size, m, err := readTrailer(f, fi.Size())
+		size, m, fm, err := s.loadMeta(f, fi)
 		if err != nil {
-			return store.ObjectInfo{}, err
+			return store.ObjectInfo{}, 0, err
 		}
-		ci = cachedInfo{validator: v, dataSize: size, meta: m}
+		ci = cachedInfo{validator: v, dataSize: size, meta: m, form: fm}
 		s.metas.put(rel, ci)
 	}
 	return store.ObjectInfo{
@@ -82,5 +84,5 @@ func (s *Store) readInfo(f *os.File, rel, key string) (store.ObjectInfo, error) 
 		ETag:      ci.meta.ETag,
 		Validator: v,
 		Metadata:  ci.meta.metadata(),
-	}, nil
+	}, ci.form, nil
 }

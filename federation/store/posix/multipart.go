@@ -2,8 +2,8 @@ package posix
 
 // Multipart uploads live in .multipart/<uploadID>/ inside the root:
 // upload.json (the key and the metadata given to CreateMultipart) and one
-// file per part, named by its number, in the object format (data, then a
-// trailer holding the part's MD5). Everything is on the store's own disk, so
+// file per part, named by its number, in format 1 (data, then a trailer
+// holding the part's MD5; see format.go). Everything is on the store's own disk, so
 // a restarted process, or another node on the same NAS, sees the upload.
 
 import (
@@ -127,7 +127,7 @@ func (s *Store) UploadPart(ctx context.Context, key, uploadID string, number int
 	if err := st.copyBody(ctx, body, size); err != nil {
 		return store.PartInfo{}, fmt.Errorf("posix: upload part %d of %q: %w", number, key, err)
 	}
-	if err := st.finish(&meta{ETag: st.etag}); err != nil {
+	if err := st.finishPart(&meta{ETag: st.etag}); err != nil {
 		return store.PartInfo{}, mapErr("upload part", key, err)
 	}
 	if err := s.root.Rename(st.rel, partPath(uploadID, number)); err != nil {
@@ -184,7 +184,7 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, par
 	if opts.LateChecksums != nil {
 		m.Checksums = store.MergeMaps(m.Checksums, opts.LateChecksums())
 	}
-	if err := st.finish(&m); err != nil {
+	if err := st.finish(key, &m); err != nil {
 		return store.ObjectInfo{}, mapErr("complete multipart", key, err)
 	}
 	if err := s.commit(ctx, key, rel, st, opts); err != nil {

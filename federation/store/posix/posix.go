@@ -3,10 +3,11 @@
 //
 // Any S3 key is held (see keys.go for the path encoding): "a" and "a/b",
 // "dir/", "a//b" and 1024-byte keys coexist, and no key names a path
-// outside the root. Each object is one file holding its bytes from offset 0
-// followed by its metadata (see format.go), written in a staging folder,
-// fsynced and committed with one rename(2) (or link(2) for create-if-absent),
-// so data and metadata change together and a failed write leaves nothing.
+// outside the root. Each object is one file holding its bytes and nothing
+// else, its metadata in an extended attribute of the file (or a record
+// file, see format.go), written in a staging folder, fsynced and committed
+// with one rename(2) (or link(2) for create-if-absent), so data and
+// metadata change together and a failed write leaves nothing.
 //
 // Limits: IfMatch writes are checked and committed under a lock held inside
 // this process; two nodes sharing one NAS path are not serialized against
@@ -54,6 +55,11 @@ type Store struct {
 	lastStamp atomic.Int64
 	metas     metaCache
 
+	// noAttrs: the filesystem keeps no user extended attributes, so
+	// records go to record files. records: the store has record files
+	// (seen or written), so a replaced or deleted object's is removed.
+	noAttrs, records atomic.Bool
+
 	// sweptFiles and sweptBytes count the abandoned staging files removed
 	// (see sweepStaging).
 	sweptFiles, sweptBytes atomic.Int64
@@ -83,6 +89,7 @@ func (s *Store) sweepStaging(now time.Time) {
 			if s.root.Remove(stagingDir+"/"+e.Name()) == nil {
 				s.sweptFiles.Add(1)
 				s.sweptBytes.Add(fi.Size())
+				s.dropRecord(fi) // written before the process died, if it got that far
 			}
 		}
 		if err != nil {
@@ -114,6 +121,9 @@ func New(name string, loc policies.Location, root string) (*Store, error) {
 		}
 	}
 	s := &Store{name: name, loc: loc, dir: root, root: r}
+	if _, err := r.Stat(recordDir); err == nil {
+		s.records.Store(true)
+	}
 	s.sweepStaging(time.Now())
 	return s, nil
 }
@@ -155,11 +165,25 @@ func (s *Store) Stat(ctx context.Context, key string) (store.ObjectInfo, error) 
 		return store.ObjectInfo{}, err
 	}
 	defer f.Close()
-	info, err := s.readInfo(f, rel, key)
+	info, _, err := s.readInfo(f, rel, key)
 	if err != nil {
 		return store.ObjectInfo{}, fmt.Errorf("posix: stat %q: %w", key, err)
 	}
 	return info, nil
+}
+
+// statFile returns the ObjectInfo of the open object file f, read from the
+// file (not from the cache).
+func (s *Store) statFile(f *os.File, key string) (store.ObjectInfo, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	size, m, _, err := s.loadMeta(f, fi)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	return infoOf(key, size, m, fi), nil
 }
 
 // ReadRange streams length bytes from offset (length < 0: to the end),
@@ -168,28 +192,19 @@ func (s *Store) Stat(ctx context.Context, key string) (store.ObjectInfo, error) 
 // Validator (checked on the open file, so the bytes read are the ones
 // matched).
 func (s *Store) ReadRange(ctx context.Context, key string, offset, length int64, ifMatch store.Validator) (io.ReadCloser, error) {
-	f, _, err := s.open(ctx, "read", key)
+	f, rel, err := s.open(ctx, "read", key)
 	if err != nil {
 		return nil, err
 	}
-	size, err := func() (int64, error) {
-		fi, err := f.Stat()
-		if err != nil {
-			return 0, err
-		}
-		size, _, _, err := readFooter(f, fi.Size())
-		if err != nil {
-			return 0, err
-		}
-		if ifMatch != "" && validatorOf(fi) != ifMatch {
-			return 0, store.ErrPreconditionFailed
-		}
-		return size, nil
-	}()
+	info, _, err := s.readInfo(f, rel, key)
+	if err == nil && ifMatch != "" && info.Validator != ifMatch {
+		err = store.ErrPreconditionFailed
+	}
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("posix: read %q: %w", key, err)
 	}
+	size := info.Size
 	offset = min(max(offset, 0), size)
 	if length < 0 || length > size-offset {
 		length = size - offset
@@ -204,19 +219,33 @@ type fileSection struct {
 
 func (r *fileSection) Close() error { return r.f.Close() }
 
-// OpenLocal opens the object's file; its bytes are [0, info.Size) of f.
+// OpenLocal opens the object's file, which holds the object's bytes and
+// nothing else: they are the whole of f, [0, info.Size). The file may be
+// handed to another process (a short-circuit read): a file in format 1,
+// whose metadata follows the bytes, is converted first (migrate).
 // ErrNotFound when key does not exist.
 func (s *Store) OpenLocal(ctx context.Context, key string) (*os.File, int64, store.ObjectInfo, error) {
-	f, rel, err := s.open(ctx, "open", key)
-	if err != nil {
-		return nil, 0, store.ObjectInfo{}, err
-	}
-	info, err := s.readInfo(f, rel, key)
-	if err != nil {
+	for attempt := 0; ; attempt++ {
+		f, rel, err := s.open(ctx, "open", key)
+		if err != nil {
+			return nil, 0, store.ObjectInfo{}, err
+		}
+		info, fm, err := s.readInfo(f, rel, key)
+		if err == nil && fm.exclusive() {
+			return f, 0, info, nil
+		}
+		if err == nil {
+			err = s.migrate(ctx, key, rel, f)
+		}
 		f.Close()
+		if err == nil || errors.Is(err, errReplaced) {
+			if attempt < 3 {
+				continue // open it again: converted, or another object now
+			}
+			err = fmt.Errorf("%w: the object kept changing while it was converted", store.ErrPreconditionFailed)
+		}
 		return nil, 0, store.ObjectInfo{}, fmt.Errorf("posix: open %q: %w", key, err)
 	}
-	return f, 0, info, nil
 }
 
 func (s *Store) open(ctx context.Context, op, key string) (*os.File, string, error) {
@@ -246,7 +275,14 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	}
 	mu := s.lock(key)
 	mu.Lock()
+	var old os.FileInfo
+	if s.records.Load() {
+		old, _ = s.root.Stat(rel)
+	}
 	err = s.root.Remove(rel)
+	if err == nil {
+		s.dropRecord(old)
+	}
 	mu.Unlock()
 	if err != nil {
 		if isNotExist(err) {
@@ -437,8 +473,29 @@ func (st *staged) copyBody(ctx context.Context, body io.Reader, size int64) erro
 	return nil
 }
 
-// finish appends m, stamps the mtime and fsyncs the file.
-func (st *staged) finish(m *meta) error {
+// finish records m for the object key (format 2: in the file's extended
+// attribute, or its record file), stamps the mtime and fsyncs the file.
+func (st *staged) finish(key string, m *meta) error {
+	// Stamped first: the record file, where one is needed, is named by
+	// the final inode, mtime and size.
+	t := st.s.stamp()
+	if err := st.s.root.Chtimes(st.rel, t, t); err != nil {
+		return err
+	}
+	fi, err := st.f.Stat()
+	if err != nil {
+		return err
+	}
+	st.fi = fi
+	if _, err := st.writeRecord(key, record{Size: st.size, meta: *m}); err != nil {
+		return err
+	}
+	return st.f.Sync()
+}
+
+// finishPart appends m as a trailer (format 1: multipart parts, never
+// handed out), stamps the mtime and fsyncs the file.
+func (st *staged) finishPart(m *meta) error {
 	if err := writeTrailer(st.f, st.size, m); err != nil {
 		return err
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/federation/store/storetest"
 	"github.com/fedgate/fedgate/policies"
@@ -208,38 +210,63 @@ func objectFile(t *testing.T, s *Store, key string) string {
 	return filepath.Join(s.dir, filepath.FromSlash(rel))
 }
 
+// A damaged file, in either format, is ErrCorrupt naming its key: never
+// served short or with another object's metadata; it can still be
+// overwritten and deleted.
 func TestCorruptFile(t *testing.T) {
-	for name, damage := range map[string]func(b []byte) []byte{
-		"truncated":             func(b []byte) []byte { return b[:len(b)-5] },
-		"bad magic":             func(b []byte) []byte { b[len(b)-footerSize] ^= 0xff; return b },
-		"bad size":              func(b []byte) []byte { b[len(b)-footerSize+15]++; return b },
-		"bad metadata":          func(b []byte) []byte { b[len(b)-footerSize-3] ^= 0x20; return b },
-		"extended":              func(b []byte) []byte { return append(b, 0) },
-		"shorter than a footer": func(b []byte) []byte { return b[:10] },
+	setAttr := func(v string) func(p string) error {
+		return func(p string) error { return unix.Setxattr(p, metaAttr, []byte(v), 0) }
+	}
+	rewrite := func(damage func(b []byte) []byte) func(p string) error {
+		return func(p string) error {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(p, damage(b), 0o644) // the same inode: its attribute stays
+		}
+	}
+	for name, tc := range map[string]struct {
+		format1 bool
+		damage  func(p string) error
+	}{
+		"truncated":           {false, rewrite(func(b []byte) []byte { return b[:len(b)-1] })},
+		"extended":            {false, rewrite(func(b []byte) []byte { return append(b, 0) })},
+		"bad metadata":        {false, setAttr(`{"size":`)},
+		"metadata for more":   {false, setAttr(`{"size":6,"etag":"x"}`)},
+		"no metadata":         {false, func(p string) error { return unix.Removexattr(p, metaAttr) }},
+		"format 1 truncated":  {true, rewrite(func(b []byte) []byte { return b[:len(b)-5] })},
+		"format 1 bad magic":  {true, rewrite(func(b []byte) []byte { b[len(b)-footerSize] ^= 0xff; return b })},
+		"format 1 bad size":   {true, rewrite(func(b []byte) []byte { b[len(b)-footerSize+15]++; return b })},
+		"format 1 bad meta":   {true, rewrite(func(b []byte) []byte { b[len(b)-footerSize-3] ^= 0x20; return b })},
+		"format 1 extended":   {true, rewrite(func(b []byte) []byte { return append(b, 0) })},
+		"format 1 too short":  {true, rewrite(func(b []byte) []byte { return b[:10] })},
+		"format 1 half-done":  {true, setAttr(`{"size":4,"etag":"x"}`)}, // a conversion's attribute for other bytes
+		"format 1 empty file": {true, rewrite(func(b []byte) []byte { return nil })},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := newAt(t, t.TempDir())
 			ctx := t.Context()
-			if _, err := s.Put(ctx, "obj", strings.NewReader("hello"), 5, store.PutOptions{}); err != nil {
+			if tc.format1 {
+				writeFormat1(t, s, "obj", "hello", store.Metadata{})
+			} else if _, err := s.Put(ctx, "obj", strings.NewReader("hello"), 5, store.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			p := objectFile(t, s, "obj")
-			b, err := os.ReadFile(p)
-			if err != nil {
+			if err := tc.damage(objectFile(t, s, "obj")); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(p, damage(b), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			_, err = s.Stat(ctx, "obj")
+			_, err := s.Stat(ctx, "obj")
 			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `"obj"`) {
 				t.Errorf("Stat: %v, want ErrCorrupt naming the key", err)
 			}
-			if name != "bad metadata" {
-				_, err = s.ReadRange(ctx, "obj", 0, -1, "")
-				if !errors.Is(err, ErrCorrupt) {
-					t.Errorf("ReadRange: %v, want ErrCorrupt", err)
+			if _, err = s.ReadRange(ctx, "obj", 0, -1, ""); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("ReadRange: %v, want ErrCorrupt", err)
+			}
+			if f, _, _, err := s.OpenLocal(ctx, "obj"); !errors.Is(err, ErrCorrupt) {
+				if f != nil {
+					f.Close()
 				}
+				t.Errorf("OpenLocal: %v, want ErrCorrupt", err)
 			}
 			n := 0
 			for e, err := range s.List(ctx, store.ListOptions{}) {
@@ -322,8 +349,8 @@ func TestRestart(t *testing.T) {
 	}
 }
 
-// TestFileLayout: the object's bytes start at offset 0 of its file, and a
-// Delete prunes the directories it empties.
+// TestFileLayout: the object's file holds its bytes and nothing else, and
+// a Delete prunes the directories it empties.
 func TestFileLayout(t *testing.T) {
 	s := newAt(t, t.TempDir())
 	ctx := t.Context()
@@ -332,8 +359,8 @@ func TestFileLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(objectFile(t, s, "x/y/z"))
-	if err != nil || !bytes.HasPrefix(b, body) {
-		t.Fatalf("file does not start with the object's bytes: %v", err)
+	if err != nil || !bytes.Equal(b, body) {
+		t.Fatalf("the file is not the object's bytes alone (%d bytes, want %d): %v", len(b), len(body), err)
 	}
 	if err := s.Delete(ctx, "x/y/z"); err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, size int64,
 	if opts.LateChecksums != nil {
 		m.Checksums = store.MergeMaps(m.Checksums, opts.LateChecksums())
 	}
-	if err := st.finish(&m); err != nil {
+	if err := st.finish(key, &m); err != nil {
 		return store.ObjectInfo{}, mapErr("put", key, err)
 	}
 	if err := s.commit(ctx, key, rel, st, opts); err != nil {
@@ -72,16 +72,22 @@ func (s *Store) move(ctx context.Context, key, rel string, st *staged, opts stor
 	mu := s.lock(key)
 	mu.Lock()
 	defer mu.Unlock()
-	if opts.IfMatch != "" {
+	// old: the file replaced, whose record file (if it has one) goes
+	// with it.
+	var old os.FileInfo
+	if opts.IfMatch != "" || s.records.Load() && !opts.IfNoneMatch {
 		fi, err := s.root.Stat(rel)
 		switch {
-		case isNotExist(err):
+		case isNotExist(err) && opts.IfMatch != "":
 			return fmt.Errorf("posix: put %q: key does not exist: %w", key, store.ErrPreconditionFailed)
+		case isNotExist(err):
 		case err != nil:
 			return mapErr("put", key, err)
-		case validatorOf(fi) != opts.IfMatch:
+		case opts.IfMatch != "" && validatorOf(fi) != opts.IfMatch:
 			return fmt.Errorf("posix: put %q: validator %s, want %s: %w",
 				key, validatorOf(fi), opts.IfMatch, store.ErrPreconditionFailed)
+		default:
+			old = fi
 		}
 	}
 	op := s.root.Rename
@@ -96,6 +102,9 @@ func (s *Store) move(ctx context.Context, key, rel string, st *staged, opts stor
 			// whose reply was lost gets EEXIST or ENOENT for its own
 			// success; the inode under rel tells.
 			st.moved = !opts.IfNoneMatch // a link leaves the staged name
+			if old != nil && !os.SameFile(old, st.fi) {
+				s.dropRecord(old)
+			}
 			break
 		}
 		if opts.IfNoneMatch && errors.Is(err, fs.ErrExist) {

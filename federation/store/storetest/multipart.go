@@ -232,6 +232,14 @@ func testLocalFile(t *testing.T, s store.Store, caps Capabilities) {
 	if !bytes.Equal(got, b) {
 		t.Errorf("bytes at [%d, %d) differ from the object", off, off+info.Size)
 	}
+	// The file may be handed to a client (the short-circuit read), which
+	// can read all of it: it holds the object and nothing else, the
+	// metadata least of all (issue 35).
+	if fi, err := f.Stat(); err != nil {
+		t.Errorf("OpenLocal's file: %v", err)
+	} else if off != 0 || fi.Size() != info.Size {
+		t.Errorf("OpenLocal's file: the object at %d in a file of %d bytes; want the object's %d bytes alone", off, fi.Size(), info.Size)
+	}
 	_, _, _, err = lf.OpenLocal(t.Context(), "local/missing")
 	wantErr(t, "OpenLocal(missing)", err, store.ErrNotFound)
 }
