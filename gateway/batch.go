@@ -994,20 +994,10 @@ func (run *batchRun) writeErrorEntry(tw *tar.Writer, it *batchItem, err error) e
 	return err
 }
 
-// signedRequest authenticates one of fedgate's own POST endpoints (batch
-// GET, short-circuit read): it must be SigV4-signed with a known access
-// key; what (e.g. "a batch GET") names it in the refusal of an unsigned
-// one. It returns the user and the verified body.
-func (s *Server) signedRequest(w http.ResponseWriter, r *http.Request, what string) (backend.User, io.Reader, error) {
-	user, res, err := s.verifySigned(w, r, what)
-	if err != nil {
-		return backend.User{}, nil, err
-	}
-	return user, resBody(res), nil
-}
-
-// signedPayloadRequest is signedRequest for an endpoint whose body says
-// what is done (the batch GET): the signature must also cover the body, a
+// signedPayloadRequest authenticates one of fedgate's own POST endpoints
+// (batch GET, short-circuit read), whose body says what is done: it must be
+// SigV4-signed with a known access key (what, e.g. "a batch GET", names it
+// in a refusal), and the signature must also cover the body, a
 // signed hex x-amz-content-sha256 or a signed aws-chunked body. A request
 // signed over UNSIGNED-PAYLOAD, and a presigned URL whose signature does not
 // name the body's hash, could be replayed with any body by whoever holds
