@@ -19,7 +19,9 @@ package posix
 //
 // The record holds the object's size, checked against the file's, so a
 // truncated or extended file is reported as ErrCorrupt, never served
-// short.
+// short. Files are the node's user's alone (fileMode): a client of another
+// user given an object's file reads its bytes through the descriptor, not
+// its extended attribute.
 //
 // Format 1, of builds before format 2, kept the record as a trailer in the
 // data file (a client given the file could read it past the object's
@@ -55,6 +57,14 @@ var ErrCorrupt = errors.New("posix: corrupt object file")
 
 // metaAttr is the extended attribute that holds a format 2 file's record.
 const metaAttr = "user.fedgate.posix"
+
+// fileMode is the mode of object and record files: the node's user alone
+// reads them. A client handed an object's file (a short-circuit read) reads
+// its bytes through the descriptor, but the extended attribute holding the
+// metadata is checked against the file's mode and the client's own user
+// (fgetxattr(2) on the descriptor is refused to any other user), and no
+// other user opens the file, or a record file, by its path.
+const fileMode = 0o600
 
 // recordDir holds the record files of format 2 objects whose record is not
 // in metaAttr (a name starting with '.': no key's).
@@ -226,7 +236,7 @@ func (s *Store) writeRecordFile(rel string, js []byte) error {
 	if err := s.mkdirs(dir); err != nil {
 		return err
 	}
-	f, err := s.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := s.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fileMode)
 	if err != nil {
 		return err
 	}

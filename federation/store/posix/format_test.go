@@ -7,8 +7,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -332,5 +335,98 @@ func TestRecordFiles(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(s.dir, filepath.FromSlash(st.rel))); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the staging file stays: %v", err)
+	}
+}
+
+// helperEnv marks the test binary run as TestOtherUserReadsOnlyTheBytes's
+// helper, as another user, with the object's file as descriptor 3.
+const helperEnv = "FEDGATE_POSIX_OTHER_USER_HELPER"
+
+// A client that runs as another user than the node (the short-circuit
+// socket's users) reads the object's bytes through the descriptor it is
+// handed, and nothing else: not the extended attribute that holds the
+// metadata (fgetxattr on the descriptor is checked against the file's
+// mode), nor the file opened again through /proc (issue 35). Runs where
+// the test may start a process as another user (root).
+func TestOtherUserReadsOnlyTheBytes(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root, to run the client as another user")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test binary, where the other user can run it.
+	dir, err := os.MkdirTemp("", "posix-other-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "posix.test")
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := newAt(t, t.TempDir())
+	ctx := t.Context()
+	body := "the object's bytes"
+	if _, err := s.Put(ctx, "put", strings.NewReader(body), -1, store.PutOptions{Metadata: secretMeta(0)}); err != nil {
+		t.Fatal(err)
+	}
+	writeFormat1(t, s, "old", body, secretMeta(0))
+	for _, key := range []string{"put", "old"} {
+		f, _, info, err := s.OpenLocal(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "-test.run=^TestOtherUserHelper$", "-test.v")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), helperEnv+"="+strconv.FormatInt(info.Size, 10))
+		cmd.ExtraFiles = []*os.File{f}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		f.Close()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestOtherUserHelper") {
+			t.Errorf("%s: the other user's client: %v\n%s", key, err, out)
+		}
+	}
+}
+
+// TestOtherUserHelper is TestOtherUserReadsOnlyTheBytes's client.
+func TestOtherUserHelper(t *testing.T) {
+	want := os.Getenv(helperEnv)
+	if want == "" {
+		t.Skip("run by TestOtherUserReadsOnlyTheBytes")
+	}
+	if os.Getuid() == 0 {
+		t.Fatal("the helper runs as root")
+	}
+	const fd = 3
+	var all []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Pread(fd, buf, int64(len(all)))
+		if n <= 0 || err != nil {
+			break
+		}
+		all = append(all, buf[:n]...)
+	}
+	if strconv.Itoa(len(all)) != want || bytes.Contains(all, []byte("SECRET")) {
+		t.Errorf("read %d bytes (%q) through the descriptor, want the object's %s alone", len(all), all, want)
+	}
+	if n, err := unix.Fgetxattr(fd, metaAttr, buf); err == nil {
+		t.Errorf("fgetxattr %s on the descriptor gave %q", metaAttr, buf[:n])
+	} else if !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.EPERM) {
+		t.Errorf("fgetxattr %s: %v, want EACCES", metaAttr, err)
+	}
+	if f, err := os.Open("/proc/self/fd/3"); err == nil {
+		f.Close()
+		t.Error("the file opened again through /proc/self/fd")
 	}
 }

@@ -71,13 +71,18 @@ func (s *Store) convertInPlace(key, rel string, f *os.File) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	switch fm {
-	case formAttr, formFile:
+	if fm.exclusive() {
 		return true, nil // converted meanwhile
-	case formTrailer:
-		if s.noAttrs.Load() {
-			return false, nil
-		}
+	}
+	if fm == formTrailer && s.noAttrs.Load() {
+		return false, nil
+	}
+	// Older builds made files any user could read; the attribute is for
+	// the node's user alone (fileMode).
+	if err := w.Chmod(fileMode); err != nil {
+		return false, mapErr("convert", key, err)
+	}
+	if fm == formTrailer {
 		js, err := json.Marshal(record{Size: size, meta: m})
 		if err != nil {
 			return false, err

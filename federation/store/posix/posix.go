@@ -421,13 +421,13 @@ type staged struct {
 
 func (s *Store) newStaged() (*staged, error) {
 	rel := stagingDir + "/" + randHex(12)
-	f, err := s.root.OpenFile(rel, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := s.root.OpenFile(rel, os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode)
 	if errors.Is(err, fs.ErrNotExist) {
 		// The store's directory was emptied under the running node (a
 		// wiped or replaced disk): make the folder again, so writes and
 		// repair work without a restart.
 		if err = s.root.Mkdir(stagingDir, 0o755); err == nil || errors.Is(err, fs.ErrExist) {
-			f, err = s.root.OpenFile(rel, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+			f, err = s.root.OpenFile(rel, os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode)
 		}
 	}
 	if err != nil {
