@@ -112,52 +112,58 @@ const (
 )
 
 // settleBody decides, before an error answer's header is written, what
-// becomes of a request body the handler did not read to its end:
-//   - a body nobody asked for (Expect: 100-continue and nothing read yet) is
-//     never invited: the answer goes out at once and the connection closes;
-//   - a body that stalled, or that an unauthenticated caller sends, is not
-//     waited for: the connection closes after the answer;
-//   - an authenticated caller's body still arriving is read and dropped, up
-//     to maxErrorDrain and errorDrainTime and only while bytes keep coming,
-//     so that a client that sends its whole body before it reads (a PUT
-//     refused half-way by a full device) sees the answer instead of a
-//     reset; what is left then closes the connection.
+// becomes of a request body the handler did not read to its end; status is
+// the answer's. It returns what to run once the answer is written (nil:
+// nothing).
+//   - A body nobody asked for (Expect: 100-continue, nothing read yet) of a
+//     request refused for what its headers say (a 4xx) is never invited:
+//     the answer goes out at once, as S3's does, and the connection closes.
+//   - A body that stalled is not waited for: the connection closes after
+//     the answer.
+//   - Any other body may still be arriving from a client that sends all of
+//     it before it reads (a PUT refused half-way by a full device, or made
+//     to wait for staging room until it timed out its 100-continue): the
+//     answer goes out first, then what arrives is read and dropped, up to
+//     maxErrorDrain and errorDrainTime and only while bytes keep coming,
+//     so that the client reads the answer instead of meeting a reset; then
+//     the connection closes. A stalled client holds its connection at most
+//     that long after its answer.
 //
 // Closing matters as much as not reading: net/http would otherwise read up
 // to 256 KiB of what is left itself, waiting on a stalled client, before
 // the answer (to keep the connection) or after it (closing the body).
-func settleBody(w http.ResponseWriter, r *http.Request) {
+func settleBody(w http.ResponseWriter, r *http.Request, status int) func() {
 	ri := infoFrom(r.Context())
 	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody || ri == nil || ri.body == nil {
-		return
+		return nil
 	}
 	g := ri.body
 	if g.eof {
-		return
+		return nil
 	}
-	closeConn := func() {
-		w.Header().Set("Connection", "close")
+	w.Header().Set("Connection", "close")
+	if g.timedOut || g.n == 0 && status < 500 && strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
 		// net/http still reads up to 256 KiB of what is left when the
 		// handler returns (closing the body, after the answer is sent):
 		// let that read fail at once instead of waiting on the client.
 		_ = g.rc.SetReadDeadline(time.Now())
+		return nil
 	}
-	switch {
-	case g.n == 0 && strings.EqualFold(r.Header.Get("Expect"), "100-continue"):
-		closeConn()
-		return
-	case g.timedOut, ri.user == "" || ri.user == "anonymous":
-		closeConn()
-		return
+	// Read after the answer is written: net/http allows it only in full
+	// duplex mode.
+	if g.rc.EnableFullDuplex() != nil {
+		_ = g.rc.SetReadDeadline(time.Now())
+		return nil
 	}
-	g.until = time.Now().Add(errorDrainTime)
-	if g.idle <= 0 || g.idle > errorDrainTime {
-		g.idle = errorDrainTime
+	return func() {
+		_ = g.rc.Flush()
+		g.until = time.Now().Add(errorDrainTime)
+		if g.idle <= 0 || g.idle > errorDrainTime {
+			g.idle = errorDrainTime
+		}
+		_, _ = io.CopyN(io.Discard, g, maxErrorDrain)
+		g.until = time.Time{}
+		_ = g.rc.SetReadDeadline(time.Now())
+		g.armed = false
 	}
-	_, _ = io.CopyN(io.Discard, g, maxErrorDrain)
-	if !g.eof {
-		closeConn()
-	}
-	g.until = time.Time{}
-	g.disarm()
 }

@@ -81,6 +81,7 @@ func TestRefusedStalledBodyIsAnsweredAtOnce(t *testing.T) {
 	if !resp.Close {
 		t.Error("the connection is kept open with 997 body bytes unread; want Connection: close")
 	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Errorf("after the answer: %v, want EOF (the server closed the connection)", err)
 	}

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/xml"
 	"errors"
 	"net/http"
+	"strconv"
 	"syscall"
 
 	"github.com/fedgate/fedgate/backend"
@@ -187,13 +189,22 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		h.Set("Retry-After", "1")
 	}
 	if r.Method == http.MethodHead {
-		settleBody(w, r)
+		if drain := settleBody(w, r, se.Status); drain != nil {
+			defer drain()
+		}
 		w.WriteHeader(se.Status)
 		return
 	}
 	body := errorResponse{Code: se.Code, Message: se.Message, Resource: r.URL.Path, RequestID: reqID, HostID: reqID}
-	settleBody(w, r)
+	if drain := settleBody(w, r, se.Status); drain != nil {
+		defer drain()
+	}
+	// A known length: the answer is complete when written, even while the
+	// handler still drains the request's body (settleBody).
+	var buf bytes.Buffer
+	buf.WriteString(xml.Header)
+	_ = xml.NewEncoder(&buf).Encode(body)
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(se.Status)
-	_, _ = w.Write([]byte(xml.Header))
-	_ = xml.NewEncoder(w).Encode(body)
+	_, _ = w.Write(buf.Bytes())
 }
