@@ -156,3 +156,55 @@ func TestLocalSocketRead(t *testing.T) {
 		t.Fatalf("POST %s over TCP: %d %s", localread.Path, resp.StatusCode, body)
 	}
 }
+
+// A short-circuit read hands over a descriptor of the posix store's file;
+// reading that file past the object's end yields nothing, so a user who
+// may read the object but not its ACL or tags learns neither (issue 35: the
+// metadata trailer used to follow the object's bytes in the same file).
+func TestLocalReadPastTheEndRevealsNoMetadata(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s3.sock")
+	s := startServer(t, "--local-socket", sock)
+	c := s.root()
+	mustOK(t, must(c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("private")})))
+	_, err := s.fedgate("user", "add", "aclgrantee")
+	mustOK(t, err)
+	out, err := s.fedgate("user", "add", "reader")
+	mustOK(t, err)
+	m := keyRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("user add printed no keys:\n%s", out)
+	}
+	ak, sk := m[1], m[2]
+	data := randBytes(t, 5000)
+	mustOK(t, must(c.PutObject(ctx(t), &s3.PutObjectInput{Bucket: aws.String("private"), Key: aws.String("ckpt.bin"),
+		Body: bytes.NewReader(data), Tagging: aws.String("secret-tag=TAGVALUE-91c2"),
+		Metadata: map[string]string{"note": "METAVALUE-5be0"}, GrantRead: aws.String(`id="aclgrantee"`)})))
+	_, err = s.fedgate("user", "grant", "reader", "private", "read")
+	mustOK(t, err)
+	lc := &localread.Client{Socket: sock, Endpoint: s.Endpoint, AccessKey: ak, SecretKey: sk}
+	f, err := lc.OpenLocal(ctx(t), "private", "ckpt.bin")
+	if err != nil {
+		t.Fatalf("OpenLocal: %v\n%s", err, s.Log())
+	}
+	defer f.Close()
+	exts, files := f.Extents()
+	if len(files) == 0 {
+		t.Fatal("no descriptor handed over")
+	}
+	for i, fd := range files {
+		e := exts[i]
+		buf := make([]byte, 1<<16)
+		n, err := fd.ReadAt(buf, e.FileOffset+e.Length)
+		if n > 0 {
+			t.Fatalf("descriptor %d: %d bytes past the object's end (%v): %q", i, n, err, buf[:min(n, 200)])
+		}
+		// Nor anywhere else in the file.
+		whole, err := io.ReadAll(io.NewSectionReader(fd, 0, 1<<30))
+		mustOK(t, err)
+		for _, secret := range []string{"TAGVALUE-91c2", "METAVALUE-5be0", "aclgrantee"} {
+			if bytes.Contains(whole, []byte(secret)) {
+				t.Fatalf("descriptor %d holds %q", i, secret)
+			}
+		}
+	}
+}

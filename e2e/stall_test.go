@@ -168,3 +168,25 @@ func TestStalledSignedPutLeavesNoStaging(t *testing.T) {
 		t.Fatal("the stalled PUT left an object")
 	}
 }
+
+// An unauthorized PUT that asks Expect: 100-continue is answered 403 at
+// once, without 100 Continue (S3's answer), by the real server.
+func TestUnauthorizedExpectContinueGets403WithoutContinue(t *testing.T) {
+	s := startServer(t)
+	mustOK(t, must(s.root().CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("private-data")})))
+	addr := strings.TrimPrefix(s.Endpoint, "http://")
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	mustOK(t, err)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, err = fmt.Fprintf(c, "PUT /private-data/x HTTP/1.1\r\nHost: %s\r\nContent-Length: 1048576\r\nExpect: 100-continue\r\n\r\n", addr)
+	mustOK(t, err)
+	buf := make([]byte, 64)
+	n, err := io.ReadAtLeast(c, buf, 12)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	if line := string(buf[:n]); !strings.HasPrefix(line, "HTTP/1.1 403") {
+		t.Fatalf("first answer %q, want HTTP/1.1 403 (no 100 Continue)", line)
+	}
+}
