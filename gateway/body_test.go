@@ -253,3 +253,23 @@ func testWait(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Keys under _fedgate/ are fedgate's own in the stores it writes to (a
+// bucket mounted at a store's root would reach its markers and versions):
+// S3 requests naming one are refused and nothing is stored.
+func TestReservedKeyDirRefused(t *testing.T) {
+	e := newEnv(t)
+	e.bucket("data")
+	for _, key := range []string{"_fedgate/store-marker", "_fedgate/versions/x", "_fedgate"} {
+		resp, body := e.rootSigned(http.MethodPut, "/data/"+key, []byte("x"), nil)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "<Code>InvalidArgument</Code>") {
+			t.Fatalf("PUT %s: %d %s, want 400 InvalidArgument", key, resp.StatusCode, body)
+		}
+		if _, _, ok := e.fake.Object("data", key); ok {
+			t.Fatalf("PUT %s stored an object", key)
+		}
+	}
+	if resp, body := e.rootSigned(http.MethodPut, "/data/x/_fedgate/ok", []byte("x"), nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a _fedgate segment below the root is an ordinary key: %d %s", resp.StatusCode, body)
+	}
+}

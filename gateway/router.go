@@ -279,6 +279,11 @@ func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, ri *requestInfo
 	}
 }
 
+// reservedKeyDir is the first key segment fedgate keeps for its own
+// objects in the stores it writes to (federation: store markers, versions;
+// node: the region's claim).
+const reservedKeyDir = "_fedgate"
+
 // maxHeaderBytes is S3's limit on the request header section.
 const maxHeaderBytes = 8 << 10
 
@@ -304,6 +309,9 @@ func checkKey(key string) error {
 	}
 	if strings.IndexByte(key, 0) >= 0 {
 		return s3err.New(s3err.CodeInvalidArgument, "Object key contains a NUL byte.")
+	}
+	if first, _, _ := strings.Cut(key, "/"); first == reservedKeyDir {
+		return s3err.Newf(s3err.CodeInvalidArgument, "Object key %q is reserved: fedgate keeps its own state (store markers, object versions, the region's claim) under %s/ at the root of the stores it writes to, which a bucket mounted at a store's root would reach.", key, reservedKeyDir)
 	}
 	for seg := range strings.SplitSeq(key, "/") {
 		if seg == "." || seg == ".." {
