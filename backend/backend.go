@@ -108,7 +108,14 @@ type Bucket interface {
 	StatVersion(ctx context.Context, key, id string) (store.ObjectInfo, error)
 	// DeleteVersion removes one version for good; deleting one that does
 	// not exist is not an error. marker: it was a delete marker.
+	// ErrObjectLocked when the version's lock protects it (a governance
+	// retention yields to a ctx marked WithBypassGovernance).
 	DeleteVersion(ctx context.Context, key, id string) (marker bool, err error)
+	// SetObjectLock changes the lock of version id of key (id "": the
+	// key's current version): ErrObjectLocked (a change the lock
+	// forbids), ErrNoSuchVersion, a *DeleteMarkerError,
+	// ErrObjectLockNotSupported.
+	SetObjectLock(ctx context.Context, key, id string, change LockChange) error
 	// ListVersions lists versions in S3's order (keys ascending, newest
 	// version first), with common prefixes.
 	ListVersions(ctx context.Context, opts VersionListOptions) iter.Seq2[VersionEntry, error]

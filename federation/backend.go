@@ -194,6 +194,9 @@ func (h bucketHandle) SetConfig(ctx context.Context, kind, value string) error {
 	if kind == backend.ConfLifecycle {
 		return h.setLifecycle(ctx, value)
 	}
+	if kind == backend.ConfObjectLock {
+		return h.setObjectLockConfig(ctx, value)
+	}
 	return h.ns.rs.Apply(ctx, regionstate.SetBucketConfig{Bucket: h.Bucket.Name, Kind: kind, Value: value, Delete: value == ""})
 }
 

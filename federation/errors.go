@@ -31,7 +31,8 @@ func RegionError(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrNoLeader), errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrClosed), errors.Is(err, ErrStalePolicy), errors.Is(err, ErrBehind):
+	case errors.Is(err, ErrNoLeader), errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrClosed), errors.Is(err, ErrStalePolicy), errors.Is(err, ErrBehind),
+		errors.Is(err, backend.ErrObjectLocked), errors.Is(err, backend.ErrInvalidBucketState):
 		return err // already translated
 	case errors.Is(err, regionstate.ErrLeadershipLost): // before ErrNotLeader, which it matches
 		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
@@ -41,6 +42,10 @@ func RegionError(err error) error {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	case errors.Is(err, regionstate.ErrStalePolicy):
 		return fmt.Errorf("%w: %w", ErrStalePolicy, err)
+	case errors.Is(err, regionstate.ErrObjectLocked):
+		return fmt.Errorf("%w: %w", backend.ErrObjectLocked, err)
+	case errors.Is(err, regionstate.ErrBucketState):
+		return fmt.Errorf("%w: %w", backend.ErrInvalidBucketState, err)
 	}
 	return err
 }

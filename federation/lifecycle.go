@@ -639,6 +639,11 @@ func (n *Namespace) expireVersions(ctx context.Context, b *Bucket, rules []lifec
 				// Version i stopped being current when version i-1 was
 				// written; i-1 noncurrent versions are newer than it.
 				if r.ExpiresNoncurrent(key[i-1].Created, i-1, now) {
+					if v.Lock.Protects(now, false) {
+						run.Skipped++ // kept by its object lock; a pass after it ends expires it
+						m.skipped.WithLabelValues(b.Name).Inc()
+						break
+					}
 					due = append(due, v)
 					break
 				}
@@ -668,7 +673,9 @@ func (n *Namespace) expireVersions(ctx context.Context, b *Bucket, rules []lifec
 		case err == nil:
 			run.Expired++
 			m.expired.WithLabelValues(b.Name).Inc()
-		case errors.Is(err, regionstate.ErrNoSuchVersion):
+		case errors.Is(err, regionstate.ErrNoSuchVersion), errors.Is(err, regionstate.ErrObjectLocked), errors.Is(err, backend.ErrObjectLocked):
+			// Gone meanwhile, or kept by its object lock (a retention or
+			// legal hold): skipped and counted, tried again next pass.
 			run.Skipped++
 			m.skipped.WithLabelValues(b.Name).Inc()
 		case ctx.Err() != nil:

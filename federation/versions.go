@@ -92,6 +92,7 @@ func (b *Bucket) versioned() bool { return b.indexVersioning() != "" }
 // like a write-back object (its Validator is a staged one).
 func versionInfo(v regionstate.ObjectVersion) store.ObjectInfo {
 	meta := fromRaftMeta(v.Meta)
+	meta.User = lockEntry(meta.User, v.Lock)
 	meta.Checksums = v.Checksums
 	validator := store.Validator(v.Validator)
 	if v.Staged != 0 {
@@ -205,13 +206,19 @@ func (b *Bucket) putVersioned(ctx context.Context, key string, body io.Reader, s
 	}
 	skey := versionStoreKey(b.Name, vid)
 	tag := egressTag{bucket: b.Name, key: key}
-	info, err := b.store.Put(withEgressTag(ctx, tag), skey, body, size, store.PutOptions{Metadata: opts.Metadata, LateChecksums: opts.LateChecksums})
+	// The version's lock goes to its record in the region state, not to
+	// the store's copy of its metadata.
+	smeta := opts.Metadata
+	rmeta, lock := takeLock(toRaftMeta(smeta, ""))
+	smeta.User = rmeta.User
+	info, err := b.store.Put(withEgressTag(ctx, tag), skey, body, size, store.PutOptions{Metadata: smeta, LateChecksums: opts.LateChecksums})
 	if err != nil {
 		return store.ObjectInfo{}, err
 	}
 	b.ns.countWrite(b.Name, b.store, info.Size)
+	rmeta, _ = takeLock(toRaftMeta(info.Metadata, ""))
 	v := regionstate.ObjectVersion{Bucket: b.Name, Key: key, ID: id, Store: b.store.Name(), StoreKey: skey,
-		Size: info.Size, ETag: info.ETag, Validator: string(info.Validator), Meta: toRaftMeta(info.Metadata, ""), Checksums: info.Checksums}
+		Size: info.Size, ETag: info.ETag, Validator: string(info.Validator), Meta: rmeta, Checksums: info.Checksums, Lock: lock}
 	cmd := regionstate.PutVersion{Version: v}
 	if cond != nil {
 		cmd.Conditional, cmd.IfLatest = true, *cond
@@ -226,6 +233,7 @@ func (b *Bucket) putVersioned(ctx context.Context, key string, body io.Reader, s
 		return store.ObjectInfo{}, err
 	}
 	info.Key, info.VersionID, info.StoreKey = key, id, skey
+	info.Metadata.User = lockEntry(info.Metadata.User, lock)
 	return info, nil
 }
 
@@ -355,7 +363,7 @@ func (b *Bucket) DeleteVersion(ctx context.Context, key, id string) (marker bool
 	for _, v := range vs {
 		if v.ID == id {
 			marker = v.DeleteMarker
-			err := b.ns.rs.Apply(ctx, regionstate.DeleteVersion{Bucket: b.Name, Key: key, ID: id})
+			err := b.ns.rs.Apply(ctx, regionstate.DeleteVersion{Bucket: b.Name, Key: key, ID: id, BypassGovernance: backend.BypassGovernance(ctx)})
 			if errors.Is(err, regionstate.ErrNoSuchVersion) {
 				return marker, nil // deleted meanwhile: S3 deletes are idempotent
 			}
@@ -743,8 +751,12 @@ func (b *Bucket) commitUploadVersion(ctx context.Context, up Upload, info store.
 	if meta.ContentType == "" && meta.User == nil {
 		meta = fromRaftMeta(up.Meta)
 	}
+	rmeta, lock := takeLock(toRaftMeta(meta, up.Meta.ChecksumAlgorithm))
+	if _, upLock := takeLock(up.Meta); lock == nil {
+		lock = upLock // the lock the upload was created with
+	}
 	v := regionstate.ObjectVersion{Bucket: b.Name, Key: up.Key, ID: id, Store: b.store.Name(), StoreKey: skey,
-		Size: info.Size, ETag: info.ETag, Validator: string(info.Validator), Meta: toRaftMeta(meta, up.Meta.ChecksumAlgorithm), Checksums: info.Checksums}
+		Size: info.Size, ETag: info.ETag, Validator: string(info.Validator), Meta: rmeta, Checksums: info.Checksums, Lock: lock}
 	cmd := regionstate.PutVersion{Version: v}
 	if cond != nil {
 		cmd.Conditional, cmd.IfLatest = true, *cond

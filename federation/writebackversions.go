@@ -80,6 +80,7 @@ func (b *Bucket) commitStagedVersion(ctx context.Context, key string, e regionst
 	e.Key, e.Object, e.Store, e.StoreKey = skey, key, b.store.Name(), skey
 	v := regionstate.ObjectVersion{Bucket: b.Name, Key: key, ID: id, Store: b.store.Name(), StoreKey: skey,
 		Size: e.Size, ETag: e.ETag, Meta: e.Meta, Checksums: e.Checksums, Created: e.Created}
+	v.Meta, v.Lock = takeLock(e.Meta)
 	var cmd regionstate.Command = regionstate.PutVersion{Version: v, Stage: &e}
 	if cond != nil {
 		pv := cmd.(regionstate.PutVersion)

@@ -191,6 +191,17 @@ func (c *SetBucketConfig) apply(b *batch) error {
 	if c.Delete && !had {
 		return nil
 	}
+	// Object lock needs versioning Enabled, and keeps it so: it is never
+	// removed, and versioning cannot be suspended while it is set.
+	_, locked := b.cat.bconf[c.Bucket][BucketConfObjectLock]
+	switch {
+	case c.Kind == BucketConfObjectLock && c.Delete:
+		return ErrBucketState
+	case c.Kind == BucketConfObjectLock && b.cat.bconf[c.Bucket][BucketConfVersioning] != "Enabled":
+		return ErrBucketState
+	case c.Kind == BucketConfVersioning && locked && (c.Delete || c.Value != "Enabled"):
+		return ErrBucketState
+	}
 	b.clone(dBucketConf, func() { b.cat.bconf = maps.Clone(b.cat.bconf) })
 	inner := maps.Clone(b.cat.bconf[c.Bucket])
 	if c.Delete {

@@ -32,6 +32,8 @@ const (
 	CodeCanceled         = "canceled"
 	CodeDeadlineExceeded = "deadline_exceeded"
 	CodeNoSuchVersion    = "no_such_version"
+	CodeObjectLocked     = "object_locked"
+	CodeBucketState      = "bucket_state"
 	// CodeInternal is any other error (a disk or network failure).
 	CodeInternal = "internal"
 )
@@ -52,6 +54,8 @@ var codes = []struct {
 	{CodeUploadExists, ErrUploadExists},
 	{CodeNoSuchUpload, ErrNoSuchUpload},
 	{CodeNoSuchVersion, ErrNoSuchVersion},
+	{CodeObjectLocked, ErrObjectLocked},
+	{CodeBucketState, ErrBucketState},
 	{CodeStalePolicy, ErrStalePolicy},
 	{CodeSuperseded, ErrSuperseded},
 	{CodeDrainClaimed, ErrDrainClaimed},

@@ -63,6 +63,10 @@ const (
 	// TypeBatch is a group of commands committed as one log entry (see
 	// group.go); it is never a Command of its own.
 	TypeBatch CommandType = 30
+	// TypeSetVersionLock changes an object version's lock (objectlock.go);
+	// not ignorable: a node that skipped it would let a locked version be
+	// deleted, or refuse a delete its region allows.
+	TypeSetVersionLock CommandType = 31
 )
 
 // Command is a typed FSM command. Type must return a constant.
@@ -127,6 +131,7 @@ var commands = [IgnoreUnknown]commandDef{
 	TypePutVersion:                   def[PutVersion]("PutVersion"),
 	TypeDeleteVersion:                def[DeleteVersion]("DeleteVersion"),
 	TypeCollectVersionGarbage:        def[CollectVersionGarbage]("CollectVersionGarbage"),
+	TypeSetVersionLock:               def[SetVersionLock]("SetVersionLock"),
 }
 
 // Encode returns the log entry for cmd: its type byte and JSON body.
@@ -330,10 +335,15 @@ const (
 	// BucketConfVersioning is "Enabled" or "Suspended" (absent: never
 	// versioned).
 	BucketConfVersioning = "versioning"
+	// BucketConfObjectLock is the bucket's ObjectLockConfiguration XML
+	// (object lock enabled, and its default retention). It can be set only
+	// while versioning is Enabled, and never removed; while it is set,
+	// versioning cannot be suspended (ErrBucketState).
+	BucketConfObjectLock = "object-lock"
 )
 
 // BucketConfigKinds are the kinds SetBucketConfig accepts.
-var BucketConfigKinds = []string{BucketConfPolicy, BucketConfACL, BucketConfPublicAccess, BucketConfTagging, BucketConfCORS, BucketConfLifecycle, BucketConfVersioning}
+var BucketConfigKinds = []string{BucketConfPolicy, BucketConfACL, BucketConfPublicAccess, BucketConfTagging, BucketConfCORS, BucketConfLifecycle, BucketConfVersioning, BucketConfObjectLock}
 
 // MaxBucketConfig bounds one configuration document (S3's bucket policy
 // limit is 20 KiB; a CORS configuration of 100 rules fits too; a

@@ -60,9 +60,14 @@ type ObjectVersion struct {
 	Meta      ObjectMeta        `json:",omitempty"`
 	Checksums map[string]string `json:",omitempty"`
 	Created   time.Time
+	// Lock is the version's object lock (objectlock.go): set with the
+	// version by PutVersion, changed by SetVersionLock. A locked version
+	// is not deleted (DeleteVersion) or replaced (a null PutVersion).
+	Lock *VersionLock `json:",omitempty"`
 }
 
 func (v ObjectVersion) clone() ObjectVersion {
+	v.Lock = v.Lock.clone()
 	v.Meta = v.Meta.clone()
 	v.Checksums = maps.Clone(v.Checksums)
 	return v
@@ -154,10 +159,14 @@ type PutVersion struct {
 
 // DeleteVersion removes one version of a key by id; its bytes become
 // garbage. ErrNoSuchVersion when the key has no such version.
+// A version whose lock protects it fails with ErrObjectLocked (a
+// governance retention yields to BypassGovernance, set by a caller allowed
+// to bypass it).
 type DeleteVersion struct {
-	Bucket string
-	Key    string
-	ID     string
+	Bucket           string
+	Key              string
+	ID               string
+	BypassGovernance bool `json:",omitempty"`
 }
 
 // CollectVersionGarbage forgets garbage entries whose bytes the collector
@@ -181,6 +190,18 @@ func (c *PutVersion) apply(b *batch) error {
 		return validName("version id", v.ID)
 	case !v.DeleteMarker && v.StoreKey == "":
 		return invalid("version %q of %q has no store key", v.ID, v.Key)
+	case v.DeleteMarker && v.Lock != nil:
+		return invalid("delete marker %q of %q cannot be locked", v.ID, v.Key)
+	}
+	if err := validLock(v.Lock); err != nil {
+		return err
+	}
+	if v.Lock.empty() {
+		v.Lock = nil
+	} else {
+		// A retention that has expired by the entry's time is kept as it
+		// is: it protects nothing (the writer checked it was in the future).
+		v.Lock.RetainUntil = v.Lock.RetainUntil.UTC().Round(0)
 	}
 	v.Seq = b.index
 	v.Created = b.stamp(v.Created)
@@ -228,6 +249,9 @@ func (c *PutVersion) apply(b *batch) error {
 	keepBytes := false
 	if exists && v.ID == NullVersionID {
 		for _, old := range vk.versions {
+			if old.ID == NullVersionID && old.Lock.Protects(b.now, false) {
+				return ErrObjectLocked // replacing it would delete it
+			}
 			if old.ID == NullVersionID && old.StoreKey == v.StoreKey && v.StoreKey != "" {
 				if old.ETag == v.ETag && old.Size == v.Size {
 					return nil // adopting the same object again: nothing to do
@@ -272,7 +296,15 @@ func (c *DeleteVersion) apply(b *batch) error {
 		return ErrNoSuchVersion
 	}
 	vk, ok := tr.Get(&versionedKey{key: c.Key})
-	if !ok || !b.dropVersionLocked(t, tr, vk, c.ID, false) {
+	if !ok {
+		return ErrNoSuchVersion
+	}
+	for _, v := range vk.versions {
+		if v.ID == c.ID && v.Lock.Protects(b.now, c.BypassGovernance) {
+			return ErrObjectLocked
+		}
+	}
+	if !b.dropVersionLocked(t, tr, vk, c.ID, false) {
 		return ErrNoSuchVersion
 	}
 	return nil

@@ -1052,6 +1052,12 @@ func (b *bucket) SetVersioning(context.Context, string) error {
 	return fmt.Errorf("%w: the test fake keeps no versions", backend.ErrVersioningNotSupported)
 }
 
+// SetObjectLock is refused: the fake keeps no versions (object lock is
+// tested end to end, e2e/objectlock_test.go).
+func (b *bucket) SetObjectLock(context.Context, string, string, backend.LockChange) error {
+	return fmt.Errorf("%w: the test fake keeps no versions", backend.ErrObjectLockNotSupported)
+}
+
 // StatVersion knows the null version only.
 func (b *bucket) StatVersion(ctx context.Context, key, id string) (store.ObjectInfo, error) {
 	if id != "null" {
