@@ -66,6 +66,12 @@ var opActions = map[string]string{
 	"GetBucketLifecycleConfiguration": "s3:GetLifecycleConfiguration",
 	"PutBucketLifecycleConfiguration": "s3:PutLifecycleConfiguration",
 	"DeleteBucketLifecycle":           "s3:PutLifecycleConfiguration",
+	"GetObjectLockConfiguration":      "s3:GetBucketObjectLockConfiguration",
+	"PutObjectLockConfiguration":      "s3:PutBucketObjectLockConfiguration",
+	"GetObjectRetention":              "s3:GetObjectRetention",
+	"PutObjectRetention":              "s3:PutObjectRetention",
+	"GetObjectLegalHold":              "s3:GetObjectLegalHold",
+	"PutObjectLegalHold":              "s3:PutObjectLegalHold",
 }
 
 // grantActions are what `fedgate user grant` levels allow: read, and what
@@ -74,7 +80,8 @@ var opActions = map[string]string{
 var (
 	readActions = set("s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:ListBucketVersions", "s3:ListBucketMultipartUploads",
 		"s3:ListMultipartUploadParts", "s3:GetBucketLocation", "s3:GetBucketVersioning", "s3:GetObjectTagging",
-		"s3:GetObjectAttributes", "s3:GetBucketTagging", "s3:GetBucketCORS")
+		"s3:GetObjectAttributes", "s3:GetBucketTagging", "s3:GetBucketCORS", "s3:GetObjectRetention", "s3:GetObjectLegalHold",
+		"s3:GetBucketObjectLockConfiguration")
 	writeActions = set("s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:PutObjectTagging",
 		"s3:DeleteObjectTagging")
 )

@@ -58,9 +58,28 @@ func (s *Server) createBucket(q *request) error {
 	if err := s.createdBucketACL(q); err != nil {
 		return err
 	}
+	if err := s.createdBucketLock(q); err != nil {
+		return err
+	}
 	q.w.Header().Set("Location", "/"+q.bucket)
 	q.w.WriteHeader(http.StatusOK)
 	return nil
+}
+
+// createdBucketLock enables object lock (and with it versioning) on a
+// bucket created with x-amz-bucket-object-lock-enabled: true.
+func (s *Server) createdBucketLock(q *request) error {
+	if !strings.EqualFold(strings.TrimSpace(q.r.Header.Get("x-amz-bucket-object-lock-enabled")), "true") {
+		return nil
+	}
+	b, err := s.be.Bucket(q.bucket)
+	if err != nil {
+		return err
+	}
+	if err := b.SetVersioning(q.r.Context(), "Enabled"); err != nil {
+		return err
+	}
+	return b.SetConfig(q.r.Context(), backend.ConfObjectLock, enabledLockConfig())
 }
 
 // createdBucketACL keeps the ACL a CreateBucket sets with x-amz-acl or
@@ -159,7 +178,7 @@ func (s *Server) deleteObjects(q *request) error {
 		done := deletedElem{Key: o.Key, VersionID: o.VersionID}
 		if err == nil {
 			if o.VersionID != "" {
-				done.DeleteMarker, err = b.DeleteVersion(ctx, o.Key, o.VersionID)
+				done.DeleteMarker, err = b.DeleteVersion(s.bypassContext(ctx, q, b, o.Key), o.Key, o.VersionID)
 				if done.DeleteMarker {
 					done.DeleteMarkerVersionID = o.VersionID
 				}

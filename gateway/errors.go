@@ -75,6 +75,12 @@ func toS3(err error) *s3err.Error {
 		return s3err.Newf(s3err.CodeInvalidRequest, "%v: set Expiration and NoncurrentVersionExpiration rules on the origin bucket itself; only AbortIncompleteMultipartUpload applies here (to uploads started through fedgate).", err)
 	case errors.Is(err, backend.ErrVersioningNotSupported):
 		return s3err.Newf(s3err.CodeNotImplemented, "%v (docs/versioning.md lists the bucket kinds that can be versioned).", err)
+	case errors.Is(err, backend.ErrObjectLocked):
+		return s3err.New(s3err.CodeAccessDenied, "Access Denied because object protected by object lock.")
+	case errors.Is(err, backend.ErrInvalidBucketState):
+		return s3err.Newf(s3err.CodeInvalidBucketState, "%v", err)
+	case errors.Is(err, backend.ErrObjectLockNotSupported):
+		return s3err.Newf(s3err.CodeNotImplemented, "%v (docs/s3-compatibility.md, Object Lock).", err)
 	case errors.Is(err, backend.ErrNotLocal):
 		return s3err.Newf(s3err.CodeNotLocal, "%v: read it over HTTP.", err)
 	case errors.Is(err, backend.ErrInvalidArgument):

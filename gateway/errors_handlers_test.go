@@ -53,13 +53,13 @@ func TestUnsupportedSubresources(t *testing.T) {
 	e := newEnv(t)
 	e.bucket("bkt")
 	e.object("bkt", "k", "v")
-	b, k := aws.String("bkt"), aws.String("k")
+	b := aws.String("bkt")
 	for _, tc := range []struct {
 		name string
 		call func() error
 	}{
-		{"GetObjectRetention", func() error {
-			_, err := e.root.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: b, Key: k})
+		{"GetBucketEncryption", func() error {
+			_, err := e.root.GetBucketEncryption(ctx, &s3.GetBucketEncryptionInput{Bucket: b})
 			return err
 		}},
 		{"PutBucketVersioning", func() error {

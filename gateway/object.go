@@ -33,6 +33,9 @@ func (s *Server) writeMetadata(q *request, b backend.Bucket) (store.Metadata, er
 	if err := checkReservedMeta(meta); err != nil {
 		return meta, err
 	}
+	if err := s.setWriteLock(q, b, &meta); err != nil {
+		return meta, err
+	}
 	return meta, s.setObjectACL(q, b, &meta)
 }
 
@@ -401,6 +404,7 @@ func setObjectHeaders(h http.Header, info store.ObjectInfo, q url.Values) {
 		}
 	}
 	setTaggingCount(h, info)
+	setLockHeaders(h, info)
 	for k, v := range info.User {
 		if strings.HasPrefix(k, reservedMeta) {
 			continue
@@ -526,6 +530,12 @@ func (s *Server) copyObject(q *request) error {
 		// request sets, or none.
 		delete(meta.User, metaACL)
 		if err := s.setObjectACL(q, dst, &meta); err != nil {
+			return err
+		}
+		// Nor its lock: the copy is a new version, locked by this
+		// request's headers or the bucket's default retention.
+		delete(meta.User, backend.MetaObjectLock)
+		if err := s.setWriteLock(q, dst, &meta); err != nil {
 			return err
 		}
 	case "REPLACE":

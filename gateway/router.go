@@ -42,9 +42,9 @@ type handlerFunc func(*request) error
 // one gets NotImplemented instead of being mistaken for a plain operation.
 var unsupportedSubresources = []string{
 	"accelerate", "analytics", "encryption", "intelligent-tiering",
-	"inventory", "legal-hold", "logging", "metadataTable", "metrics", "notification",
-	"object-lock", "ownershipControls",
-	"replication", "requestPayment", "restore", "retention", "select", "torrent",
+	"inventory", "logging", "metadataTable", "metrics", "notification",
+	"ownershipControls",
+	"replication", "requestPayment", "restore", "select", "torrent",
 	"website", "renameObject", "session",
 }
 
@@ -107,6 +107,9 @@ func (s *Server) route(r *http.Request, q url.Values, bucket, key string) (strin
 	}
 	has := func(k string) bool { _, ok := q[k]; return ok }
 	m := r.Method
+	if op, fn := s.routeObjectLock(m, has, bucket, key); fn != nil {
+		return op, fn
+	}
 	if key != "" && has("versionId") {
 		if op, fn := s.routeVersion(r, q); fn != nil {
 			return op, fn

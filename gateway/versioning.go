@@ -92,7 +92,7 @@ func (s *Server) deleteObjectVersion(q *request) error {
 		return err
 	}
 	id := q.query.Get("versionId")
-	marker, err := b.DeleteVersion(q.r.Context(), q.key, id)
+	marker, err := b.DeleteVersion(s.bypassContext(q.r.Context(), q, b, q.key), q.key, id)
 	if err != nil {
 		return err
 	}
@@ -136,6 +136,9 @@ func (s *Server) putBucketVersioning(q *request) error {
 		return s3err.New(s3err.CodeIllegalVersioningConfigurationException, "The Versioning element must be specified: Enabled or Suspended (versioning cannot be turned off, only suspended).")
 	default:
 		return s3err.Newf(s3err.CodeMalformedXML, "The Versioning Status %q is not valid: Enabled or Suspended.", cfg.Status)
+	}
+	if _, locked := lockConfig(b); locked && cfg.Status != "Enabled" {
+		return s3err.New(s3err.CodeInvalidBucketState, "An Object Lock configuration is present on this bucket, so the versioning state cannot be changed.")
 	}
 	if err := b.SetVersioning(q.r.Context(), cfg.Status); err != nil {
 		return err

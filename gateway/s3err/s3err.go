@@ -74,6 +74,8 @@ const (
 	CodeNoSuchCORSConfiguration                 = "NoSuchCORSConfiguration"
 	CodeInvalidTag                              = "InvalidTag"
 	CodeNoSuchTagSet                            = "NoSuchTagSet"
+	CodeObjectLockConfigurationNotFoundError    = "ObjectLockConfigurationNotFoundError"
+	CodeNoSuchObjectLockConfiguration           = "NoSuchObjectLockConfiguration"
 	CodeUnresolvableGrantByEmailAddress         = "UnresolvableGrantByEmailAddress"
 	CodeNoSuchPublicAccessBlockConfiguration    = "NoSuchPublicAccessBlockConfiguration"
 	CodeNoSuchBucketPolicy                      = "NoSuchBucketPolicy"
@@ -150,6 +152,8 @@ var table = map[string]row{
 	CodeNoSuchCORSConfiguration:                 {http.StatusNotFound, "The CORS configuration does not exist"},
 	CodeInvalidTag:                              {http.StatusBadRequest, "The tag provided was not a valid tag."},
 	CodeNoSuchTagSet:                            {http.StatusNotFound, "The TagSet does not exist"},
+	CodeObjectLockConfigurationNotFoundError:    {http.StatusNotFound, "Object Lock configuration does not exist for this bucket"},
+	CodeNoSuchObjectLockConfiguration:           {http.StatusNotFound, "The specified object does not have a ObjectLock configuration"},
 	CodeUnresolvableGrantByEmailAddress:         {http.StatusBadRequest, "The email address you provided does not match any account on record."},
 	CodeNoSuchPublicAccessBlockConfiguration:    {http.StatusNotFound, "The public access block configuration was not found"},
 	CodeNoSuchBucketPolicy:                      {http.StatusNotFound, "The bucket policy does not exist"},
