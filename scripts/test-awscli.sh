@@ -164,6 +164,43 @@ for v in $(aws s3api list-object-versions --bucket cli-versions --query 'Version
 done
 aws s3 rb s3://cli-versions >/dev/null
 
+# Object Lock (issue 35): WORM versions, at the CLI's defaults (its
+# Content-MD5 or flexible checksum on the Put* bodies).
+aws s3api create-bucket --bucket cli-worm --object-lock-enabled-for-bucket >/dev/null
+check "object lock enables versioning" "Enabled" "$(aws s3api get-bucket-versioning --bucket cli-worm --query Status --output text)"
+check "get-object-lock-configuration" "Enabled" "$(aws s3api get-object-lock-configuration --bucket cli-worm --query ObjectLockConfiguration.ObjectLockEnabled --output text)"
+expect_fail "object lock: versioning not suspended" "InvalidBucketState" \
+  aws s3api put-bucket-versioning --bucket cli-worm --versioning-configuration Status=Suspended
+expect_fail "no object lock configuration" "ObjectLockConfigurationNotFoundError" aws s3api get-object-lock-configuration --bucket cli-bucket
+expect_fail "retention without object lock" "InvalidRequest" aws s3api put-object-retention --bucket cli-bucket --key meta.txt \
+  --retention "Mode=GOVERNANCE,RetainUntilDate=$(date -u -d '+1 day' +%Y-%m-%dT%H:%M:%SZ)"
+until_epoch=$(($(date +%s) + 10))
+until=$(date -u -d "@$until_epoch" +%Y-%m-%dT%H:%M:%SZ)
+cv=$(aws s3api put-object --bucket cli-worm --key c.pt --body "$WORK/tree/a/f1.txt" --query VersionId --output text)
+aws s3api put-object-retention --bucket cli-worm --key c.pt --version-id "$cv" --retention "Mode=COMPLIANCE,RetainUntilDate=$until" >/dev/null
+check "get-object-retention" "COMPLIANCE" "$(aws s3api get-object-retention --bucket cli-worm --key c.pt --version-id "$cv" --query Retention.Mode --output text)"
+expect_fail "compliance: delete-object --version-id refused" "AccessDenied" aws s3api delete-object --bucket cli-worm --key c.pt --version-id "$cv"
+expect_fail "compliance: even with --bypass-governance-retention" "AccessDenied" \
+  aws s3api delete-object --bucket cli-worm --key c.pt --version-id "$cv" --bypass-governance-retention
+expect_fail "compliance: not turned into governance" "AccessDenied" aws s3api put-object-retention --bucket cli-worm --key c.pt \
+  --version-id "$cv" --retention "Mode=GOVERNANCE,RetainUntilDate=$until" --bypass-governance-retention
+gv=$(aws s3api put-object --bucket cli-worm --key g.pt --body "$WORK/tree/a/f2.txt" --object-lock-mode GOVERNANCE \
+  --object-lock-retain-until-date "$(date -u -d '+1 day' +%Y-%m-%dT%H:%M:%SZ)" --query VersionId --output text)
+check "head-object lock mode" "GOVERNANCE" "$(aws s3api head-object --bucket cli-worm --key g.pt --query ObjectLockMode --output text)"
+expect_fail "governance: delete refused" "AccessDenied" aws s3api delete-object --bucket cli-worm --key g.pt --version-id "$gv"
+aws s3api delete-object --bucket cli-worm --key g.pt --version-id "$gv" --bypass-governance-retention >/dev/null
+hv=$(aws s3api put-object --bucket cli-worm --key h.pt --body "$WORK/tree/a/f3.txt" --query VersionId --output text)
+aws s3api put-object-legal-hold --bucket cli-worm --key h.pt --version-id "$hv" --legal-hold Status=ON >/dev/null
+check "get-object-legal-hold" "ON" "$(aws s3api get-object-legal-hold --bucket cli-worm --key h.pt --version-id "$hv" --query LegalHold.Status --output text)"
+expect_fail "legal hold: delete refused" "AccessDenied" \
+  aws s3api delete-object --bucket cli-worm --key h.pt --version-id "$hv" --bypass-governance-retention
+aws s3api put-object-legal-hold --bucket cli-worm --key h.pt --version-id "$hv" --legal-hold Status=OFF >/dev/null
+aws s3api delete-object --bucket cli-worm --key h.pt --version-id "$hv" >/dev/null
+while [ "$(date +%s)" -le "$until_epoch" ]; do sleep 1; done # the compliance date passes
+aws s3api delete-object --bucket cli-worm --key c.pt --version-id "$cv" >/dev/null
+check "object lock: every version gone" "0" "$(aws s3api list-object-versions --bucket cli-worm --query 'length(Versions || `[]`)' --output text)"
+aws s3 rb s3://cli-worm >/dev/null
+
 aws s3 rm --recursive s3://cli-bucket/ >/dev/null
 check "rm recursive" "0" "$(aws s3 ls --recursive s3://cli-bucket/ | wc -l | tr -d ' ')"
 aws s3 rb s3://cli-bucket >/dev/null
