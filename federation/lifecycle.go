@@ -85,7 +85,7 @@ func newLifecycleMetrics() *lifecycleMetrics {
 	return &lifecycleMetrics{
 		expired: cv("fedgate_lifecycle_expired_objects_total", "Objects this node deleted by a lifecycle Expiration rule (as the region's leader)."),
 		aborted: cv("fedgate_lifecycle_aborted_uploads_total", "Multipart uploads this node aborted by a lifecycle AbortIncompleteMultipartUpload rule."),
-		skipped: cv("fedgate_lifecycle_skipped_objects_total", "Expired objects kept because they changed between the look and the deletion."),
+		skipped: cv("fedgate_lifecycle_skipped_objects_total", "Expired objects kept because they changed between the look and the deletion, or because their object lock protects them."),
 		errors:  cv("fedgate_lifecycle_errors_total", "Lifecycle deletions, aborts and listings that failed (tried again next pass)."),
 		scanned: prometheus.NewCounter(prometheus.CounterOpts{Name: "fedgate_lifecycle_scanned_objects_total", Help: "Objects the lifecycle runner looked at."}),
 		runs:    prometheus.NewCounter(prometheus.CounterOpts{Name: "fedgate_lifecycle_runs_total", Help: "Lifecycle passes this node finished."}),
