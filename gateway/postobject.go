@@ -194,6 +194,11 @@ func (s *Server) postObject(q *request) error {
 	if err != nil {
 		return err
 	}
+	// The tagging field became x-amz-tagging: needs s3:PutObjectTagging,
+	// as on a PUT.
+	if err := s.setObjectTags(q, b, &meta); err != nil {
+		return err
+	}
 	info, err := s.putPostFile(q, b, form.file, minLen, maxLen, store.PutOptions{Metadata: meta})
 	if err != nil {
 		return err
@@ -261,7 +266,13 @@ func formHeaders(orig http.Header, fields map[string]string) (http.Header, error
 	for name, v := range fields {
 		switch {
 		case name == "tagging":
-			return nil, errNotImplemented("Object tagging (the tagging field of a POST upload)")
+			// A Tagging document (S3's POST form), stored as a PUT's
+			// x-amz-tagging would be.
+			tags, err := postTagging(v)
+			if err != nil {
+				return nil, err
+			}
+			h.Set("x-amz-tagging", encodeTags(tags))
 		case name == "acl":
 			h.Set("x-amz-acl", v)
 		case slices.Contains([]string{"content-type", "cache-control", "content-disposition", "content-encoding",
@@ -272,6 +283,22 @@ func formHeaders(orig http.Header, fields map[string]string) (http.Header, error
 		}
 	}
 	return h, nil
+}
+
+// postTagging reads a POST form's tagging field: a Tagging XML document,
+// checked as PutObjectTagging checks its body.
+func postTagging(v string) ([]tag, error) {
+	var doc tagging
+	if err := readXML(strings.NewReader(v), &doc); err != nil {
+		return nil, err
+	}
+	if doc.TagSet == nil {
+		return nil, s3err.New(s3err.CodeMalformedXML, "The tagging field's Tagging document needs a TagSet element.")
+	}
+	if err := checkTags(doc.TagSet.Tags, maxObjectTags); err != nil {
+		return nil, err
+	}
+	return doc.TagSet.Tags, nil
 }
 
 // putPostFile streams the form's file into b, within [minLen, maxLen]
@@ -355,11 +382,13 @@ func (s *Server) postAnswer(q *request, fields map[string]string, info store.Obj
 		redirect = fields["redirect"]
 	}
 	if u, err := url.Parse(redirect); redirect != "" && err == nil && u.Scheme != "" && u.Host != "" {
-		v := u.Query()
-		v.Set("bucket", q.bucket)
-		v.Set("key", q.key)
-		v.Set("etag", etag)
-		u.RawQuery = v.Encode()
+		// S3 appends bucket, key and etag, in that order, to the URL's
+		// own query, which it leaves as it was.
+		add := "bucket=" + url.QueryEscape(q.bucket) + "&key=" + url.QueryEscape(q.key) + "&etag=" + url.QueryEscape(etag)
+		if u.RawQuery != "" {
+			add = u.RawQuery + "&" + add
+		}
+		u.RawQuery = add
 		h.Set("Location", u.String())
 		q.w.WriteHeader(http.StatusSeeOther)
 		return nil
@@ -407,29 +436,39 @@ func invalidPolicy(format string, args ...any) error {
 // ["eq"|"starts-with", "$field", "value"] or ["content-length-range",
 // min, max]. Errors are InvalidPolicyDocument.
 func parsePostPolicy(doc []byte) (*postPolicy, error) {
-	var raw struct {
-		Expiration *string           `json:"expiration"`
-		Conditions []json.RawMessage `json:"conditions"`
-	}
+	// The document's keys are matched exactly, as S3 does: "Expiration"
+	// or "CONDITIONS" is not the element (encoding/json would match
+	// struct fields case-insensitively).
+	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(doc))
-	if err := dec.Decode(&raw); err != nil {
+	if err := dec.Decode(&raw); err != nil || raw == nil {
 		return nil, invalidPolicy("Invalid JSON.")
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, invalidPolicy("Invalid JSON.")
 	}
-	if raw.Expiration == nil {
+	rawExp, ok := raw["expiration"]
+	if !ok {
 		return nil, invalidPolicy("Policy missing expiration.")
 	}
-	if raw.Conditions == nil {
+	rawConds, ok := raw["conditions"]
+	if !ok {
 		return nil, invalidPolicy("Policy missing conditions.")
+	}
+	var expiration string
+	if err := json.Unmarshal(rawExp, &expiration); err != nil {
+		return nil, invalidPolicy("Invalid 'expiration' value: %s", rawExp)
+	}
+	var conds []json.RawMessage
+	if err := json.Unmarshal(rawConds, &conds); err != nil || conds == nil {
+		return nil, invalidPolicy("The 'conditions' of a policy must be a list.")
 	}
 	p := &postPolicy{}
 	var err error
-	if p.expiration, err = time.Parse(time.RFC3339Nano, *raw.Expiration); err != nil {
-		return nil, invalidPolicy("Invalid 'expiration' value: '%s'", *raw.Expiration)
+	if p.expiration, err = time.Parse(time.RFC3339Nano, expiration); err != nil {
+		return nil, invalidPolicy("Invalid 'expiration' value: '%s'", expiration)
 	}
-	for _, c := range raw.Conditions {
+	for _, c := range conds {
 		if err := p.addCondition(c); err != nil {
 			return nil, err
 		}

@@ -44,6 +44,12 @@ func signedPost(ak, sk string, expires time.Time, conds ...any) []field {
 	if err != nil {
 		panic(err)
 	}
+	return signPostDoc(sk, cred, date, doc)
+}
+
+// signPostDoc returns the SigV4 fields of a form whose policy is doc, as
+// is, signed with sk for the credential cred at date.
+func signPostDoc(sk, cred, date string, doc []byte) []field {
 	policy := base64.StdEncoding.EncodeToString(doc)
 	mac := func(key []byte, msg string) []byte {
 		h := hmac.New(sha256.New, key)
@@ -168,7 +174,7 @@ func TestPostObject(t *testing.T) {
 	condsRedirect := append(conds, []any{"starts-with", "$success_action_redirect", "https://app.example.com/"})
 	fields = append([]field{{"key", "user/c d.txt"}, {"Content-Type", "text/plain"}, {"success_action_redirect", "https://app.example.com/done?x=1"}}, rootPost(condsRedirect...)...)
 	resp, body = e.postForm("/up", fields, "c", strings.NewReader("c"))
-	want := "https://app.example.com/done?bucket=up&etag=" + url.QueryEscape(`"`+md5hex("c")+`"`) + "&key=user%2Fc+d.txt&x=1"
+	want := "https://app.example.com/done?x=1&bucket=up&key=user%2Fc+d.txt&etag=" + url.QueryEscape(`"`+md5hex("c")+`"`)
 	if resp.StatusCode != 303 || resp.Header.Get("Location") != want {
 		t.Errorf("redirect: %d Location %q, want %q (%s)", resp.StatusCode, resp.Header.Get("Location"), want, body)
 	}
