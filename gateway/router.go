@@ -267,6 +267,11 @@ func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, ri *requestInfo
 		}
 		ri.setUser(user.Name)
 	}
+	if err := checkExpectedOwner(r, bucket); err != nil {
+		ri.cause = err
+		writeError(w, r, err)
+		return
+	}
 	req := &request{w: w, r: r, query: q, bucket: bucket, key: key, user: user, anonymous: res.Anonymous,
 		action: opActions[op], body: res.Body, size: res.DecodedLength, trailer: res.Trailer}
 	if req.body == nil {
