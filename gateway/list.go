@@ -111,7 +111,10 @@ func (s *Server) listObjectsV2(q *request) error {
 		marker = string(raw)
 	}
 	res := listBucketResultV2{Xmlns: s3NS, Name: l.b.Name(), Prefix: l.enc(prefix), Delimiter: l.enc(delim), MaxKeys: l.max,
-		EncodingType: l.encType, ContinuationToken: token, StartAfter: l.enc(startAfter)}
+		EncodingType: l.encType, StartAfter: l.enc(startAfter)}
+	if q.query.Has("continuation-token") {
+		res.ContinuationToken = &token // echoed as sent, an empty one too (S3 does)
+	}
 	if l.max > 0 {
 		page, err := listBucket(q, l.b, prefix, delim, marker, l.max)
 		if err != nil {

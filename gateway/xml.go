@@ -135,7 +135,7 @@ type listBucketResultV2 struct {
 	EncodingType          string       `xml:"EncodingType,omitempty"`
 	KeyCount              int          `xml:"KeyCount"`
 	IsTruncated           bool         `xml:"IsTruncated"`
-	ContinuationToken     string       `xml:"ContinuationToken,omitempty"`
+	ContinuationToken     *string      `xml:"ContinuationToken,omitempty"` // present (even empty) when the request sent one
 	NextContinuationToken string       `xml:"NextContinuationToken,omitempty"`
 	StartAfter            string       `xml:"StartAfter,omitempty"`
 	Contents              []objectElem `xml:"Contents"`
