@@ -1,11 +1,19 @@
 package gateway_test
 
 import (
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fedgate/fedgate/gateway/gatewaytest"
 )
 
 // A caller a bucket policy allows s3:GetObject on a prefix and
@@ -50,5 +58,80 @@ func TestListObjectsV2EmptyContinuationTokenEchoed(t *testing.T) {
 	resp, body = e.rootSigned("GET", "/lb?list-type=2", nil, nil)
 	if resp.StatusCode != 200 || strings.Contains(string(body), "ContinuationToken") {
 		t.Fatalf("GET ?list-type=2 = %d %s, want no ContinuationToken", resp.StatusCode, body)
+	}
+}
+
+// awsChunkedPut PUTs body as an aws-chunked STREAMING-UNSIGNED-PAYLOAD-TRAILER
+// upload (one chunk, no trailer), signed by root, with Content-Encoding enc.
+func (e *env) awsChunkedPut(path, body, enc string) *http.Response {
+	e.t.Helper()
+	wire := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+	req, err := http.NewRequest("PUT", e.url+path, strings.NewReader(wire))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Encoding", enc)
+	req.Header.Set("x-amz-content-sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
+	req.Header.Set("x-amz-decoded-content-length", strconv.Itoa(len(body)))
+	creds := aws.Credentials{AccessKeyID: gatewaytest.RootAccessKey, SecretAccessKey: gatewaytest.RootSecretKey}
+	if err := v4.NewSigner().SignHTTP(ctx, creds, req, "STREAMING-UNSIGNED-PAYLOAD-TRAILER", "s3", "us-east-1", time.Now()); err != nil {
+		e.t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		e.t.Fatalf("aws-chunked PUT %s with Content-Encoding %q = %d %s", path, enc, resp.StatusCode, msg)
+	}
+	return resp
+}
+
+// Content-Encoding is stored and returned as the client sent it, less the
+// aws-chunked token (s3-tests test_object_content_encoding_aws_chunked);
+// with nothing left there is no Content-Encoding at all.
+func TestContentEncodingWithoutAWSChunked(t *testing.T) {
+	e := newEnv(t)
+	e.bucket("ce")
+	for _, tc := range []struct{ sent, want string }{
+		{"gzip", "gzip"},
+		{"deflate, gzip", "deflate, gzip"},
+		{"gzip, aws-chunked", "gzip"},
+		{"aws-chunked, gzip", "gzip"},
+		{"aws-chunked,gzip", "gzip"},
+		{"deflate, aws-chunked, gzip", "deflate, gzip"},
+		{"aws-chunked", ""},
+		{"AWS-Chunked", ""},
+	} {
+		for _, via := range []string{"aws-chunked body", "plain body"} {
+			if via == "plain body" {
+				resp, body := e.rootSigned("PUT", "/ce/k", []byte("data"), http.Header{"Content-Encoding": {tc.sent}})
+				if resp.StatusCode != 200 {
+					t.Fatalf("PUT with Content-Encoding %q = %d %s", tc.sent, resp.StatusCode, body)
+				}
+			} else {
+				if !strings.Contains(strings.ToLower(tc.sent), "aws-chunked") {
+					continue
+				}
+				e.awsChunkedPut("/ce/k", "data", tc.sent)
+			}
+			for _, m := range []string{"HEAD", "GET"} {
+				// identity: net/http would otherwise ungzip the answer itself
+				resp, body := e.rootSigned(m, "/ce/k", nil, http.Header{"Accept-Encoding": {"identity"}})
+				got, present := resp.Header["Content-Encoding"]
+				switch {
+				case resp.StatusCode != 200:
+					t.Fatalf("%s = %d %s", m, resp.StatusCode, body)
+				case tc.want == "" && present:
+					t.Errorf("%s: sent %q (%s): Content-Encoding %q, want none", via, tc.sent, m, got)
+				case tc.want != "" && (len(got) != 1 || got[0] != tc.want):
+					t.Errorf("%s: sent %q (%s): Content-Encoding %q, want %q", via, tc.sent, m, got, tc.want)
+				case m == "GET" && string(body) != "data":
+					t.Errorf("%s: sent %q: body %q", via, tc.sent, body)
+				}
+			}
+		}
 	}
 }

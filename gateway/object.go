@@ -65,16 +65,7 @@ func metadataFrom(h http.Header) (store.Metadata, error) {
 		ContentLanguage:    h.Get("Content-Language"),
 		Expires:            h.Get("Expires"),
 	}
-	// aws-chunked is a transfer detail, not the object's encoding.
-	if enc := strings.TrimSpace(m.ContentEncoding); enc != "" {
-		var kept []string
-		for e := range strings.SplitSeq(enc, ",") {
-			if e = strings.TrimSpace(e); e != "" && !strings.EqualFold(e, "aws-chunked") {
-				kept = append(kept, e)
-			}
-		}
-		m.ContentEncoding = strings.Join(kept, ",")
-	}
+	m.ContentEncoding = withoutAWSChunked(m.ContentEncoding)
 	total := 0
 	for k, v := range h {
 		name, ok := cutPrefixFold(k, "X-Amz-Meta-")
@@ -93,6 +84,25 @@ func metadataFrom(h http.Header) (store.Metadata, error) {
 		return m, s3err.Newf(s3err.CodeMetadataTooLarge, "Your metadata headers exceed the maximum allowed metadata size (%d bytes).", maxUserMetadata)
 	}
 	return m, nil
+}
+
+// withoutAWSChunked is a Content-Encoding with its aws-chunked token (a
+// transfer detail, not the object's encoding) removed and the rest kept as
+// the client wrote it, separators included, as S3 stores it: "gzip,
+// aws-chunked" is "gzip", "aws-chunked" alone is "" (no header on reads),
+// "deflate, gzip" stays "deflate, gzip".
+func withoutAWSChunked(enc string) string {
+	parts := strings.Split(enc, ",")
+	kept := parts[:0]
+	for _, p := range parts {
+		if !strings.EqualFold(strings.TrimSpace(p), "aws-chunked") {
+			kept = append(kept, p)
+		}
+	}
+	if len(kept) == len(parts) {
+		return enc
+	}
+	return strings.TrimSpace(strings.Join(kept, ","))
 }
 
 func cutPrefixFold(s, prefix string) (string, bool) {
