@@ -154,7 +154,10 @@ func (q *request) conditionKeys() map[string]string {
 	}
 	for _, h := range [][2]string{{"aws:useragent", "User-Agent"}, {"aws:referer", "Referer"},
 		{"s3:x-amz-acl", "x-amz-acl"}, {"s3:x-amz-content-sha256", "x-amz-content-sha256"},
-		{"s3:x-amz-copy-source", "x-amz-copy-source"}, {"s3:x-amz-metadata-directive", "x-amz-metadata-directive"}} {
+		{"s3:x-amz-copy-source", "x-amz-copy-source"}, {"s3:x-amz-metadata-directive", "x-amz-metadata-directive"},
+		{"s3:x-amz-grant-read", "x-amz-grant-read"}, {"s3:x-amz-grant-write", "x-amz-grant-write"},
+		{"s3:x-amz-grant-read-acp", "x-amz-grant-read-acp"}, {"s3:x-amz-grant-write-acp", "x-amz-grant-write-acp"},
+		{"s3:x-amz-grant-full-control", "x-amz-grant-full-control"}} {
 		if v := r.Header.Get(h[1]); v != "" {
 			k[h[0]] = v
 		}

@@ -135,3 +135,41 @@ func TestContentEncodingWithoutAWSChunked(t *testing.T) {
 		}
 	}
 }
+
+// The condition keys s3:x-amz-grant-* are the request's x-amz-grant-*
+// headers, as in S3 (s3-tests test_bucket_policy_put_obj_grant: a bucket
+// that takes objects only if they grant its owner full control).
+func TestPolicyGrantConditionKeys(t *testing.T) {
+	e := newEnv(t)
+	e.bucket("gk")
+	noErr(t, e.putPolicy("gk", `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:PutObject",
+		"Resource":"arn:aws:s3:::gk/*","Condition":{"StringEquals":{"s3:x-amz-grant-full-control":"id=root"}}}]}`))
+	_, err := e.user.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("gk"), Key: aws.String("k1"), Body: strings.NewReader("x"),
+		GrantFullControl: aws.String("id=root")})
+	noErr(t, err)
+	_, err = e.user.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("gk"), Key: aws.String("k2"), Body: strings.NewReader("x")})
+	wantErr(t, err, "AccessDenied", 403)
+	_, err = e.user.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("gk"), Key: aws.String("k3"), Body: strings.NewReader("x"),
+		GrantFullControl: aws.String("id=alice")})
+	wantErr(t, err, "AccessDenied", 403)
+
+	// Each key, in a Deny that even root is subject to.
+	for _, h := range []string{"x-amz-grant-read", "x-amz-grant-write", "x-amz-grant-read-acp", "x-amz-grant-write-acp", "x-amz-grant-full-control"} {
+		e.bucket("gd")
+		noErr(t, e.putPolicy("gd", `{"Version":"2012-10-17","Statement":[{"Effect":"Deny","Principal":"*","Action":["s3:PutObject","s3:PutObjectAcl"],
+			"Resource":"arn:aws:s3:::gd/*","Condition":{"StringLike":{"s3:`+h+`":"*alice*"}}}]}`))
+		resp, body := e.rootSigned("PUT", "/gd/k", []byte("x"), http.Header{http.CanonicalHeaderKey(h): {"id=alice"}})
+		if resp.StatusCode != 403 || !strings.Contains(string(body), "AccessDenied") {
+			t.Errorf("PUT with %s: id=alice under a Deny on s3:%s = %d %s, want 403 AccessDenied", h, h, resp.StatusCode, body)
+		}
+		if resp, body := e.rootSigned("PUT", "/gd/k", []byte("x"), nil); resp.StatusCode != 200 {
+			t.Fatalf("PUT without %s = %d %s", h, resp.StatusCode, body)
+		}
+		resp, body = e.rootSigned("PUT", "/gd/k?acl", nil, http.Header{http.CanonicalHeaderKey(h): {"id=alice"}})
+		if resp.StatusCode != 403 || !strings.Contains(string(body), "AccessDenied") {
+			t.Errorf("PutObjectAcl with %s: id=alice under a Deny on s3:%s = %d %s, want 403 AccessDenied", h, h, resp.StatusCode, body)
+		}
+		_, err := e.root.DeleteBucketPolicy(ctx, &s3.DeleteBucketPolicyInput{Bucket: aws.String("gd")})
+		noErr(t, err)
+	}
+}

@@ -569,7 +569,8 @@ var ConditionKeys = []string{
 	"aws:currenttime", "aws:epochtime", "aws:useragent", "aws:referer",
 	"s3:prefix", "s3:delimiter", "s3:max-keys", "s3:x-amz-acl", "s3:x-amz-content-sha256",
 	"s3:authtype", "s3:signatureversion", "s3:x-amz-copy-source", "s3:x-amz-metadata-directive",
-	"s3:versionid",
+	"s3:versionid", "s3:x-amz-grant-read", "s3:x-amz-grant-write", "s3:x-amz-grant-read-acp",
+	"s3:x-amz-grant-write-acp", "s3:x-amz-grant-full-control",
 }
 
 func parseConditions(v json.RawMessage) ([]condition, error) {
