@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
@@ -172,4 +173,49 @@ func TestPolicyGrantConditionKeys(t *testing.T) {
 		_, err := e.root.DeleteBucketPolicy(ctx, &s3.DeleteBucketPolicyInput{Bucket: aws.String("gd")})
 		noErr(t, err)
 	}
+}
+
+// Keys that are not UTF-8 are refused (400 InvalidURI, as AWS answers),
+// however they come: PUT, CopyObject's destination and source, multipart
+// uploads and POST forms. Before, they were stored and then listed as
+// another, unreadable name.
+func TestKeyNotUTF8Refused(t *testing.T) {
+	e := newEnv(t)
+	e.bucket("u8")
+	e.object("u8", "ok", "ok")
+	want := func(what string, resp *http.Response, body []byte) {
+		t.Helper()
+		if resp.StatusCode != 400 || !strings.Contains(string(body), "<Code>InvalidURI</Code>") || !utf8.Valid(body) {
+			t.Errorf("%s = %d %q, want 400 InvalidURI in UTF-8 XML", what, resp.StatusCode, body)
+		}
+	}
+	resp, body := e.rootSigned("PUT", "/u8/bad%FFkey", []byte("x"), nil)
+	want("PUT of a key with byte 0xFF", resp, body)
+	resp, body = e.rootSigned("PUT", "/u8/half%C3", []byte("x"), nil)
+	want("PUT of a key ending in half a UTF-8 sequence", resp, body)
+	resp, body = e.rootSigned("PUT", "/u8/copy%FF", nil, http.Header{"X-Amz-Copy-Source": {"/u8/ok"}})
+	want("CopyObject to a non-UTF-8 key", resp, body)
+	resp, body = e.rootSigned("PUT", "/u8/copy", nil, http.Header{"X-Amz-Copy-Source": {"/u8/src%FF"}})
+	want("CopyObject from a non-UTF-8 key", resp, body)
+	resp, body = e.rootSigned("POST", "/u8/mp%FF?uploads", nil, nil)
+	want("CreateMultipartUpload of a non-UTF-8 key", resp, body)
+	resp, body = e.rootSigned("PUT", "/u8/mp%FF?partNumber=1&uploadId=x", []byte("x"), nil)
+	want("UploadPart to a non-UTF-8 key", resp, body)
+	resp, body = e.rootSigned("HEAD", "/u8/bad%FFkey", nil, nil)
+	if resp.StatusCode != 400 {
+		t.Errorf("HEAD of a non-UTF-8 key = %d, want 400", resp.StatusCode)
+	}
+	post, msg := e.postForm("/u8", append([]field{{"key", "form\xffkey"}}, rootPost(map[string]string{"bucket": "u8"}, []any{"starts-with", "$key", ""})...), "f", strings.NewReader("abc"))
+	wantPostErr(t, post, msg, 400, "InvalidURI", "not valid UTF-8")
+	post, msg = e.postForm("/u8", append([]field{{"key", "dir/${filename}"}}, rootPost(map[string]string{"bucket": "u8"}, []any{"starts-with", "$key", "dir/"})...), "name\xfe.txt", strings.NewReader("abc"))
+	wantPostErr(t, post, msg, 400, "InvalidURI", "not valid UTF-8")
+
+	out, err := e.root.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("u8")})
+	noErr(t, err)
+	if len(out.Contents) != 1 || aws.ToString(out.Contents[0].Key) != "ok" {
+		t.Errorf("bucket holds %d objects, want only ok", len(out.Contents))
+	}
+	// Valid UTF-8 beyond ASCII is a key like any other.
+	_, err = e.root.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("u8"), Key: aws.String("données/ü€😀"), Body: strings.NewReader("x")})
+	noErr(t, err)
 }

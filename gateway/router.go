@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/store"
@@ -305,8 +306,8 @@ func headerBytes(h http.Header) int {
 	return n
 }
 
-// checkKey refuses keys fedgate will not store: longer than S3 allows, or
-// with "." / ".." path segments (clients and file-backed stores disagree on
+// checkKey refuses keys fedgate will not store: longer than S3 allows, not
+// UTF-8, or with "." / ".." path segments (clients and file-backed stores disagree on
 // what they mean) or NUL bytes.
 func checkKey(key string) error {
 	if key == "" {
@@ -314,6 +315,10 @@ func checkKey(key string) error {
 	}
 	if len(key) > store.MaxKeyLen {
 		return errKeyTooLong
+	}
+	if !utf8.ValidString(key) {
+		// S3 keys are UTF-8; AWS answers 400 InvalidURI for one that is not.
+		return s3err.New(s3err.CodeInvalidURI, "Couldn't parse the specified URI: the object key is not valid UTF-8.")
 	}
 	if strings.IndexByte(key, 0) >= 0 {
 		return s3err.New(s3err.CodeInvalidArgument, "Object key contains a NUL byte.")

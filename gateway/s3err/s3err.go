@@ -38,6 +38,7 @@ const (
 	CodeInvalidDigest                           = "InvalidDigest"
 	CodeInvalidLocationConstraint               = "InvalidLocationConstraint"
 	CodeInvalidPart                             = "InvalidPart"
+	CodeInvalidURI                              = "InvalidURI"
 	CodeInvalidPartNumber                       = "InvalidPartNumber"
 	CodeInvalidPartOrder                        = "InvalidPartOrder"
 	CodeInvalidRange                            = "InvalidRange"
@@ -115,6 +116,7 @@ var table = map[string]row{
 	CodeInvalidChunkSizeError:                   {http.StatusBadRequest, "Only the last chunk is allowed to have a size less than 8192 bytes."},
 	CodeInvalidDigest:                           {http.StatusBadRequest, "The Content-MD5 you specified was invalid."},
 	CodeInvalidLocationConstraint:               {http.StatusBadRequest, "The specified location-constraint is not valid."},
+	CodeInvalidURI:                              {http.StatusBadRequest, "Couldn't parse the specified URI."},
 	CodeInvalidPart:                             {http.StatusBadRequest, "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag."},
 	CodeInvalidPartNumber:                       {http.StatusRequestedRangeNotSatisfiable, "The requested partnumber is not satisfiable."},
 	CodeInvalidPartOrder:                        {http.StatusBadRequest, "The list of parts was not in ascending order. Parts must be ordered by part number."},
