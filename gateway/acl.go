@@ -21,7 +21,13 @@ func (s *Server) routeAccess(m string, has func(string) bool, bucket, key string
 	switch {
 	case key != "" && has("acl"):
 		if has("versionId") {
-			return "", nil // routeVersion: not on a specific version yet
+			switch m {
+			case http.MethodGet:
+				return "GetObjectVersionAcl", s.getObjectVersionACL
+			case http.MethodPut:
+				return "PutObjectVersionAcl", s.putObjectVersionACL
+			}
+			break
 		}
 		switch m {
 		case http.MethodGet:
@@ -169,27 +175,96 @@ func (s *Server) getObjectACL(q *request) error {
 	return nil
 }
 
+// statVersion is statObject for the version ?versionId= names: a delete
+// marker is 405 as on GET, an unknown id 404 NoSuchVersion.
+func (s *Server) statVersion(q *request) (backend.Bucket, store.ObjectInfo, error) {
+	b, check, err := s.objectFor(q)
+	if err != nil {
+		return nil, store.ObjectInfo{}, err
+	}
+	info, err := b.StatVersion(q.r.Context(), q.key, q.query.Get("versionId"))
+	var dm *backend.DeleteMarkerError
+	if errors.As(err, &dm) {
+		q.w.Header().Set("x-amz-delete-marker", "true")
+		q.w.Header().Set("x-amz-version-id", dm.VersionID)
+		return nil, store.ObjectInfo{}, s3err.New(s3err.CodeMethodNotAllowed, "The specified method is not allowed against this resource: the version is a delete marker.")
+	}
+	if check != nil {
+		if err := check(info, err); err != nil {
+			return nil, store.ObjectInfo{}, err
+		}
+	}
+	if err != nil {
+		return nil, store.ObjectInfo{}, s.hideMissing(q, b, err)
+	}
+	return b, info, nil
+}
+
+// getObjectVersionACL answers GetObjectAcl ?versionId=: the ACL stored
+// with that version.
+func (s *Server) getObjectVersionACL(q *request) error {
+	b, info, err := s.statVersion(q)
+	if err != nil {
+		return err
+	}
+	q.w.Header().Set("x-amz-version-id", info.VersionID)
+	writeXML(q.w, http.StatusOK, objectACL(b, info).XML(s3NS))
+	return nil
+}
+
+// putObjectVersionACL answers PutObjectAcl ?versionId=. The ACL is kept
+// with the version's bytes, and changing it writes the object again
+// (updateMetadata): that can only be done to the key's current version
+// (in an unversioned bucket its null version, the object itself). A
+// noncurrent version's ACL cannot be changed yet (501).
+func (s *Server) putObjectVersionACL(q *request) error {
+	b, info, err := s.statVersion(q)
+	if err != nil {
+		return err
+	}
+	cur, err := b.Stat(q.r.Context(), q.key)
+	if err != nil && !isNotFound(err) {
+		return err
+	}
+	id := q.query.Get("versionId")
+	if err != nil || !(cur.VersionID == info.VersionID || id == nullVersion && cur.VersionID == "") {
+		return errNotImplemented("PutObjectAcl on a noncurrent object version")
+	}
+	if err := s.setACL(q, b, cur); err != nil {
+		return err
+	}
+	q.w.Header().Set("x-amz-version-id", id)
+	q.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
 func (s *Server) putObjectACL(q *request) error {
 	b, info, err := s.statObject(q)
 	if err != nil {
 		return err
 	}
+	if err := s.setACL(q, b, info); err != nil {
+		return err
+	}
+	q.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// setACL stores the ACL of a PutObjectAcl request with the object info
+// describes.
+func (s *Server) setACL(q *request, b backend.Bucket, info store.ObjectInfo) error {
 	a, err := s.aclFromRequest(q, b)
 	if err != nil {
 		return err
 	}
 	enc := a.Encode()
-	if err := s.updateMetadata(q, b, info, func(m *store.Metadata) bool {
+	return s.updateMetadata(q, b, info, func(m *store.Metadata) bool {
 		if m.User[metaACL] == enc {
 			return false
 		}
 		m.User[metaACL] = enc
 		return true
-	}); err != nil {
-		return err
-	}
-	q.w.WriteHeader(http.StatusOK)
-	return nil
+	})
 }
 
 // updateMetadata changes the metadata fedgate keeps with an object (its

@@ -44,6 +44,8 @@ var opActions = map[string]string{
 	"PutBucketAcl":                    "s3:PutBucketAcl",
 	"GetObjectAcl":                    "s3:GetObjectAcl",
 	"PutObjectAcl":                    "s3:PutObjectAcl",
+	"GetObjectVersionAcl":             "s3:GetObjectVersionAcl",
+	"PutObjectVersionAcl":             "s3:PutObjectVersionAcl",
 	"GetBucketPolicy":                 "s3:GetBucketPolicy",
 	"PutBucketPolicy":                 "s3:PutBucketPolicy",
 	"DeleteBucketPolicy":              "s3:DeleteBucketPolicy",
@@ -99,6 +101,7 @@ var (
 	objectACLPerms = map[string]string{
 		"s3:GetObject": access.PermRead, "s3:GetObjectVersion": access.PermRead, "s3:GetObjectAttributes": access.PermRead,
 		"s3:GetObjectAcl": access.PermReadACP, "s3:PutObjectAcl": access.PermWriteACP,
+		"s3:GetObjectVersionAcl": access.PermReadACP, "s3:PutObjectVersionAcl": access.PermWriteACP,
 	}
 )
 

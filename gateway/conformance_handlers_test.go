@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/fedgate/fedgate/gateway/gatewaytest"
 )
@@ -218,4 +219,56 @@ func TestKeyNotUTF8Refused(t *testing.T) {
 	// Valid UTF-8 beyond ASCII is a key like any other.
 	_, err = e.root.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("u8"), Key: aws.String("données/ü€😀"), Body: strings.NewReader("x")})
 	noErr(t, err)
+}
+
+// GetObjectAcl and PutObjectAcl with ?versionId= act on that version (in
+// the fake, as in any unversioned bucket, the null version is the object
+// itself). Before, ?acl&versionId=null was routed as a plain GetObject and
+// PutObject: the ACL request read the object, or overwrote it with the ACL
+// document.
+func TestObjectACLOfVersion(t *testing.T) {
+	e := newEnv(t)
+	e.bucket("va")
+	e.object("va", "k", "content")
+	b, k := aws.String("va"), aws.String("k")
+	_, err := e.root.PutObjectAcl(ctx, &s3.PutObjectAclInput{Bucket: b, Key: k, VersionId: aws.String("null"), ACL: types.ObjectCannedACLPublicRead})
+	noErr(t, err)
+	acl, err := e.root.GetObjectAcl(ctx, &s3.GetObjectAclInput{Bucket: b, Key: k, VersionId: aws.String("null")})
+	noErr(t, err)
+	public := false
+	for _, g := range acl.Grants {
+		if g.Grantee != nil && strings.HasSuffix(aws.ToString(g.Grantee.URI), "/AllUsers") && g.Permission == types.PermissionRead {
+			public = true
+		}
+	}
+	if !public || acl.Owner == nil {
+		t.Errorf("GetObjectAcl ?versionId=null after public-read: owner %v, grants %+v", acl.Owner, acl.Grants)
+	}
+	if code, body := e.anon("GET", "/va/k", nil); code != 200 || body != "content" {
+		t.Errorf("anonymous GET after PutObjectAcl public-read on the null version = %d %q, want 200 content", code, body)
+	}
+	// PutObjectAcl with an AccessControlPolicy body on the version too.
+	resp, body := e.rootSigned("PUT", "/va/k?acl&versionId=null", []byte(`<AccessControlPolicy><Owner><ID>root</ID></Owner><AccessControlList>`+
+		`<Grant><Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="CanonicalUser"><ID>root</ID></Grantee><Permission>FULL_CONTROL</Permission></Grant>`+
+		`</AccessControlList></AccessControlPolicy>`), nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("PUT ?acl&versionId=null with a body = %d %s", resp.StatusCode, body)
+	}
+	if code, _ := e.anon("GET", "/va/k", nil); code != 403 {
+		t.Errorf("anonymous GET after a private ACL on the null version = %d, want 403", code)
+	}
+	out, err := e.root.GetObject(ctx, &s3.GetObjectInput{Bucket: b, Key: k})
+	noErr(t, err)
+	data, _ := io.ReadAll(out.Body)
+	out.Body.Close()
+	if string(data) != "content" {
+		t.Errorf("object after ACL calls on its version = %q, want content", data)
+	}
+	_, err = e.root.GetObjectAcl(ctx, &s3.GetObjectAclInput{Bucket: b, Key: k, VersionId: aws.String("3f2a0000000000000000000000000000")})
+	wantErr(t, err, "NoSuchVersion", 404)
+	_, err = e.root.PutObjectAcl(ctx, &s3.PutObjectAclInput{Bucket: b, Key: k, VersionId: aws.String("3f2a0000000000000000000000000000"), ACL: types.ObjectCannedACLPrivate})
+	wantErr(t, err, "NoSuchVersion", 404)
+	// alice, without READ_ACP, may not read the version's ACL.
+	_, err = e.user.GetObjectAcl(ctx, &s3.GetObjectAclInput{Bucket: b, Key: k, VersionId: aws.String("null")})
+	wantErr(t, err, "AccessDenied", 403)
 }
