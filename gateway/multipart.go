@@ -157,9 +157,7 @@ func (s *Server) completeMultipartUpload(q *request) error {
 	case err != nil:
 		return err
 	}
-	if info.VersionID != "" {
-		q.w.Header().Set("x-amz-version-id", info.VersionID)
-	}
+	setWriteVersionID(q.w.Header(), info.VersionID)
 	writeXML(q.w, http.StatusOK, completeMultipartUploadResult{Xmlns: s3NS, Location: "/" + b.Name() + "/" + q.key,
 		Bucket: b.Name(), Key: q.key, ETag: `"` + info.ETag + `"`})
 	return nil

@@ -237,12 +237,21 @@ func (s *Server) putObject(q *request) error {
 	}
 	h := q.w.Header()
 	h.Set("ETag", `"`+info.ETag+`"`)
-	if info.VersionID != "" {
-		h.Set("x-amz-version-id", info.VersionID)
-	}
+	setWriteVersionID(h, info.VersionID)
 	setChecksumHeaders(h, info.Checksums)
 	q.w.WriteHeader(http.StatusOK)
 	return nil
+}
+
+// setWriteVersionID answers a write's x-amz-version-id: the id of the
+// version it made in a bucket with versioning enabled. A write to a bucket
+// never versioned, or suspended, makes the null version, and S3 answers no
+// version id for it (the API reference: the id is returned when versioning
+// is enabled; s3-tests test_versioning_bucket_atomic_upload_return_version_id).
+func setWriteVersionID(h http.Header, id string) {
+	if id != "" && id != nullVersion {
+		h.Set("x-amz-version-id", id)
+	}
 }
 
 // writeConditions maps If-None-Match: * (create-if-absent) and If-Match on a
