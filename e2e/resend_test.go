@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 )
 
 // A multipart upload whose part 1 is sent again after the others (a retry
@@ -46,8 +48,19 @@ func TestMultipartPartResentLast(t *testing.T) {
 			for i, p := range parts {
 				send(i, p)
 			}
+			firstETag := etags[0]
 			parts[0] = randBytes(t, 5<<20) // the retry of part 1, finishing last
 			send(0, parts[0])
+			// The bytes replaced are gone: completing with their ETag is
+			// InvalidPart, and changes nothing.
+			stale := []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: aws.String(firstETag)},
+				{PartNumber: aws.Int32(2), ETag: aws.String(etags[1])}, {PartNumber: aws.Int32(3), ETag: aws.String(etags[2])}}
+			_, err = c.CompleteMultipartUpload(ctx(t), &s3.CompleteMultipartUploadInput{Bucket: bk, Key: key, UploadId: cu.UploadId,
+				MultipartUpload: &types.CompletedMultipartUpload{Parts: stale}})
+			var ae smithy.APIError
+			if !errors.As(err, &ae) || ae.ErrorCode() != "InvalidPart" {
+				t.Fatalf("completing with the replaced part's ETag: %v, want InvalidPart", err)
+			}
 			// A client that completes with what ListParts says (as some
 			// retry paths do) sends the parts in ListParts' order.
 			lp, err := c.ListParts(ctx(t), &s3.ListPartsInput{Bucket: bk, Key: key, UploadId: cu.UploadId})
