@@ -250,10 +250,20 @@ func (b *Bucket) checkVersionedConditions(ctx context.Context, key string, opts 
 	}
 	seen := v.Seq
 	exists := ok && !v.DeleteMarker
-	if opts.IfNoneMatch && exists || opts.IfMatch != "" && (!exists || versionInfo(v).Validator != opts.IfMatch) {
+	if opts.IfNoneMatch && exists || opts.IfMatch != "" && (!exists || !sameVersion(v, opts.IfMatch)) {
 		return nil, store.ErrPreconditionFailed
 	}
 	return &seen, nil
+}
+
+// sameVersion reports whether validator, taken from a Stat of the key,
+// names version v: its validator now, or the one it had while its bytes
+// were staged (a write-back version staged by its own PutVersion, whose
+// journal entry is its Seq). A drain finishing between the Stat and the
+// write changes the validator, not the version: without this, a
+// conditional write raced every drain with a spurious 412.
+func sameVersion(v regionstate.ObjectVersion, validator store.Validator) bool {
+	return versionInfo(v).Validator == validator || validator == stagedValidator(v.Seq)
 }
 
 // adoptPlain makes the key's object from before versioning its null
