@@ -223,7 +223,7 @@ func TestBadInput(t *testing.T) {
 	expect("invalid bucket name", st, body, 400, "InvalidBucketName")
 	st, body = s.signed(t, http.MethodGet, "/bad?website", nil, nil)
 	expect("unsupported subresource", st, body, 501, "NotImplemented")
-	st, body = s.signed(t, http.MethodGet, "/bad/chunked-ok?retention", nil, nil)
+	st, body = s.signed(t, http.MethodGet, "/bad/chunked-ok?torrent", nil, nil)
 	expect("unsupported object subresource", st, body, 501, "NotImplemented")
 	st, body = s.signed(t, http.MethodPatch, "/bad/chunked-ok", nil, nil)
 	expect("unsupported method", st, body, 501, "NotImplemented")

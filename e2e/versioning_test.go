@@ -160,11 +160,15 @@ func TestVersioning(t *testing.T) {
 		t.Fatalf("paged versions = %v", paged)
 	}
 
-	// Suspended: a PUT is the null version.
+	// Suspended: a PUT is the null version, and answers no version id
+	// (as S3: the id is returned only with versioning enabled).
 	mustOK(t, must(c.PutBucketVersioning(ctx(t), &s3.PutBucketVersioningInput{Bucket: bk,
 		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusSuspended}})))
-	if out := put(t, c, "ckpt", "s.pt", []byte("a")); aws.ToString(out.VersionId) != "null" {
-		t.Fatalf("PUT under Suspended: version %q", aws.ToString(out.VersionId))
+	if out := put(t, c, "ckpt", "s.pt", []byte("a")); out.VersionId != nil {
+		t.Fatalf("PUT under Suspended: version %q, want none", aws.ToString(out.VersionId))
+	}
+	if ids := versionIDs(t, c, "ckpt", "s.pt"); len(ids) != 1 || !strings.HasPrefix(ids[0], "s.pt@null") {
+		t.Fatalf("PUT under Suspended: versions %v, want the null version", ids)
 	}
 	put(t, c, "ckpt", "s.pt", []byte("b"))
 	if rows := versionIDs(t, c, "ckpt", "s.pt"); len(rows) != 1 {
