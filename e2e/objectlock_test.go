@@ -29,7 +29,7 @@ func wantS3(t *testing.T, what string, err error, code string, status int) {
 // versioning that cannot be suspended, and all of it across a SIGKILL.
 func TestObjectLock(t *testing.T) {
 	s := startServer(t)
-	c := s.root()
+	c := s.s3Client(rootAK, rootSK, sdkDefaults) // a PUT with lock headers needs the SDK's default checksum
 	bk := aws.String("worm")
 	hour := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 
@@ -170,7 +170,7 @@ func TestObjectLock(t *testing.T) {
 
 	// All of it survives a crash.
 	s.restart(syscall.SIGKILL)
-	c = s.root()
+	c = s.s3Client(rootAK, rootSK, sdkDefaults)
 	wantS3(t, "after restart: deleting the compliance version", delVersion(c, "c.pt", cid, true), "AccessDenied", 403)
 	wantS3(t, "after restart: deleting the held version", delVersion(c, "h.pt", hid, true), "AccessDenied", 403)
 	wantS3(t, "after restart: deleting the default-retention version", delVersion(c, "d.pt", did, true), "AccessDenied", 403)

@@ -219,6 +219,9 @@ func (s *Server) putObject(q *request) error {
 	if err != nil {
 		return err
 	}
+	if hasLockHeaders(q.r.Header) && !hasBodyDigest(q.r.Header) {
+		return errLockNeedsDigest
+	}
 	if err := s.setObjectTags(q, b, &meta); err != nil {
 		return err
 	}

@@ -308,6 +308,18 @@ func (s *Server) putObjectLegalHold(q *request) error {
 	return nil
 }
 
+// errLockNeedsDigest is S3's answer to a PutObject with x-amz-object-lock-*
+// headers but neither Content-MD5 nor an x-amz-checksum-* (header or
+// trailer): S3 wants the locked bytes checked. SDKs and the aws CLI send
+// a checksum by default.
+var errLockNeedsDigest = s3err.New(s3err.CodeInvalidRequest, "Content-MD5 OR x-amz-checksum- HTTP header is required for Put Object requests with Object Lock parameters")
+
+// hasLockHeaders reports whether a write sets a lock with its
+// x-amz-object-lock-* headers.
+func hasLockHeaders(h http.Header) bool {
+	return h.Get("x-amz-object-lock-mode") != "" || h.Get("x-amz-object-lock-retain-until-date") != "" || h.Get("x-amz-object-lock-legal-hold") != ""
+}
+
 // setWriteLock sets the lock of a new version in meta: the request's
 // x-amz-object-lock-* headers (which need s3:PutObjectRetention or
 // s3:PutObjectLegalHold), else the bucket's default retention, computed

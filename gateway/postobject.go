@@ -253,7 +253,8 @@ func (s *Server) authenticatePost(q *request, form *postForm) (*postPolicy, erro
 
 // formHeaders turns the form fields a PUT would send as headers into
 // headers: Content-Type and the other entity headers, x-amz-meta-*, the
-// ACL (acl, x-amz-grant-*) and the body's digests (Content-MD5,
+// ACL (acl, x-amz-grant-*), the new version's lock (x-amz-object-lock-mode,
+// -retain-until-date, -legal-hold) and the body's digests (Content-MD5,
 // x-amz-checksum-*). The policy condition keys of orig (User-Agent,
 // Referer) are kept.
 func formHeaders(orig http.Header, fields map[string]string) (http.Header, error) {
@@ -278,7 +279,7 @@ func formHeaders(orig http.Header, fields map[string]string) (http.Header, error
 		case slices.Contains([]string{"content-type", "cache-control", "content-disposition", "content-encoding",
 			"content-language", "expires", "content-md5", "x-amz-server-side-encryption-customer-algorithm"}, name),
 			strings.HasPrefix(name, "x-amz-meta-"), strings.HasPrefix(name, "x-amz-grant-"),
-			strings.HasPrefix(name, "x-amz-checksum-"):
+			strings.HasPrefix(name, "x-amz-checksum-"), strings.HasPrefix(name, "x-amz-object-lock-"):
 			h.Set(name, v)
 		}
 	}
