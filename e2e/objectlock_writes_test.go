@@ -166,3 +166,46 @@ func TestObjectLockWrites(t *testing.T) {
 	mustOK(t, must(bare.PutObjectLegalHold(ctx(t), &s3.PutObjectLegalHoldInput{Bucket: bk, Key: aws.String("md5.pt"),
 		LegalHold: &types.ObjectLockLegalHold{Status: types.ObjectLockLegalHoldStatusOn}})))
 }
+
+// TestObjectLockWriteBack: a versioned write-back bucket of the policy
+// file takes object lock; a PUT's and a multipart upload's locks hold
+// while the version is staged and after the drain wrote it to the store.
+func TestObjectLockWriteBack(t *testing.T) {
+	r := startRegion(t, 1)
+	n := r.nodes[0]
+	c := n.s3Client(rootAK, rootSK, sdkDefaults)
+	bk := aws.String("ckpt")
+	mustOK(t, must(c.PutBucketVersioning(ctx(t), &s3.PutBucketVersioningInput{Bucket: bk,
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}})))
+	mustOK(t, must(c.PutObjectLockConfiguration(ctx(t), &s3.PutObjectLockConfigurationInput{Bucket: bk,
+		ObjectLockConfiguration: &types.ObjectLockConfiguration{ObjectLockEnabled: types.ObjectLockEnabledEnabled}})))
+	hour := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	out, err := c.PutObject(ctx(t), &s3.PutObjectInput{Bucket: bk, Key: aws.String("put.pt"), Body: bytes.NewReader(randBytes(t, 64<<10)),
+		ObjectLockMode: types.ObjectLockModeCompliance, ObjectLockRetainUntilDate: aws.Time(hour)})
+	mustOK(t, err)
+	putID := aws.ToString(out.VersionId)
+	cu, err := c.CreateMultipartUpload(ctx(t), &s3.CreateMultipartUploadInput{Bucket: bk, Key: aws.String("mp.pt"), ObjectLockLegalHoldStatus: types.ObjectLockLegalHoldStatusOn})
+	mustOK(t, err)
+	up, err := c.UploadPart(ctx(t), &s3.UploadPartInput{Bucket: bk, Key: aws.String("mp.pt"), UploadId: cu.UploadId, PartNumber: aws.Int32(1), Body: bytes.NewReader(randBytes(t, 5<<20))})
+	mustOK(t, err)
+	done, err := c.CompleteMultipartUpload(ctx(t), &s3.CompleteMultipartUploadInput{Bucket: bk, Key: aws.String("mp.pt"), UploadId: cu.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: up.ETag, ChecksumCRC32: up.ChecksumCRC32}}}})
+	mustOK(t, err)
+	mpID := aws.ToString(done.VersionId)
+	check := func(when string) {
+		t.Helper()
+		if mode, until, _ := lockOf(t, c, "ckpt", "put.pt", putID); mode != types.ObjectLockModeCompliance || !until.Equal(hour) {
+			t.Fatalf("%s: put.pt's lock %q %v", when, mode, until)
+		}
+		if _, _, hold := lockOf(t, c, "ckpt", "mp.pt", mpID); hold != types.ObjectLockLegalHoldStatusOn {
+			t.Fatalf("%s: mp.pt's legal hold %q", when, hold)
+		}
+		for key, id := range map[string]string{"put.pt": putID, "mp.pt": mpID} {
+			_, err := c.DeleteObject(ctx(t), &s3.DeleteObjectInput{Bucket: bk, Key: aws.String(key), VersionId: aws.String(id), BypassGovernanceRetention: aws.Bool(true)})
+			wantS3(t, when+": deleting locked "+key, err, "AccessDenied", 403)
+		}
+	}
+	check("staged")
+	r.drained(n, 60*time.Second)
+	check("drained")
+}
