@@ -161,6 +161,13 @@ func TestObjectLockWrites(t *testing.T) {
 	if mode, _, _ := lockOf(t, c, "worm", "md5.pt", ""); mode != types.ObjectLockModeGovernance {
 		t.Fatalf("PUT with Content-MD5: mode %q", mode)
 	}
+	// PutObjectTagging on a versioned bucket writes a new version
+	// (docs/versioning.md); it carries the same lock.
+	mustOK(t, must(c.PutObjectTagging(ctx(t), &s3.PutObjectTaggingInput{Bucket: bk, Key: aws.String("md5.pt"),
+		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("k"), Value: aws.String("v")}}}})))
+	if mode, until, _ := lockOf(t, c, "worm", "md5.pt", ""); mode != types.ObjectLockModeGovernance || !until.Equal(hour) {
+		t.Fatalf("the version PutObjectTagging wrote: mode %q until %v", mode, until)
+	}
 	// The lock requests themselves, from the same client: the SDK sends
 	// a checksum for them (S3 requires one).
 	mustOK(t, must(bare.PutObjectLegalHold(ctx(t), &s3.PutObjectLegalHoldInput{Bucket: bk, Key: aws.String("md5.pt"),
