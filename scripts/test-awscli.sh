@@ -174,7 +174,7 @@ expect_fail "object lock: versioning not suspended" "InvalidBucketState" \
 expect_fail "no object lock configuration" "ObjectLockConfigurationNotFoundError" aws s3api get-object-lock-configuration --bucket cli-bucket
 expect_fail "retention without object lock" "InvalidRequest" aws s3api put-object-retention --bucket cli-bucket --key meta.txt \
   --retention "Mode=GOVERNANCE,RetainUntilDate=$(date -u -d '+1 day' +%Y-%m-%dT%H:%M:%SZ)"
-until_epoch=$(($(date +%s) + 10))
+until_epoch=$(($(date +%s) + 30)) # the CLI takes about a second a call on a loaded machine
 until=$(date -u -d "@$until_epoch" +%Y-%m-%dT%H:%M:%SZ)
 cv=$(aws s3api put-object --bucket cli-worm --key c.pt --body "$WORK/tree/a/f1.txt" --query VersionId --output text)
 aws s3api put-object-retention --bucket cli-worm --key c.pt --version-id "$cv" --retention "Mode=COMPLIANCE,RetainUntilDate=$until" >/dev/null
