@@ -51,7 +51,7 @@ Start a single-node region on embedded defaults with:  fedgate server`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServerCmd(), newUserCmd(), newPolicyCmd(), newClusterCmd(), newRegionCmd(), newCacheCmd(), newEgressCmd(), newRepairCmd(), newBenchCmd(), newVersionCmd())
+	root.AddCommand(newServerCmd(), newUserCmd(), newPolicyCmd(), newClusterCmd(), newRegionCmd(), newCacheCmd(), newEgressCmd(), newRepairCmd(), newBenchCmd(), newMountCmd(), newVersionCmd())
 	strictGroups(root)
 	root.SetFlagErrorFunc(suggestFlag)
 	return root

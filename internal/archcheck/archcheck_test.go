@@ -160,6 +160,15 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 	}
+	for p, ds := range imports {
+		if under(p, "mount") {
+			for _, d := range ds {
+				if d != "internal/backoff" {
+					t.Errorf("%s depends on %s: the mount is an S3 client like any other and imports no fedgate package but internal/backoff", p, d)
+				}
+			}
+		}
+	}
 	forbid("federation", "gateway", "the namespace knows nothing of S3 requests")
 	forbid("federation", "node", "the namespace does not assemble nodes")
 	for _, ds := range [][]string{imports["cmd/fedgate"]} {

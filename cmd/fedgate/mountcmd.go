@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/fedgate/fedgate/mount"
+)
+
+type mountFlags struct {
+	endpoint, region, bucket string
+	readOnly                 bool
+	statTTL, requestTimeout  time.Duration
+	uid, gid                 int
+	allowOther               bool
+	debugListen              string
+	logLevel, logFormat      string
+	readAhead, blockSize     int64
+	maxParallel, tries       int
+	fuseDebug                bool
+}
+
+func newMountCmd() *cobra.Command {
+	var f mountFlags
+	cmd := &cobra.Command{
+		Use:   "mount [flags] MOUNTPOINT",
+		Short: "Mount the region's buckets as a read-only file system (FUSE; docs/mount.md)",
+		Long: `Mount the region's namespace on MOUNTPOINT as /<bucket>/<key...>, or one bucket or a
+prefix in it with --bucket name[/prefix]. Runs in the foreground until SIGTERM or SIGINT, then
+unmounts. Credentials are found as the aws CLI finds them (AWS_ACCESS_KEY_ID and
+AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared config files). This version is read-only:
+writes get EROFS. Needs /dev/fuse and root (or CAP_SYS_ADMIN).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runMount(cmd.Context(), f, args[0])
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.endpoint, "endpoint", "http://127.0.0.1:9000", "URL of the fedgate S3 endpoint")
+	fl.StringVar(&f.region, "region", "us-east-1", "region the requests are signed for")
+	fl.StringVar(&f.bucket, "bucket", "", "mount only this bucket, or name/prefix for a prefix in it (default: every bucket, as /<bucket>/...)")
+	fl.BoolVar(&f.readOnly, "read-only", true, "mount read-only (writes get EROFS); the only mode of this version")
+	fl.DurationVar(&f.statTTL, "stat-ttl", mount.DefaultStatTTL, "how long sizes, mtimes, ETags and missing paths are cached before S3 is asked again (0: always ask)")
+	fl.IntVar(&f.uid, "uid", os.Getuid(), "owner of every file")
+	fl.IntVar(&f.gid, "gid", os.Getgid(), "group of every file")
+	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the one who mounted in (FUSE allow_other)")
+	fl.StringVar(&f.debugListen, "debug-listen", "", "serve Prometheus /metrics and Go's pprof on this address (e.g. 127.0.0.1:6061); off by default")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "", "text or json (default: text on a terminal, json otherwise)")
+	fl.Int64Var(&f.readAhead, "read-ahead", mount.DefaultReadAhead, "bytes a sequential reader of one open file fetches ahead, in parallel ranged GETs")
+	fl.Int64Var(&f.blockSize, "block-size", mount.DefaultBlockSize, "bytes of one ranged GET")
+	fl.IntVar(&f.maxParallel, "max-parallel", mount.DefaultMaxParallel, "ranged GETs in flight across the mount at most")
+	fl.DurationVar(&f.requestTimeout, "request-timeout", mount.DefaultRequestTimeout, "deadline of one try of one S3 request")
+	fl.IntVar(&f.tries, "tries", mount.DefaultTries, "tries of a throttled or failed S3 request before the call fails with EIO")
+	fl.BoolVar(&f.fuseDebug, "fuse-debug", false, "log every FUSE request (very verbose)")
+	return cmd
+}
+
+func runMount(ctx context.Context, f mountFlags, dir string) error {
+	log, err := newLogger(f.logLevel, f.logFormat, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if !f.readOnly {
+		return errors.New("--read-only=false: writes through the mount are not there yet (docs/mount.md)")
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(f.region))
+	if err != nil {
+		return fmt.Errorf("credentials: %w", err)
+	}
+	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(f.endpoint)
+		o.UsePathStyle = true
+		o.Retryer = aws.NopRetryer{} // the mount retries itself, with deadlines
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	})
+	bucket, prefix, _ := strings.Cut(f.bucket, "/")
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if f.debugListen != "" {
+		ln, err := net.Listen("tcp", f.debugListen)
+		if err != nil {
+			return fmt.Errorf("--debug-listen %s: %w", f.debugListen, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+		go func() { _ = hs.Serve(ln) }()
+		defer hs.Close()
+		log.Info("debug listener", "addr", ln.Addr().String())
+	}
+	srv, err := mount.Mount(dir, mount.Config{
+		Client: client, Bucket: bucket, Prefix: prefix,
+		StatTTL: f.statTTL, UID: uint32(f.uid), GID: uint32(f.gid), AllowOther: f.allowOther,
+		BlockSize: f.blockSize, ReadAhead: f.readAhead, MaxParallel: f.maxParallel,
+		RequestTimeout: f.requestTimeout, Tries: f.tries,
+		Logger: log, Registerer: reg, FUSEDebug: f.fuseDebug,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("mounted", "mountpoint", dir, "endpoint", f.endpoint, "bucket", f.bucket, "stat_ttl", f.statTTL.String())
+
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	select {
+	case <-done:
+		log.Info("unmounted from outside", "mountpoint", dir)
+		return nil
+	case s := <-sig:
+		log.Info("unmounting", "mountpoint", dir, "signal", s.String())
+	}
+	// A busy mount (a file still open) is detached: it goes away once the
+	// last user lets go, and new opens already fail.
+	if err := srv.Unmount(); err != nil {
+		log.Warn("unmount busy, detaching", "mountpoint", dir, "err", err)
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmount %s: %w", dir, err)
+		}
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		log.Warn("FUSE server did not stop in 10s", "mountpoint", dir)
+	}
+	log.Info("unmounted", "mountpoint", dir)
+	return nil
+}

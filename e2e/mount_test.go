@@ -1,0 +1,404 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"golang.org/x/sys/unix"
+)
+
+// needFUSE skips a mount test on a machine without root or /dev/fuse, and
+// fails it when CI is set: CI must not go green by skipping the mount.
+func needFUSE(t *testing.T) {
+	t.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "not root"
+	} else if f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0); err != nil {
+		why = "no /dev/fuse: " + err.Error()
+	} else {
+		f.Close()
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("fedgate mount needs root and /dev/fuse: %s (CI is set, so this fails instead of skipping)", why)
+	}
+	t.Skipf("fedgate mount needs root and /dev/fuse: %s", why)
+}
+
+// mounted reports whether dir is a mount point (from /proc/self/mountinfo).
+func mounted(t *testing.T, dir string) bool {
+	t.Helper()
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) > 4 && fields[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// fuseMount is one `fedgate mount` process.
+type fuseMount struct {
+	dir, debug string
+	cmd        *exec.Cmd
+	log        *bytes.Buffer
+	exited     chan struct{}
+	err        error
+}
+
+// startMount runs `fedgate mount` with ak/sk in the environment, as the aws
+// CLI would find them, and waits until dir is mounted. Cleanup stops it and
+// detaches the mount even when the test failed.
+func startMount(t *testing.T, s *server, ak, sk string, args ...string) *fuseMount {
+	t.Helper()
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	debug := ln.Addr().String()
+	ln.Close()
+	m := &fuseMount{dir: dir, debug: debug, log: &bytes.Buffer{}, exited: make(chan struct{})}
+	all := append([]string{"mount", "--endpoint", s.Endpoint, "--debug-listen", debug, "--log-format", "text"}, args...)
+	m.cmd = exec.Command(binary, append(all, dir)...)
+	home := t.TempDir()
+	m.cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+ak, "AWS_SECRET_ACCESS_KEY="+sk,
+		"AWS_CONFIG_FILE="+filepath.Join(home, "config"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(home, "credentials"),
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_PROFILE=", "AWS_SESSION_TOKEN=")
+	m.cmd.Stdout, m.cmd.Stderr = m.log, m.log
+	if err := m.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { m.err = m.cmd.Wait(); close(m.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-m.exited:
+		default:
+			_ = m.cmd.Process.Kill()
+			<-m.exited
+		}
+		if mounted(t, dir) {
+			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+		if t.Failed() {
+			t.Logf("fedgate mount log:\n%s", m.log.String())
+		}
+	})
+	waitFor(t, 20*time.Second, "the mount at "+dir, func() bool {
+		select {
+		case <-m.exited:
+			t.Fatalf("fedgate mount exited: %v\n%s", m.err, m.log.String())
+		default:
+		}
+		return mounted(t, dir)
+	})
+	return m
+}
+
+// metric sums the samples of the series whose line starts with prefix.
+func (m *fuseMount) metric(t *testing.T, prefix string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + m.debug + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, prefix) {
+			var v float64
+			fields := strings.Fields(line)
+			fmt.Sscan(fields[len(fields)-1], &v)
+			sum += v
+		}
+	}
+	return sum
+}
+
+func seededBytes(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// TestMountReadOnly is issue 36's first slice: a bucket of class folders
+// and a large file read through `fedgate mount`.
+func TestMountReadOnly(t *testing.T) {
+	needFUSE(t)
+	s := startServer(t)
+	c := s.root()
+	mustOK(t, must(c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("train")})))
+	r := rand.New(rand.NewPCG(36, 1))
+	want := map[string][]byte{}
+	for i := range 300 {
+		size := r.IntN(48 << 10)
+		if i == 7 {
+			size = 0
+		}
+		want[fmt.Sprintf("class%02d/img%03d.jpg", i%10, i)] = seededBytes(r, size)
+	}
+	want["big/blob.bin"] = seededBytes(r, 20<<20+12345)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	keys := make(chan string)
+	for range 8 {
+		wg.Go(func() {
+			for k := range keys {
+				_, err := c.PutObject(ctx(t), &s3.PutObjectInput{Bucket: aws.String("train"), Key: aws.String(k), Body: bytes.NewReader(want[k])})
+				if err != nil {
+					mu.Lock()
+					t.Errorf("put %s: %v", k, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for k := range want {
+		keys <- k
+	}
+	close(keys)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	ttl := time.Second
+	m := startMount(t, s, rootAK, rootSK, "--stat-ttl", ttl.String())
+	root := filepath.Join(m.dir, "train")
+
+	t.Run("walk", func(t *testing.T) {
+		listed := map[string]s3ObjectInfo{}
+		p := s3.NewListObjectsV2Paginator(c, &s3.ListObjectsV2Input{Bucket: aws.String("train")})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx(t))
+			mustOK(t, err)
+			for _, o := range page.Contents {
+				listed[aws.ToString(o.Key)] = s3ObjectInfo{aws.ToInt64(o.Size), aws.ToTime(o.LastModified)}
+			}
+		}
+		heads := m.metric(t, `fedgate_mount_s3_requests_total{op="HeadObject"`)
+		seen := map[string]bool{}
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			st, err := os.Stat(path)
+			if err != nil {
+				return err
+			}
+			if d.IsDir() != st.IsDir() {
+				t.Errorf("%s: readdir type dir=%v, stat dir=%v", path, d.IsDir(), st.IsDir())
+			}
+			if st.IsDir() {
+				return nil
+			}
+			rel, _ := filepath.Rel(root, path)
+			seen[rel] = true
+			o, ok := listed[rel]
+			switch {
+			case !ok:
+				t.Errorf("%s in the mount, not in the listing", rel)
+			case st.Size() != o.size:
+				t.Errorf("%s: size %d, listing says %d", rel, st.Size(), o.size)
+			case !st.ModTime().Equal(o.mtime):
+				t.Errorf("%s: mtime %v, listing says %v", rel, st.ModTime(), o.mtime)
+			}
+			return nil
+		})
+		mustOK(t, err)
+		for k := range listed {
+			if !seen[k] {
+				t.Errorf("%s listed in S3, not in the mount", k)
+			}
+		}
+		if len(seen) != len(want) {
+			t.Errorf("walk saw %d files, want %d", len(seen), len(want))
+		}
+		// READDIRPLUS and the stats come from the listings: no HEAD per entry.
+		if d := m.metric(t, `fedgate_mount_s3_requests_total{op="HeadObject"`) - heads; d > 0 {
+			t.Errorf("the walk made %v HEAD requests; want none (stats from the listing)", d)
+		}
+	})
+
+	t.Run("mmap", func(t *testing.T) {
+		f, err := os.Open(filepath.Join(root, "big/blob.bin"))
+		mustOK(t, err)
+		defer f.Close()
+		data, err := syscall.Mmap(int(f.Fd()), 0, len(want["big/blob.bin"]), syscall.PROT_READ, syscall.MAP_SHARED)
+		mustOK(t, err)
+		defer syscall.Munmap(data)
+		if !bytes.Equal(data, want["big/blob.bin"]) {
+			t.Error("mmap of big/blob.bin differs from the object")
+		}
+	})
+
+	t.Run("read", func(t *testing.T) {
+		paths := make(chan string)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for k := range paths {
+					got, err := os.ReadFile(filepath.Join(root, k))
+					if err != nil {
+						t.Errorf("read %s: %v", k, err)
+					} else if !bytes.Equal(got, want[k]) {
+						t.Errorf("read %s: %d bytes differ from the %d put", k, len(got), len(want[k]))
+					}
+				}
+			})
+		}
+		for k := range want {
+			paths <- k
+		}
+		close(paths)
+		wg.Wait()
+	})
+
+	t.Run("changed mid-read is EIO", func(t *testing.T) {
+		// A fresh object: nothing of it is in the kernel's page cache.
+		want["big/changing.bin"] = seededBytes(r, 8<<20)
+		_, err := c.PutObject(ctx(t), &s3.PutObjectInput{Bucket: aws.String("train"), Key: aws.String("big/changing.bin"), Body: bytes.NewReader(want["big/changing.bin"])})
+		mustOK(t, err)
+		f, err := os.Open(filepath.Join(root, "big/changing.bin"))
+		mustOK(t, err)
+		defer f.Close()
+		mustOK(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM))
+		buf := make([]byte, 4096)
+		if _, err := f.ReadAt(buf, 0); err != nil || !bytes.Equal(buf, want["big/changing.bin"][:4096]) {
+			t.Fatalf("first read: %v", err)
+		}
+		_, err = c.PutObject(ctx(t), &s3.PutObjectInput{Bucket: aws.String("train"), Key: aws.String("big/changing.bin"), Body: bytes.NewReader(seededBytes(r, 8<<20))})
+		mustOK(t, err)
+		_, err = f.ReadAt(buf, 7<<20)
+		if !errors.Is(err, syscall.EIO) {
+			t.Errorf("read after the object changed: %v, want EIO", err)
+		}
+	})
+
+	t.Run("replaced object seen after the TTL", func(t *testing.T) {
+		path := filepath.Join(root, "class03/img003.jpg")
+		if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want["class03/img003.jpg"]) {
+			t.Fatalf("before: %v", err)
+		}
+		next := seededBytes(r, 70000)
+		replaced := time.Now()
+		_, err := c.PutObject(ctx(t), &s3.PutObjectInput{Bucket: aws.String("train"), Key: aws.String("class03/img003.jpg"), Body: bytes.NewReader(next)})
+		mustOK(t, err)
+		waitFor(t, ttl+5*time.Second, "the replaced object through the mount", func() bool {
+			got, err := os.ReadFile(path)
+			return err == nil && bytes.Equal(got, next)
+		})
+		if d := time.Since(replaced); d > ttl+3*time.Second {
+			t.Errorf("the new object was seen after %v; the TTL is %v", d, ttl)
+		}
+		st, err := os.Stat(path)
+		if err != nil || st.Size() != int64(len(next)) {
+			t.Errorf("stat after replace: %v %v, want size %d", st, err, len(next))
+		}
+	})
+
+	t.Run("errno", func(t *testing.T) {
+		for _, p := range []string{"nope", "class01/missing.jpg", "../nobucket/x"} {
+			if _, err := os.Stat(filepath.Join(root, p)); !errors.Is(err, syscall.ENOENT) {
+				t.Errorf("stat %s: %v, want ENOENT", p, err)
+			}
+		}
+		if _, err := os.Open(filepath.Join(root, "class01/missing.jpg")); !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("open missing: %v, want ENOENT", err)
+		}
+		writes := map[string]func() error{
+			"create": func() error { return os.WriteFile(filepath.Join(root, "new.txt"), []byte("x"), 0o644) },
+			"open for write": func() error {
+				f, err := os.OpenFile(filepath.Join(root, "class01/img001.jpg"), os.O_WRONLY, 0)
+				f.Close()
+				return err
+			},
+			"truncate": func() error { return os.Truncate(filepath.Join(root, "class01/img001.jpg"), 0) },
+			"mkdir":    func() error { return os.Mkdir(filepath.Join(root, "newdir"), 0o755) },
+			"unlink":   func() error { return os.Remove(filepath.Join(root, "class01/img001.jpg")) },
+			"rename": func() error {
+				return os.Rename(filepath.Join(root, "class01/img001.jpg"), filepath.Join(root, "x.jpg"))
+			},
+		}
+		for name, w := range writes {
+			if err := w(); !errors.Is(err, syscall.EROFS) {
+				t.Errorf("%s: %v, want EROFS", name, err)
+			}
+		}
+		if got, err := os.ReadFile(filepath.Join(root, "class01/img001.jpg")); err != nil || !bytes.Equal(got, want["class01/img001.jpg"]) {
+			t.Errorf("class01/img001.jpg after refused writes: %v", err)
+		}
+	})
+
+	t.Run("access denied is EACCES", func(t *testing.T) {
+		out, err := s.fedgate("user", "add", "eve")
+		mustOK(t, err)
+		k := keyRE.FindStringSubmatch(out)
+		if k == nil {
+			t.Fatalf("user add printed no keys:\n%s", out)
+		}
+		eve := startMount(t, s, k[1], k[2], "--bucket", "train")
+		if _, err := os.ReadFile(filepath.Join(eve.dir, "class02/img002.jpg")); !errors.Is(err, syscall.EACCES) {
+			t.Errorf("eve reads class02/img002.jpg: %v, want EACCES", err)
+		}
+		if _, err := os.ReadDir(eve.dir); !errors.Is(err, syscall.EACCES) {
+			t.Errorf("eve lists the bucket: %v, want EACCES", err)
+		}
+		eve.stop(t)
+	})
+
+	t.Run("SIGTERM unmounts", func(t *testing.T) { m.stop(t) })
+}
+
+type s3ObjectInfo struct {
+	size  int64
+	mtime time.Time
+}
+
+// stop sends SIGTERM and checks the process exits 0 and leaves dir a plain
+// empty directory.
+func (m *fuseMount) stop(t *testing.T) {
+	t.Helper()
+	mustOK(t, m.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-m.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("fedgate mount did not exit 20s after SIGTERM")
+	}
+	if m.err != nil {
+		t.Errorf("fedgate mount exited with %v after SIGTERM", m.err)
+	}
+	if mounted(t, m.dir) {
+		t.Errorf("%s is still mounted", m.dir)
+	}
+	if es, err := os.ReadDir(m.dir); err != nil || len(es) != 0 {
+		t.Errorf("mount point after unmount: %v entries, %v", len(es), err)
+	}
+}

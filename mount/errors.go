@@ -1,0 +1,113 @@
+package mount
+
+import (
+	"context"
+	"errors"
+	"net"
+	"syscall"
+	"time"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+
+	"github.com/fedgate/fedgate/internal/backoff"
+)
+
+// errChanged is a read of an object that changed since the file was opened
+// (its ETag no longer matches): the read fails with EIO rather than mixing
+// the bytes of two versions.
+var errChanged = errors.New("object changed since open")
+
+// httpStatus is the HTTP status of an S3 error, 0 when there was no answer.
+func httpStatus(err error) int {
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// errorCode is the S3 error code ("NoSuchKey"), "" when there is none.
+func errorCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// toErrno maps an S3 request's final error to the errno a FUSE call
+// returns (docs/mount.md, "Errors").
+func toErrno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, errChanged) {
+		return syscall.EIO
+	}
+	switch errorCode(err) {
+	case "NoSuchKey", "NoSuchBucket", "NotFound":
+		return syscall.ENOENT
+	case "AccessDenied", "Forbidden", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch":
+		return syscall.EACCES
+	case "PreconditionFailed":
+		return syscall.EIO
+	}
+	switch httpStatus(err) {
+	case 404:
+		return syscall.ENOENT
+	case 403:
+		return syscall.EACCES
+	}
+	return syscall.EIO
+}
+
+// retryable reports whether a failed request is worth another try:
+// throttling, 5xx, timeouts and broken connections; never a 4xx answer
+// about the request itself.
+func retryable(err error) bool {
+	if err == nil || errors.Is(err, errChanged) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	switch errorCode(err) {
+	case "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "ServiceUnavailable", "RequestTimeTooSkewed":
+		return true
+	}
+	if s := httpStatus(err); s != 0 {
+		return s == 429 || s >= 500
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	// No HTTP answer at all (connection refused, reset, EOF mid-body).
+	return true
+}
+
+// retryPolicy is the wait between tries of one request.
+var retryPolicy = backoff.Policy{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: backoff.Full}
+
+// do runs one S3 request with a deadline per try, retrying what
+// retryable allows up to tries times. parent ends all tries (an
+// interrupted FUSE call, an unmount).
+func (f *FS) do(parent context.Context, op string, req func(ctx context.Context) error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(parent, f.cfg.RequestTimeout)
+		err = req(ctx)
+		cancel()
+		f.metrics.observe(op, err, time.Since(start))
+		if err == nil || !retryable(err) || attempt >= f.cfg.Tries || parent.Err() != nil {
+			break
+		}
+		f.log.Debug("retrying S3 request", "op", op, "attempt", attempt, "err", err)
+		if backoff.Policy.Sleep(retryPolicy, parent, attempt) != nil {
+			break
+		}
+	}
+	return err
+}

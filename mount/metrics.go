@@ -1,0 +1,53 @@
+package mount
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the mount daemon's Prometheus series (docs/mount.md).
+type metrics struct {
+	requests  *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	readBytes prometheus.Counter
+	fuseReads prometheus.Counter
+	statCache *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fedgate_mount_s3_requests_total", Help: "S3 requests made by the mount, by operation and result (ok, or the errno name).",
+		}, []string{"op", "result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "fedgate_mount_s3_request_seconds", Help: "Latency of the mount's S3 requests (one try each).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"op"}),
+		readBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fedgate_mount_s3_read_bytes_total", Help: "Object bytes fetched by ranged GETs.",
+		}),
+		fuseReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fedgate_mount_fuse_reads_total", Help: "FUSE read calls answered by the daemon.",
+		}),
+		statCache: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fedgate_mount_stat_cache_total", Help: "Stat cache look-ups: hit, negative_hit or miss.",
+		}, []string{"result"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.latency, m.readBytes, m.fuseReads, m.statCache)
+	}
+	return m
+}
+
+func (m *metrics) observe(op string, err error, d time.Duration) {
+	result := "ok"
+	if err != nil {
+		result = toErrno(err).Error()
+		if retryable(err) {
+			result = "retryable"
+		}
+	}
+	m.requests.WithLabelValues(op, result).Inc()
+	m.latency.WithLabelValues(op).Observe(d.Seconds())
+}

@@ -1,0 +1,367 @@
+package mount
+
+import (
+	"context"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// node is a directory (a bucket, a prefix) or a file (an object).
+type node struct {
+	fs.Inode
+	f *FS
+	// bucket is "" only for the root of a mount of every bucket.
+	bucket string
+	// key is the object's key, or the directory's prefix with its
+	// trailing slash ("" for a bucket's root).
+	key string
+	dir bool
+
+	mu       sync.Mutex
+	lastETag string // the ETag of the last open: same again keeps the page cache
+}
+
+var (
+	_ fs.NodeLookuper  = (*node)(nil)
+	_ fs.NodeGetattrer = (*node)(nil)
+	_ fs.NodeReaddirer = (*node)(nil)
+	_ fs.NodeOpener    = (*node)(nil)
+	_ fs.NodeStatfser  = (*node)(nil)
+)
+
+// cacheKey is the stat cache's key of a child path.
+func cacheKey(bucket, key string) string { return bucket + "/" + key }
+
+// ino is a stable inode number for a path, so that a path keeps its
+// number across lookups (find, cp -a, tar rely on it).
+func ino(bucket, key string, dir bool) uint64 {
+	h := fnv.New64a()
+	if dir {
+		h.Write([]byte{'d'})
+	} else {
+		h.Write([]byte{'f'})
+	}
+	h.Write([]byte(bucket))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	v := h.Sum64()
+	if v <= 1 {
+		v += 2 // 1 is the root
+	}
+	return v
+}
+
+func (n *node) fill(a *fuse.Attr, m meta) {
+	a.Uid, a.Gid = n.f.cfg.UID, n.f.cfg.GID
+	if m.dir {
+		a.Mode = syscall.S_IFDIR | 0o555
+		a.Nlink = 2
+		t := n.f.started
+		if !m.mtime.IsZero() {
+			t = m.mtime
+		}
+		a.SetTimes(&t, &t, &t)
+		a.Size = 4096
+		a.Blocks = 8
+	} else {
+		a.Mode = syscall.S_IFREG | 0o444
+		a.Nlink = 1
+		a.Size = uint64(m.size)
+		a.Blocks = (uint64(m.size) + 511) / 512
+		a.SetTimes(&m.mtime, &m.mtime, &m.mtime)
+	}
+	a.Blksize = 1 << 20
+}
+
+func (n *node) child(ctx context.Context, name string, m meta, out *fuse.EntryOut) *fs.Inode {
+	c := &node{f: n.f, bucket: n.bucket, dir: m.dir}
+	mode := uint32(syscall.S_IFREG)
+	if n.bucket == "" {
+		c.bucket = name
+	} else {
+		c.key = n.key + name
+	}
+	if m.dir {
+		mode = syscall.S_IFDIR
+		if n.bucket != "" {
+			c.key += "/"
+		}
+	}
+	n.fill(&out.Attr, m)
+	out.Ino = ino(c.bucket, c.key, m.dir)
+	return n.NewInode(ctx, c, fs.StableAttr{Mode: mode, Ino: out.Ino})
+}
+
+// Lookup answers from the stat cache (filled by listings and earlier
+// lookups) or asks S3.
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	var ck string
+	if n.bucket == "" {
+		ck = cacheKey(name, "")
+	} else {
+		ck = cacheKey(n.bucket, n.key+name)
+	}
+	if e, ok := n.f.stats.get(ck); ok {
+		if !e.ok {
+			n.f.metrics.statCache.WithLabelValues("negative_hit").Inc()
+			return nil, syscall.ENOENT
+		}
+		n.f.metrics.statCache.WithLabelValues("hit").Inc()
+		return n.child(ctx, name, e.m, out), 0
+	}
+	n.f.metrics.statCache.WithLabelValues("miss").Inc()
+	var m meta
+	var err error
+	if n.bucket == "" {
+		m, err = n.f.statBucket(ctx, name)
+	} else {
+		m, err = n.f.statPath(ctx, n.bucket, n.key+name)
+	}
+	if err != nil {
+		errno := toErrno(err)
+		if errno == syscall.ENOENT {
+			n.f.stats.putMissing(ck)
+		} else {
+			n.f.log.Warn("lookup failed", "bucket", n.bucket, "key", n.key+name, "err", err)
+		}
+		return nil, errno
+	}
+	n.f.stats.put(ck, m)
+	return n.child(ctx, name, m, out), 0
+}
+
+// Getattr of a file: the stat cache, else HEAD; of an open file, what was
+// pinned at open.
+func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if h, ok := fh.(*handle); ok {
+		n.fill(&out.Attr, h.m)
+		return 0
+	}
+	if n.dir {
+		n.fill(&out.Attr, meta{dir: true})
+		return 0
+	}
+	m, err := n.f.fileMeta(ctx, n.bucket, n.key)
+	if err != nil {
+		return toErrno(err)
+	}
+	n.fill(&out.Attr, m)
+	return 0
+}
+
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	out.Bsize = 1 << 20
+	out.Frsize = 1 << 20
+	out.NameLen = 1024
+	return 0
+}
+
+// Open pins the object's ETag (from a stat younger than the TTL, else a
+// fresh HEAD) for every read through this handle, and keeps the kernel's
+// page cache when the ETag is the one of the last open.
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if n.dir {
+		return nil, 0, syscall.EISDIR
+	}
+	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	m, err := n.f.fileMeta(ctx, n.bucket, n.key)
+	if err != nil {
+		return nil, 0, toErrno(err)
+	}
+	if m.dir {
+		return nil, 0, syscall.EISDIR
+	}
+	n.mu.Lock()
+	keep := m.etag != "" && m.etag == n.lastETag
+	n.lastETag = m.etag
+	n.mu.Unlock()
+	var fl uint32
+	if keep {
+		fl |= fuse.FOPEN_KEEP_CACHE
+	}
+	return newHandle(n.f, n.bucket, n.key, m), fl, 0
+}
+
+// fileMeta is a file's meta: from the stat cache, else HEAD.
+func (f *FS) fileMeta(ctx context.Context, bucket, key string) (meta, error) {
+	ck := cacheKey(bucket, key)
+	if e, ok := f.stats.get(ck); ok && e.ok && !e.m.dir {
+		f.metrics.statCache.WithLabelValues("hit").Inc()
+		return e.m, nil
+	}
+	f.metrics.statCache.WithLabelValues("miss").Inc()
+	m, err := f.head(ctx, bucket, key)
+	if err != nil {
+		if toErrno(err) == syscall.ENOENT {
+			f.stats.putMissing(ck)
+		}
+		return meta{}, err
+	}
+	f.stats.put(ck, m)
+	return m, nil
+}
+
+func (f *FS) head(ctx context.Context, bucket, key string) (meta, error) {
+	var out *s3.HeadObjectOutput
+	err := f.do(ctx, "HeadObject", func(ctx context.Context) error {
+		var err error
+		out, err = f.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &key})
+		return err
+	})
+	if err != nil {
+		return meta{}, err
+	}
+	return meta{size: aws.ToInt64(out.ContentLength), mtime: aws.ToTime(out.LastModified), etag: aws.ToString(out.ETag)}, nil
+}
+
+// statPath asks S3 what key is: a directory when any key lies under
+// key+"/" (it wins over an object of the same name), else the object,
+// else nothing. The HEAD and the one-key listing run at the same time.
+func (f *FS) statPath(ctx context.Context, bucket, key string) (meta, error) {
+	type res struct {
+		m   meta
+		err error
+	}
+	headc := make(chan res, 1)
+	go func() {
+		m, err := f.head(ctx, bucket, key)
+		headc <- res{m, err}
+	}()
+	prefix := key + "/"
+	var lo *s3.ListObjectsV2Output
+	lerr := f.do(ctx, "ListObjectsV2", func(ctx context.Context) error {
+		var err error
+		lo, err = f.api.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &prefix, MaxKeys: aws.Int32(1)})
+		return err
+	})
+	h := <-headc
+	if lerr == nil && (len(lo.Contents) > 0 || len(lo.CommonPrefixes) > 0) {
+		return meta{dir: true}, nil
+	}
+	if h.err == nil {
+		return h.m, nil
+	}
+	if toErrno(h.err) == syscall.ENOENT && lerr != nil && toErrno(lerr) != syscall.ENOENT {
+		return meta{}, lerr
+	}
+	return meta{}, h.err
+}
+
+func (f *FS) statBucket(ctx context.Context, bucket string) (meta, error) {
+	err := f.do(ctx, "HeadBucket", func(ctx context.Context) error {
+		_, err := f.api.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &bucket})
+		return err
+	})
+	if err != nil {
+		return meta{}, err
+	}
+	return meta{dir: true}, nil
+}
+
+// Readdir lists the directory page by page (ListObjectsV2 with a
+// delimiter), filling the stat cache so that READDIRPLUS and the stats
+// of `ls -l` cost no request per entry.
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	if n.bucket == "" {
+		var out *s3.ListBucketsOutput
+		err := n.f.do(ctx, "ListBuckets", func(ctx context.Context) error {
+			var err error
+			out, err = n.f.api.ListBuckets(ctx, &s3.ListBucketsInput{})
+			return err
+		})
+		if err != nil {
+			return nil, toErrno(err)
+		}
+		var es []fuse.DirEntry
+		for _, b := range out.Buckets {
+			name := aws.ToString(b.Name)
+			n.f.stats.put(cacheKey(name, ""), meta{dir: true, mtime: aws.ToTime(b.CreationDate)})
+			es = append(es, fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: ino(name, "", true)})
+		}
+		return fs.NewListDirStream(es), 0
+	}
+	d := &dirStream{n: n, seen: map[string]bool{}, more: true}
+	// The first page now, so that a listing error is the opendir's.
+	if errno := d.page(ctx); errno != 0 {
+		return nil, errno
+	}
+	return d, 0
+}
+
+// dirStream is a directory read one ListObjectsV2 page at a time.
+type dirStream struct {
+	n     *node
+	token *string
+	more  bool
+	buf   []fuse.DirEntry
+	seen  map[string]bool
+	err   syscall.Errno
+}
+
+func (d *dirStream) page(ctx context.Context) syscall.Errno {
+	n := d.n
+	var out *s3.ListObjectsV2Output
+	err := n.f.do(ctx, "ListObjectsV2", func(ctx context.Context) error {
+		var err error
+		out, err = n.f.api.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
+			Bucket: &n.bucket, Prefix: &n.key, Delimiter: aws.String("/"), ContinuationToken: d.token,
+		})
+		return err
+	})
+	if err != nil {
+		n.f.log.Warn("listing failed", "bucket", n.bucket, "prefix", n.key, "err", err)
+		return toErrno(err)
+	}
+	d.token = out.NextContinuationToken
+	d.more = aws.ToBool(out.IsTruncated) && d.token != nil
+	for _, p := range out.CommonPrefixes {
+		name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(p.Prefix), n.key), "/")
+		if name == "" || strings.Contains(name, "/") || d.seen[name] {
+			continue
+		}
+		d.seen[name] = true
+		n.f.stats.put(cacheKey(n.bucket, n.key+name), meta{dir: true})
+		d.buf = append(d.buf, fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: ino(n.bucket, n.key+name+"/", true)})
+	}
+	for _, o := range out.Contents {
+		key := aws.ToString(o.Key)
+		name := strings.TrimPrefix(key, n.key)
+		if name == "" || strings.Contains(name, "/") || d.seen[name] {
+			continue
+		}
+		d.seen[name] = true
+		n.f.stats.put(cacheKey(n.bucket, key), meta{size: aws.ToInt64(o.Size), mtime: aws.ToTime(o.LastModified), etag: aws.ToString(o.ETag)})
+		d.buf = append(d.buf, fuse.DirEntry{Name: name, Mode: syscall.S_IFREG, Ino: ino(n.bucket, key, false)})
+	}
+	return 0
+}
+
+func (d *dirStream) HasNext() bool {
+	for len(d.buf) == 0 && d.more && d.err == 0 {
+		ctx, cancel := context.WithTimeout(d.n.f.ctx, time.Duration(d.n.f.cfg.Tries)*d.n.f.cfg.RequestTimeout)
+		d.err = d.page(ctx)
+		cancel()
+	}
+	return len(d.buf) > 0 || d.err != 0
+}
+
+func (d *dirStream) Next() (fuse.DirEntry, syscall.Errno) {
+	if len(d.buf) == 0 {
+		return fuse.DirEntry{}, d.err
+	}
+	e := d.buf[0]
+	d.buf = d.buf[1:]
+	return e, 0
+}
+
+func (d *dirStream) Close() {}

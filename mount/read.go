@@ -1,0 +1,206 @@
+package mount
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"syscall"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// handle is one open file: the object's meta pinned at open and the
+// blocks fetched for it. Reads are served from blocks of BlockSize bytes,
+// each one ranged GET with If-Match on the pinned ETag. A reader that
+// continues where its last read ended is sequential: each such read
+// doubles its readahead (up to ReadAhead), fetched as parallel blocks;
+// any other read resets it. Blocks behind a sequential reader are
+// dropped, and a handle never holds more than ReadAhead plus a few blocks.
+type handle struct {
+	f           *FS
+	bucket, key string
+	m           meta
+	ctx         context.Context
+	cancel      context.CancelFunc
+
+	mu     sync.Mutex
+	blocks map[int64]*block
+	next   int64 // where a sequential read would start
+	ahead  int64 // blocks fetched ahead of the reader
+}
+
+type block struct {
+	done chan struct{}
+	data []byte
+	err  error
+}
+
+var (
+	_ fs.FileReader    = (*handle)(nil)
+	_ fs.FileReleaser  = (*handle)(nil)
+	_ fs.FileGetattrer = (*handle)(nil)
+)
+
+func newHandle(f *FS, bucket, key string, m meta) *handle {
+	ctx, cancel := context.WithCancel(f.ctx)
+	return &handle{f: f, bucket: bucket, key: key, m: m, ctx: ctx, cancel: cancel, blocks: map[int64]*block{}}
+}
+
+func (h *handle) maxAhead() int64 { return h.f.cfg.ReadAhead / h.f.cfg.BlockSize }
+
+func (h *handle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	(&node{f: h.f}).fill(&out.Attr, h.m)
+	return 0
+}
+
+func (h *handle) Release(ctx context.Context) syscall.Errno {
+	h.cancel()
+	h.mu.Lock()
+	h.blocks = nil
+	h.mu.Unlock()
+	return 0
+}
+
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.f.metrics.fuseReads.Inc()
+	size := h.m.size
+	if off >= size || len(dest) == 0 {
+		return fuse.ReadResultData(nil), 0
+	}
+	end := min(off+int64(len(dest)), size)
+	bs := h.f.cfg.BlockSize
+	first, last := off/bs, (end-1)/bs
+	nblocks := (size + bs - 1) / bs
+
+	h.mu.Lock()
+	if h.blocks == nil {
+		h.mu.Unlock()
+		return nil, syscall.EBADF
+	}
+	if off == h.next {
+		h.ahead = min(max(1, h.ahead*2), h.maxAhead())
+	} else {
+		h.ahead = 0
+	}
+	h.next = end
+	want := make([]*block, 0, last-first+1)
+	for i := first; i <= last; i++ {
+		want = append(want, h.fetch(i))
+	}
+	for i := last + 1; i <= last+h.ahead && i < nblocks; i++ {
+		h.fetch(i)
+	}
+	h.evict(first, last+h.ahead)
+	h.mu.Unlock()
+
+	n := 0
+	for j, b := range want {
+		select {
+		case <-b.done:
+		case <-ctx.Done():
+			return nil, syscall.EINTR
+		}
+		if b.err != nil {
+			h.mu.Lock()
+			if h.blocks != nil && h.blocks[first+int64(j)] == b {
+				delete(h.blocks, first+int64(j)) // a later read tries again
+			}
+			h.mu.Unlock()
+			h.f.log.Warn("read failed", "bucket", h.bucket, "key", h.key, "offset", off, "err", b.err)
+			return nil, toErrno(b.err)
+		}
+		start := (first + int64(j)) * bs
+		lo := max(off, start) - start
+		hi := min(end, start+int64(len(b.data))) - start
+		if lo >= hi {
+			break
+		}
+		n += copy(dest[n:], b.data[lo:hi])
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// fetch returns block i, starting its GET when it is not there. h.mu held.
+func (h *handle) fetch(i int64) *block {
+	if b, ok := h.blocks[i]; ok {
+		return b
+	}
+	b := &block{done: make(chan struct{})}
+	h.blocks[i] = b
+	bs := h.f.cfg.BlockSize
+	start := i * bs
+	n := min(bs, h.m.size-start)
+	go func() {
+		defer close(b.done)
+		select {
+		case h.f.sem <- struct{}{}:
+		case <-h.ctx.Done():
+			b.err = h.ctx.Err()
+			return
+		}
+		defer func() { <-h.f.sem }()
+		b.data, b.err = h.f.getRange(h.ctx, h.bucket, h.key, h.m.etag, start, n)
+	}()
+	return b
+}
+
+// evict drops the blocks outside [first-1, last] and, when the handle
+// still holds more than its bound, those farthest from first. h.mu held.
+func (h *handle) evict(first, last int64) {
+	limit := h.maxAhead() + 4
+	for i := range h.blocks {
+		if i < first-1 || (h.ahead > 0 && i > last) {
+			delete(h.blocks, i)
+		}
+	}
+	for int64(len(h.blocks)) > limit {
+		far, dist := int64(-1), int64(-1)
+		for i := range h.blocks {
+			d := i - first
+			if d < 0 {
+				d = -d
+			}
+			if d > dist {
+				far, dist = i, d
+			}
+		}
+		delete(h.blocks, far)
+	}
+}
+
+// getRange reads n bytes at off of the object whose ETag is etag: a
+// changed object is errChanged, never its new bytes.
+func (f *FS) getRange(ctx context.Context, bucket, key, etag string, off, n int64) ([]byte, error) {
+	var data []byte
+	err := f.do(ctx, "GetObject", func(ctx context.Context) error {
+		in := &s3.GetObjectInput{Bucket: &bucket, Key: &key, Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1))}
+		if etag != "" {
+			in.IfMatch = &etag
+		}
+		out, err := f.api.GetObject(ctx, in)
+		if err != nil {
+			if errorCode(err) == "PreconditionFailed" || httpStatus(err) == 412 {
+				return fmt.Errorf("%s/%s: %w (%v)", bucket, key, errChanged, err)
+			}
+			return err
+		}
+		defer out.Body.Close()
+		if got := aws.ToString(out.ETag); etag != "" && got != "" && got != etag {
+			return fmt.Errorf("%s/%s: %w (ETag %s, opened as %s)", bucket, key, errChanged, got, etag)
+		}
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(out.Body, buf); err != nil {
+			return fmt.Errorf("%s/%s bytes %d+%d: %w", bucket, key, off, n, err)
+		}
+		data = buf
+		return nil
+	})
+	if err == nil {
+		f.metrics.readBytes.Add(float64(n))
+	}
+	return data, err
+}
