@@ -37,6 +37,12 @@ var (
 	_ fs.NodeStatfser  = (*node)(nil)
 )
 
+// mtime is an object's Last-Modified to the second: HEAD answers in
+// seconds (an HTTP date) and listings in milliseconds, and one file must
+// not change its mtime with the request that saw it (the kernel drops a
+// file's cached pages when its mtime changes).
+func mtime(t *time.Time) time.Time { return aws.ToTime(t).Truncate(time.Second) }
+
 // cacheKey is the stat cache's key of a child path.
 func cacheKey(bucket, key string) string { return bucket + "/" + key }
 
@@ -221,7 +227,7 @@ func (f *FS) head(ctx context.Context, bucket, key string) (meta, error) {
 	if err != nil {
 		return meta{}, err
 	}
-	return meta{size: aws.ToInt64(out.ContentLength), mtime: aws.ToTime(out.LastModified), etag: aws.ToString(out.ETag)}, nil
+	return meta{size: aws.ToInt64(out.ContentLength), mtime: mtime(out.LastModified), etag: aws.ToString(out.ETag)}, nil
 }
 
 // statPath asks S3 what key is: a directory when any key lies under
@@ -285,7 +291,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		var es []fuse.DirEntry
 		for _, b := range out.Buckets {
 			name := aws.ToString(b.Name)
-			n.f.stats.put(cacheKey(name, ""), meta{dir: true, mtime: aws.ToTime(b.CreationDate)})
+			n.f.stats.put(cacheKey(name, ""), meta{dir: true, mtime: mtime(b.CreationDate)})
 			es = append(es, fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: ino(name, "", true)})
 		}
 		return fs.NewListDirStream(es), 0
@@ -340,7 +346,7 @@ func (d *dirStream) page(ctx context.Context) syscall.Errno {
 			continue
 		}
 		d.seen[name] = true
-		n.f.stats.put(cacheKey(n.bucket, key), meta{size: aws.ToInt64(o.Size), mtime: aws.ToTime(o.LastModified), etag: aws.ToString(o.ETag)})
+		n.f.stats.put(cacheKey(n.bucket, key), meta{size: aws.ToInt64(o.Size), mtime: mtime(o.LastModified), etag: aws.ToString(o.ETag)})
 		d.buf = append(d.buf, fuse.DirEntry{Name: name, Mode: syscall.S_IFREG, Ino: ino(n.bucket, key, false)})
 	}
 	return 0
