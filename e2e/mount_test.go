@@ -426,3 +426,71 @@ func (m *fuseMount) stop(t *testing.T) {
 		t.Errorf("mount point after unmount: %v entries, %v", len(es), err)
 	}
 }
+
+// TestMountLocalSocket: with --local-socket the mount opens files by
+// short-circuit. A file the node hands over whole (the embedded posix
+// store's file) is read through FUSE passthrough: the daemon's read
+// counter does not move while it is read end to end, mmap included. An
+// object of several cached chunks is read with pread of the descriptors.
+func TestMountLocalSocket(t *testing.T) {
+	needFUSE(t)
+	tree := t.TempDir()
+	r := rand.New(rand.NewPCG(36, 2))
+	shard := seededBytes(r, 20<<20+4321) // 3 cache chunks
+	mustOK(t, os.MkdirAll(filepath.Join(tree, "train"), 0o755))
+	mustOK(t, os.WriteFile(filepath.Join(tree, "train/shard-0.tar"), shard, 0o644))
+	policy := "regions:\n  - {name: e2e, location: onprem:lab}\nstores:\n  - {name: nas, kind: fs, location: onprem:lab, path: " + tree + "}\n" +
+		"buckets:\n  - {name: datasets, origin: nas, cache: {ttl: 0s}}\n"
+	pf := filepath.Join(t.TempDir(), "policy.yaml")
+	mustOK(t, os.WriteFile(pf, []byte(policy), 0o644))
+	sock := filepath.Join(t.TempDir(), "s3.sock")
+	s := startServer(t, "--config", pf, "--local-socket", sock)
+	c := s.root()
+	mustOK(t, must(c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("scratch")})))
+	want := map[string][]byte{"big.bin": seededBytes(r, 12<<20+99)}
+	for i := range 20 {
+		want[fmt.Sprintf("small/%02d.bin", i)] = seededBytes(r, 1000+i*3000)
+	}
+	for k, b := range want {
+		put(t, c, "scratch", k, b)
+	}
+
+	m := startMount(t, s, rootAK, rootSK, "--local-socket", sock)
+	opens := func(path string) float64 {
+		return m.metric(t, `fedgate_mount_opens_total{path="`+path+`"}`)
+	}
+	reads := m.metric(t, "fedgate_mount_fuse_reads_total")
+	for k, b := range want {
+		got, err := os.ReadFile(filepath.Join(m.dir, "scratch", k))
+		if err != nil || !bytes.Equal(got, b) {
+			t.Fatalf("read scratch/%s through passthrough: %v (equal %v)", k, err, bytes.Equal(got, b))
+		}
+	}
+	f, err := os.Open(filepath.Join(m.dir, "scratch/big.bin"))
+	mustOK(t, err)
+	data, err := syscall.Mmap(int(f.Fd()), 0, len(want["big.bin"]), syscall.PROT_READ, syscall.MAP_SHARED)
+	mustOK(t, err)
+	if !bytes.Equal(data, want["big.bin"]) {
+		t.Error("mmap of a passthrough file differs")
+	}
+	syscall.Munmap(data)
+	f.Close()
+	if p := opens("passthrough"); p < float64(len(want)+1) {
+		t.Errorf("%v passthrough opens of %d whole-file objects", p, len(want)+1)
+	}
+	if d := m.metric(t, "fedgate_mount_fuse_reads_total") - reads; d != 0 {
+		t.Errorf("passthrough files made %v FUSE reads in the daemon; want 0", d)
+	}
+
+	got, err := os.ReadFile(filepath.Join(m.dir, "datasets/train/shard-0.tar"))
+	if err != nil || !bytes.Equal(got, shard) {
+		t.Fatalf("read of a 3-chunk object by short-circuit: %v (equal %v)", err, bytes.Equal(got, shard))
+	}
+	if opens("local") < 1 {
+		t.Error("the 3-chunk object was not opened by short-circuit (pread)")
+	}
+	if opens("s3") != 0 {
+		t.Errorf("%v opens fell back to S3 with the node's socket there", opens("s3"))
+	}
+	m.stop(t)
+}

@@ -13,6 +13,7 @@ type metrics struct {
 	readBytes prometheus.Counter
 	fuseReads prometheus.Counter
 	statCache *prometheus.CounterVec
+	opens     *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -33,9 +34,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		statCache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fedgate_mount_stat_cache_total", Help: "Stat cache look-ups: hit, negative_hit or miss.",
 		}, []string{"result"}),
+		opens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fedgate_mount_opens_total", Help: "Opened files by read path: s3 (ranged GETs), local (pread of the short-circuit descriptors), passthrough (FUSE passthrough).",
+		}, []string{"path"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.latency, m.readBytes, m.fuseReads, m.statCache)
+		reg.MustRegister(m.requests, m.latency, m.readBytes, m.fuseReads, m.statCache, m.opens)
 	}
 	return m
 }

@@ -3,8 +3,10 @@
 // from HEAD and from directory listings (ListObjectsV2 with a delimiter,
 // paged), a stat cache with a TTL and negative entries, and reads as
 // ranged GETs pinned to the ETag seen at open, with sequential detection
-// and readahead. It is a client only: it talks S3 through aws-sdk-go-v2
-// and imports no fedgate package but internal/backoff.
+// and readahead; with a node's --local-socket, opens by short-circuit and
+// FUSE passthrough for whole files. It is a client only: it talks S3
+// through aws-sdk-go-v2 and imports no fedgate package but
+// internal/backoff and clients/localread.
 package mount
 
 import (
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/fedgate/fedgate/clients/localread"
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,6 +55,9 @@ type Config struct {
 	// the most tries of a throttled or failed request before EIO.
 	RequestTimeout time.Duration
 	Tries          int
+	// Local, when set, opens files through the node's --local-socket
+	// first (short-circuit reads, FUSE passthrough for whole files).
+	Local *localread.Client
 	// StatCacheEntries bounds the stat cache.
 	StatCacheEntries int
 	Logger           *slog.Logger

@@ -27,6 +27,8 @@ type node struct {
 
 	mu       sync.Mutex
 	lastETag string // the ETag of the last open: same again keeps the page cache
+	passOpen int    // open passthrough handles, all of passETag
+	passETag string
 }
 
 var (
@@ -187,15 +189,26 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if m.dir {
 		return nil, 0, syscall.EISDIR
 	}
-	n.mu.Lock()
-	keep := m.etag != "" && m.etag == n.lastETag
-	n.lastETag = m.etag
-	n.mu.Unlock()
-	var fl uint32
-	if keep {
-		fl |= fuse.FOPEN_KEEP_CACHE
+	if n.f.cfg.Local != nil {
+		if h, fl, ok := n.openLocal(ctx, m); ok {
+			return h, fl, 0
+		}
+	} else {
+		n.f.metrics.opens.WithLabelValues("s3").Inc()
 	}
-	return newHandle(n.f, n.bucket, n.key, m), fl, 0
+	return newHandle(n.f, n.bucket, n.key, m), n.keepCache(m.etag), 0
+}
+
+// keepCache is FOPEN_KEEP_CACHE when etag is the one of the last open.
+func (n *node) keepCache(etag string) uint32 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	keep := etag != "" && etag == n.lastETag
+	n.lastETag = etag
+	if keep {
+		return fuse.FOPEN_KEEP_CACHE
+	}
+	return 0
 }
 
 // fileMeta is a file's meta: from the stat cache, else HEAD.

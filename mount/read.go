@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/fedgate/fedgate/clients/localread"
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -26,6 +27,7 @@ type handle struct {
 	m           meta
 	ctx         context.Context
 	cancel      context.CancelFunc
+	local       *localread.File // the short-circuit read, nil: ranged GETs
 
 	mu     sync.Mutex
 	blocks map[int64]*block
@@ -59,6 +61,9 @@ func (h *handle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	h.cancel()
+	if h.local != nil {
+		h.local.Close()
+	}
 	h.mu.Lock()
 	h.blocks = nil
 	h.mu.Unlock()
@@ -72,6 +77,10 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		return fuse.ReadResultData(nil), 0
 	}
 	end := min(off+int64(len(dest)), size)
+	if h.local != nil {
+		n, errno := h.readLocal(dest[:end-off], off)
+		return fuse.ReadResultData(dest[:n]), errno
+	}
 	bs := h.f.cfg.BlockSize
 	first, last := off/bs, (end-1)/bs
 	nblocks := (size + bs - 1) / bs

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/fedgate/fedgate/clients/localread"
 	"github.com/fedgate/fedgate/mount"
 )
 
@@ -30,7 +31,7 @@ type mountFlags struct {
 	statTTL, requestTimeout  time.Duration
 	uid, gid                 int
 	allowOther               bool
-	debugListen              string
+	debugListen, localSocket string
 	logLevel, logFormat      string
 	readAhead, blockSize     int64
 	maxParallel, tries       int
@@ -61,6 +62,7 @@ writes get EROFS. Needs /dev/fuse and root (or CAP_SYS_ADMIN).`,
 	fl.IntVar(&f.uid, "uid", os.Getuid(), "owner of every file")
 	fl.IntVar(&f.gid, "gid", os.Getgid(), "group of every file")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the one who mounted in (FUSE allow_other)")
+	fl.StringVar(&f.localSocket, "local-socket", "", "the node's --local-socket on this host: open files by short-circuit, with FUSE passthrough for whole files (docs/mount.md); off by default")
 	fl.StringVar(&f.debugListen, "debug-listen", "", "serve Prometheus /metrics and Go's pprof on this address (e.g. 127.0.0.1:6061); off by default")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "", "text or json (default: text on a terminal, json otherwise)")
@@ -114,7 +116,16 @@ func runMount(ctx context.Context, f mountFlags, dir string) error {
 		defer hs.Close()
 		log.Info("debug listener", "addr", ln.Addr().String())
 	}
+	var local *localread.Client
+	if f.localSocket != "" {
+		creds, err := awsCfg.Credentials.Retrieve(ctx)
+		if err != nil {
+			return fmt.Errorf("credentials for --local-socket: %w", err)
+		}
+		local = &localread.Client{Socket: f.localSocket, Endpoint: f.endpoint, Region: f.region, AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey}
+	}
 	srv, err := mount.Mount(dir, mount.Config{
+		Local:  local,
 		Client: client, Bucket: bucket, Prefix: prefix,
 		StatTTL: f.statTTL, UID: uint32(f.uid), GID: uint32(f.gid), AllowOther: f.allowOther,
 		BlockSize: f.blockSize, ReadAhead: f.readAhead, MaxParallel: f.maxParallel,
