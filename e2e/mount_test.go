@@ -205,6 +205,9 @@ func TestMountReadOnly(t *testing.T) {
 				listed[aws.ToString(o.Key)] = s3ObjectInfo{aws.ToInt64(o.Size), aws.ToTime(o.LastModified)}
 			}
 		}
+		if es, err := os.ReadDir(m.dir); err != nil || len(es) != 1 || es[0].Name() != "train" || !es[0].IsDir() {
+			t.Errorf("the mount's root lists %v (%v), want the one bucket train", es, err)
+		}
 		heads := m.metric(t, `fedgate_mount_s3_requests_total{op="HeadObject"`)
 		seen := map[string]bool{}
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -388,7 +391,10 @@ func TestMountReadOnly(t *testing.T) {
 		if k == nil {
 			t.Fatalf("user add printed no keys:\n%s", out)
 		}
-		eve := startMount(t, s, k[1], k[2], "--bucket", "train")
+		eve := startMount(t, s, k[1], k[2], "--bucket", "train", "--uid", "1234", "--gid", "2345")
+		if st, err := os.Stat(eve.dir); err != nil || st.Sys().(*syscall.Stat_t).Uid != 1234 || st.Sys().(*syscall.Stat_t).Gid != 2345 {
+			t.Errorf("--uid 1234 --gid 2345: the root is %v %v", st.Sys(), err)
+		}
 		if _, err := os.ReadFile(filepath.Join(eve.dir, "class02/img002.jpg")); !errors.Is(err, syscall.EACCES) {
 			t.Errorf("eve reads class02/img002.jpg: %v, want EACCES", err)
 		}
