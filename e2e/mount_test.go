@@ -404,7 +404,16 @@ func TestMountReadOnly(t *testing.T) {
 		eve.stop(t)
 	})
 
-	t.Run("SIGTERM unmounts", func(t *testing.T) { m.stop(t) })
+	t.Run("SIGTERM unmounts", func(t *testing.T) {
+		// A file still open does not keep the mount (or the process) alive.
+		f, err := os.Open(filepath.Join(root, "class04/img004.jpg"))
+		mustOK(t, err)
+		defer f.Close()
+		m.stop(t)
+		if _, err := f.Read(make([]byte, 1)); err == nil {
+			t.Error("a file left open on the unmounted file system still reads")
+		}
+	})
 }
 
 type s3ObjectInfo struct {

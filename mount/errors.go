@@ -45,6 +45,12 @@ func toErrno(err error) syscall.Errno {
 	if errors.Is(err, errChanged) {
 		return syscall.EIO
 	}
+	// The FUSE call was interrupted (a signal to the caller: Go's runtime
+	// sends SIGURG to preempt goroutines): EINTR, which libc callers and
+	// Go's os package retry.
+	if errors.Is(err, context.Canceled) {
+		return syscall.EINTR
+	}
 	switch errorCode(err) {
 	case "NoSuchKey", "NoSuchBucket", "NotFound":
 		return syscall.ENOENT

@@ -299,3 +299,16 @@ func TestStatCache(t *testing.T) {
 		t.Error("a zero TTL caches")
 	}
 }
+
+// An interrupted FUSE call (its context canceled) is EINTR, which callers
+// retry, not EIO.
+func TestInterruptedIsEINTR(t *testing.T) {
+	c := stack(t)
+	f := testFS(t, c, Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := f.statPath(ctx, "data", "whatever")
+	if toErrno(err) != syscall.EINTR {
+		t.Errorf("canceled lookup: %v -> %v, want EINTR", err, toErrno(err))
+	}
+}

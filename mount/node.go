@@ -137,7 +137,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		errno := toErrno(err)
 		if errno == syscall.ENOENT {
 			n.f.stats.putMissing(ck)
-		} else {
+		} else if errno != syscall.EINTR {
 			n.f.log.Warn("lookup failed", "bucket", n.bucket, "key", n.key+name, "err", err)
 		}
 		return nil, errno

@@ -90,12 +90,17 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		h.mu.Unlock()
 		return nil, syscall.EBADF
 	}
-	if off == h.next {
+	// Sequential: at, or within a block of, where the last read ended (the
+	// kernel's async reads may arrive a little out of order).
+	if off >= h.next-bs && off <= h.next+bs && !(h.next == 0 && off != 0) {
 		h.ahead = min(max(1, h.ahead*2), h.maxAhead())
 	} else {
 		h.ahead = 0
 	}
-	h.next = end
+	h.next = max(h.next, end)
+	if h.ahead == 0 {
+		h.next = end
+	}
 	want := make([]*block, 0, last-first+1)
 	for i := first; i <= last; i++ {
 		want = append(want, h.fetch(i))

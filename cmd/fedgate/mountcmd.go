@@ -124,6 +124,11 @@ func runMount(ctx context.Context, f mountFlags, dir string) error {
 		}
 		local = &localread.Client{Socket: f.localSocket, Endpoint: f.endpoint, Region: f.region, AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey}
 	}
+	// Asked for before the mount exists, so that a SIGTERM that comes
+	// while it mounts still unmounts.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
 	srv, err := mount.Mount(dir, mount.Config{
 		Local:  local,
 		Client: client, Bucket: bucket, Prefix: prefix,
@@ -137,9 +142,6 @@ func runMount(ctx context.Context, f mountFlags, dir string) error {
 	}
 	log.Info("mounted", "mountpoint", dir, "endpoint", f.endpoint, "bucket", f.bucket, "stat_ttl", f.statTTL.String())
 
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sig)
 	done := make(chan struct{})
 	go func() { srv.Wait(); close(done) }()
 	select {
@@ -149,18 +151,21 @@ func runMount(ctx context.Context, f mountFlags, dir string) error {
 	case s := <-sig:
 		log.Info("unmounting", "mountpoint", dir, "signal", s.String())
 	}
-	// A busy mount (a file still open) is detached: it goes away once the
-	// last user lets go, and new opens already fail.
+	// A busy mount (a file still open) is detached: the mount point is
+	// free at once, and when this process exits the files still open
+	// there fail (ENOTCONN) rather than hang.
+	wait := 10 * time.Second
 	if err := srv.Unmount(); err != nil {
 		log.Warn("unmount busy, detaching", "mountpoint", dir, "err", err)
 		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
 			return fmt.Errorf("unmount %s: %w", dir, err)
 		}
+		wait = time.Second
 	}
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
-		log.Warn("FUSE server did not stop in 10s", "mountpoint", dir)
+	case <-time.After(wait):
+		log.Warn("FUSE server still serving open files; exiting", "mountpoint", dir)
 	}
 	log.Info("unmounted", "mountpoint", dir)
 	return nil
