@@ -252,6 +252,20 @@ func TestMountReadOnly(t *testing.T) {
 		}
 	})
 
+	t.Run("--bucket name/prefix", func(t *testing.T) {
+		p := startMount(t, s, rootAK, rootSK, "--bucket", "train/class02")
+		es, err := os.ReadDir(p.dir)
+		mustOK(t, err)
+		if len(es) != 30 {
+			t.Errorf("train/class02 mounted lists %d entries, want 30", len(es))
+		}
+		got, err := os.ReadFile(filepath.Join(p.dir, "img012.jpg"))
+		if err != nil || !bytes.Equal(got, want["class02/img012.jpg"]) {
+			t.Errorf("img012.jpg under the prefix mount: %v", err)
+		}
+		p.stop(t)
+	})
+
 	t.Run("mmap", func(t *testing.T) {
 		f, err := os.Open(filepath.Join(root, "big/blob.bin"))
 		mustOK(t, err)
