@@ -118,13 +118,9 @@ func (c *SetVersionLock) apply(b *batch) error {
 	t := b.cat.versions
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	tr := t.tree(c.Bucket, false)
-	if tr == nil {
-		return ErrNoSuchVersion
-	}
-	vk, ok := tr.Get(&versionedKey{key: c.Key})
-	if !ok {
-		return ErrNoSuchVersion
+	_, vk, err := t.keyLocked(c.Bucket, c.Key)
+	if err != nil {
+		return err
 	}
 	for i, v := range vk.versions {
 		if v.ID != c.ID {

@@ -291,13 +291,9 @@ func (c *DeleteVersion) apply(b *batch) error {
 	t := b.cat.versions
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	tr := t.tree(c.Bucket, false)
-	if tr == nil {
-		return ErrNoSuchVersion
-	}
-	vk, ok := tr.Get(&versionedKey{key: c.Key})
-	if !ok {
-		return ErrNoSuchVersion
+	tr, vk, err := t.keyLocked(c.Bucket, c.Key)
+	if err != nil {
+		return err
 	}
 	for _, v := range vk.versions {
 		if v.ID == c.ID && v.Lock.Protects(b.now, c.BypassGovernance) {
@@ -308,6 +304,20 @@ func (c *DeleteVersion) apply(b *batch) error {
 		return ErrNoSuchVersion
 	}
 	return nil
+}
+
+// keyLocked returns the version tree of bucket and its entry for key, or
+// ErrNoSuchVersion; t.mu must be held.
+func (t *versionTable) keyLocked(bucket, key string) (*btree.BTreeG[*versionedKey], *versionedKey, error) {
+	tr := t.tree(bucket, false)
+	if tr == nil {
+		return nil, nil, ErrNoSuchVersion
+	}
+	vk, ok := tr.Get(&versionedKey{key: key})
+	if !ok {
+		return nil, nil, ErrNoSuchVersion
+	}
+	return tr, vk, nil
 }
 
 func (c *CollectVersionGarbage) apply(b *batch) error {
