@@ -39,6 +39,10 @@ type egressKey struct {
 
 type egressCounts struct {
 	bytes, served, logical int64
+	// preloaded: the bytes of bytes or logical read into the cache with
+	// no client waiting (a preload); served later as cache hits, they are
+	// avoided egress like any other hit.
+	preloaded int64
 	// reuse splits the bytes of clients' reads by reuse distance
 	// (egress.Counts.Reuse); all zero when none were counted.
 	reuse [egress.ReuseBuckets]int64
@@ -67,6 +71,10 @@ type egressRecorder struct {
 type egressTag struct {
 	bucket, key string
 	blocked     *blockedRead // reads only: a member's budget refusal, if any
+	// preload: the reads fill the cache for no client (a preload job):
+	// the bytes moved are counted as preloaded too, so the hits that
+	// serve them later count as avoided.
+	preload bool
 }
 
 type egressTagKey struct{}
@@ -133,6 +141,9 @@ func (r *egressRecorder) count(t egressTag, st store.Store, dir string, kind int
 	case countLogical:
 		c.logical = n
 	}
+	if t.preload && kind != countServed {
+		c.preloaded = n
+	}
 	r.mu.Lock()
 	k.region = r.region
 	crossing := dir == "read" && k.storeLoc != r.region
@@ -189,7 +200,7 @@ func (r *egressRecorder) take() []regionstate.EgressRow {
 	rows := make([]regionstate.EgressRow, 0, len(m))
 	for k, c := range m {
 		row := regionstate.EgressRow{Hour: k.hour, Bucket: k.bucket, Store: k.store, Direction: k.direction, Prefix: k.prefix,
-			Bytes: c.bytes, Served: c.served, Logical: c.logical}
+			Bytes: c.bytes, Served: c.served, Logical: c.logical, Preloaded: c.preloaded}
 		if c.reuse != ([egress.ReuseBuckets]int64{}) {
 			row.Reuse = slices.Clone(c.reuse[:])
 		}
@@ -357,7 +368,7 @@ func (n *Namespace) flushEgress(ctx context.Context) error {
 			if r.Direction == "write" {
 				loc = r.Dst
 			}
-			c := egressCounts{bytes: r.Bytes, served: r.Served, logical: r.Logical}
+			c := egressCounts{bytes: r.Bytes, served: r.Served, logical: r.Logical, preloaded: r.Preloaded}
 			copy(c.reuse[:], r.Reuse)
 			n.egress.bump(egressKey{hour: r.Hour, store: r.Store, storeLoc: loc, bucket: r.Bucket, direction: r.Direction, prefix: r.Prefix}, c)
 		}
@@ -383,6 +394,7 @@ func (r *egressRecorder) bumpLocked(k egressKey, add egressCounts) {
 	c.bytes += add.bytes
 	c.served += add.served
 	c.logical += add.logical
+	c.preloaded += add.preloaded
 	for i, v := range add.reuse {
 		c.reuse[i] += v
 	}
@@ -404,7 +416,7 @@ func (n *Namespace) EgressLedger(ctx context.Context, since, until time.Time) ([
 	// read under different prefixes (each tracks its own), so a prefix's
 	// served and read bytes need not meet in one row. They are reported on
 	// the key's "" row.
-	type sums struct{ bytes, served, logical int64 }
+	type sums struct{ bytes, served, logical, preloaded int64 }
 	all := map[egress.Key]*sums{}
 	var out []egress.Row
 	for _, r := range n.rs.State().Egress(from, to) {
@@ -416,6 +428,7 @@ func (n *Namespace) EgressLedger(ctx context.Context, since, until time.Time) ([
 				all[k] = t
 			}
 			t.bytes, t.served, t.logical = t.bytes+r.Bytes, t.served+r.Served, t.logical+r.Logical
+			t.preloaded += r.Preloaded
 		}
 		if r.Bytes > 0 || len(r.Reuse) > 0 {
 			k.Prefix = r.Prefix
@@ -432,7 +445,10 @@ func (n *Namespace) EgressLedger(ctx context.Context, since, until time.Time) ([
 		}
 	}
 	for k, t := range all {
-		if avoided := t.served - t.bytes - t.logical; avoided > 0 {
+		// Bytes a preload moved were served to no one when they moved:
+		// the hits serving them later are avoided egress, whoever filled
+		// the cache, and the preload's own fetch stays moved bytes.
+		if avoided := t.served - (t.bytes + t.logical - t.preloaded); avoided > 0 {
 			out = append(out, egress.Row{Key: k, Counts: egress.Counts{AvoidedBytes: avoided}})
 		}
 	}

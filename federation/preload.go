@@ -637,7 +637,7 @@ func (r *preloadRun) walk(ctx context.Context, start string) (objects, bytes int
 		}
 		skey := r.b.prefix + e.Key
 		id := cachetier.ObjectID{Store: r.b.store.Name(), Key: skey, Validator: info.Validator, Size: info.Size}
-		fetch := n.fetcher(egressTag{bucket: r.b.Name, key: e.Key}, r.b.store, skey, info.Validator)
+		fetch := n.fetcher(egressTag{bucket: r.b.Name, key: e.Key, preload: true}, r.b.store, skey, info.Validator)
 		for idx := range n.cache.NumChunks(info.Size) {
 			if _, local := n.cache.Owner(cachetier.ChunkKey{ObjectID: id, Index: idx}); !local {
 				continue

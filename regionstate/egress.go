@@ -15,7 +15,8 @@ import (
 // bucket and store, in one direction ("read": store -> region, "write":
 // region -> store). Served counts the bytes of the store's objects that
 // nodes served to clients through the cache (reads): what was served but
-// not read from the store (Served - Bytes) is egress the cache avoided.
+// not read from the store for a client (Served - Bytes + Preloaded) is
+// egress the cache avoided.
 type EgressRow struct {
 	Hour      int64 // Unix time / 3600
 	Src, Dst  string
@@ -31,6 +32,12 @@ type EgressRow struct {
 	// (the egress itself is in its member stores' rows): Served - Bytes -
 	// Logical is what the cache avoided.
 	Logical int64 `json:",omitempty"`
+	// Preloaded counts the bytes of Bytes (or of Logical) read into the
+	// cache with no client waiting for them (preloads): moved, but not
+	// matched by any serving yet, so they are left out of the avoided
+	// bytes: Served - (Bytes + Logical - Preloaded) is what the cache
+	// avoided, whoever filled it.
+	Preloaded int64 `json:",omitempty"`
 	// Reuse splits the bytes a node's clients read (reads from another
 	// location than the region's; on the prefix's row) by how long before
 	// the same node had last read the same object: index 0 first reads,
@@ -69,7 +76,7 @@ type egressTable struct {
 
 func (c *AddEgress) apply(b *batch) error {
 	for _, r := range c.Rows {
-		if r.Hour <= 0 || r.Src == "" || r.Dst == "" || r.Store == "" || r.Bytes < 0 || r.Served < 0 || r.Logical < 0 ||
+		if r.Hour <= 0 || r.Src == "" || r.Dst == "" || r.Store == "" || r.Bytes < 0 || r.Served < 0 || r.Logical < 0 || r.Preloaded < 0 ||
 			r.Direction != "read" && r.Direction != "write" {
 			return invalid("egress row %+v: needs an hour, locations, a store, a direction (read or write) and counts >= 0", r)
 		}
@@ -90,11 +97,12 @@ func (c *AddEgress) apply(b *batch) error {
 		cur := t.m[k]
 		if cur.Hour == 0 {
 			cur = r
-			cur.Bytes, cur.Served, cur.Logical, cur.Reuse = 0, 0, 0, nil
+			cur.Bytes, cur.Served, cur.Logical, cur.Preloaded, cur.Reuse = 0, 0, 0, 0, nil
 		}
 		cur.Bytes += r.Bytes
 		cur.Served += r.Served
 		cur.Logical += r.Logical
+		cur.Preloaded += r.Preloaded
 		cur.Reuse = addReuse(cur.Reuse, r.Reuse)
 		t.m[k] = cur
 		b.put(tEgress, k, mustJSON(cur))

@@ -43,6 +43,16 @@ func TestAddEgressSums(t *testing.T) {
 	neg := p1
 	neg.Logical = -1
 	wantErr(t, n, AddEgress{Rows: []EgressRow{neg}}, ErrInvalid)
+
+	// Preloaded (bytes a preload moved) sums too; negative is refused.
+	pre := row
+	pre.Hour, pre.Bytes, pre.Preloaded = 20, 9, 9
+	apply(t, n, AddEgress{Rows: []EgressRow{pre, pre}})
+	if got := n.State().Egress(20, 21); len(got) != 1 || got[0].Bytes != 18 || got[0].Preloaded != 18 {
+		t.Fatalf("Egress with preloaded bytes = %+v", got)
+	}
+	pre.Preloaded = -1
+	wantErr(t, n, AddEgress{Rows: []EgressRow{pre}}, ErrInvalid)
 }
 
 func TestPruneEgress(t *testing.T) {
