@@ -47,6 +47,7 @@ type cluster struct {
 	members memberCache
 	now     func() time.Time // the wall clock peers are told (Config.Now)
 	clocks  *clockWatch
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error) // Config.Dial
 }
 
 var (
@@ -121,19 +122,29 @@ func (c *cluster) form(ctx context.Context) error {
 		return c.joinCluster(ctx)
 	}
 	c.log.Info("cluster: waiting for peers to bootstrap", "expect", c.expect, "join", c.join)
-	lastLog := time.Now()
+	start, lastLog := time.Now(), time.Now()
+	probe := newJoinProbe(c)
 	for attempt := 0; ; attempt++ {
 		if m, err := c.raft.Members(); err != nil || len(m) > 0 {
 			return err // added, or bootstrapped by a peer's list
 		}
 		known := map[string]regionstate.Member{c.id: {ID: c.id, Address: c.raft.Addr(), Voter: true}}
 		existing := ""
+		answered := map[string]bool{}
 		askErr := c.client.AskPeers(ctx, func(p string, in peerapi.Info) {
+			answered[p] = true
 			if in.Members > 0 && in.LeaderID != "" {
 				existing = p
 			}
 			known[in.ID] = regionstate.Member{ID: in.ID, Address: in.RaftAddr, Voter: true}
 		})
+		for _, p := range c.join {
+			if !answered[p] {
+				if err := probe.check(ctx, p, askErr); err != nil {
+					return err
+				}
+			}
+		}
 		if existing != "" {
 			c.log.Info("cluster: a peer already belongs to a cluster with a leader; joining it", "peer", existing)
 			return c.joinCluster(ctx)
@@ -148,7 +159,8 @@ func (c *cluster) form(ctx context.Context) error {
 			return c.raft.BootstrapCluster(members)
 		}
 		if time.Since(lastLog) > 5*time.Second {
-			c.log.Info("cluster: still waiting for peers", "known", len(known), "expect", c.expect, "last_error", askErr)
+			c.log.Log(ctx, waitLevel(start), "cluster: still waiting for peers", "known", len(known), "expect", c.expect,
+				"waited", time.Since(start).Round(time.Second), "last_error", askErr)
 			lastLog = time.Now()
 		}
 		if err := joinBackoff.Sleep(ctx, attempt+1); err != nil {
@@ -161,7 +173,8 @@ func (c *cluster) form(ctx context.Context) error {
 // this node as a voter, until one does.
 func (c *cluster) joinCluster(ctx context.Context) error {
 	req := peerapi.JoinRequest{ID: c.id, RaftAddr: c.raft.Addr(), HTTPAddr: c.httpAddr, RegionID: c.raft.State().RegionID()}
-	lastLog := time.Time{}
+	start, lastLog := time.Now(), time.Time{}
+	probe := newJoinProbe(c)
 	for attempt := 0; ; attempt++ {
 		var lastErr error
 		for _, p := range c.join {
@@ -169,18 +182,78 @@ func (c *cluster) joinCluster(ctx context.Context) error {
 				c.log.Info("cluster: joined", "via", p)
 				return nil
 			}
+			if err := probe.check(ctx, p, lastErr); err != nil {
+				return err
+			}
 		}
 		if m, err := c.raft.Members(); err == nil && len(m) > 0 {
 			return nil
 		}
 		if time.Since(lastLog) > 5*time.Second {
-			c.log.Info("cluster: waiting to join", "join", c.join, "last_error", lastErr)
+			c.log.Log(ctx, waitLevel(start), "cluster: waiting to join", "join", c.join,
+				"waited", time.Since(start).Round(time.Second), "last_error", lastErr)
 			lastLog = time.Now()
 		}
 		if err := joinBackoff.Sleep(ctx, attempt+1); err != nil {
 			return fmt.Errorf("joining the cluster through %s: %w (last error: %v)", strings.Join(c.join, ","), err, lastErr)
 		}
 	}
+}
+
+// waitLevel is the level of a "still waiting" line: INFO for the first
+// minute of a wait (peers start at about the same time), WARN after it
+// (something is wrong: the line says what).
+func waitLevel(start time.Time) slog.Level {
+	if time.Since(start) < time.Minute {
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
+}
+
+// joinProbe tells --join addresses that answer as something other than a
+// node's S3 port (a Raft port, an internal API with peer TLS) from nodes
+// not up yet: a join through them can never succeed, so the start is
+// refused naming the address to use. An address is probed at most every
+// 2 s, after a failure that is not an answer of fedgate's (a StatusError),
+// and refused after 3 such diagnoses in a row (not one: a node's S3 port
+// closing for a restart resets connections too).
+type joinProbe struct {
+	c     *cluster
+	last  map[string]time.Time
+	wrong map[string]int
+}
+
+func newJoinProbe(c *cluster) *joinProbe {
+	return &joinProbe{c: c, last: map[string]time.Time{}, wrong: map[string]int{}}
+}
+
+// check returns a *peerapi.WrongPortError once peer is known to be the
+// wrong kind of port; err is the last request's error to it.
+func (p *joinProbe) check(ctx context.Context, peer string, err error) error {
+	var se *peerapi.StatusError
+	if err == nil || errors.As(err, &se) {
+		delete(p.wrong, peer)
+		return nil
+	}
+	if time.Since(p.last[peer]) < 2*time.Second {
+		return nil
+	}
+	p.last[peer] = time.Now()
+	u := peer
+	if p.c.s3URL != nil {
+		u = p.c.s3URL(peer)
+	}
+	werr := peerapi.ProbeJoinAddr(ctx, u, p.c.dial)
+	var wp *peerapi.WrongPortError
+	if !errors.As(werr, &wp) {
+		delete(p.wrong, peer)
+		return nil
+	}
+	wp.Addr = peer
+	if p.wrong[peer]++; p.wrong[peer] < 3 {
+		return nil
+	}
+	return wp
 }
 
 // joinBackoff paces discovery and join attempts: 100ms, 200ms ... up to 2s.

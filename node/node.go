@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -36,6 +37,7 @@ type Node struct {
 	cfg Config
 	log *slog.Logger
 
+	locks     []*os.File   // the data dir's (and cache dir's) lock files, held until Close
 	ln, iln   net.Listener // the S3 port; the internal API's (nil: none)
 	hs, ihs   *http.Server
 	debug     *http.Server // nil: no --debug-listen
@@ -118,6 +120,22 @@ func (n *Node) open(ctx context.Context) error {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
 	}
+	// One process per data dir (and cache dir), refused at once with the
+	// holder's PID; one node id per data dir for ever (datadir.go).
+	dirs := []struct{ dir, flag string }{{cfg.DataDir, "--data-dir"}}
+	if rel, err := filepath.Rel(cfg.DataDir, cfg.CacheDir); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		dirs = append(dirs, struct{ dir, flag string }{cfg.CacheDir, "--cache-dir"})
+	}
+	for _, d := range dirs {
+		f, err := lockDir(d.dir, d.flag, cfg.Now())
+		if err != nil {
+			return err
+		}
+		n.locks = append(n.locks, f)
+	}
+	if err := checkIdentity(cfg.DataDir, cfg.NodeID, cfg.Region, cfg.Now()); err != nil {
+		return err
+	}
 	if n.ln == nil {
 		ln, err := net.Listen("tcp", cfg.Listen)
 		if err != nil {
@@ -129,7 +147,7 @@ func (n *Node) open(ctx context.Context) error {
 	rcfg := regionstate.Config{NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, "raft"), Logger: log.With("component", "raft"),
 		SnapshotThreshold: cfg.RaftSnapshotThreshold, TrailingLogs: cfg.RaftTrailingLogs, ElectionTimeout: cfg.RaftElectionTimeout,
 		LogStore: cfg.RaftLogStore}
-	cl := &cluster{id: cfg.NodeID, log: log, tcp: cfg.clustered(), now: cfg.Now, clocks: newClockWatch(), s3URL: cfg.s3URL}
+	cl := &cluster{id: cfg.NodeID, log: log, tcp: cfg.clustered(), now: cfg.Now, clocks: newClockWatch(), s3URL: cfg.s3URL, dial: cfg.Dial}
 	n.cl = cl
 	var s3TLS *tls.Config
 	if cfg.clustered() {
@@ -541,6 +559,9 @@ func (n *Node) Close() error {
 			if ln != nil {
 				_ = ln.Close()
 			}
+		}
+		for _, f := range n.locks {
+			_ = f.Close() // last: everything in the dirs is closed
 		}
 	})
 	return n.closeErr
