@@ -35,6 +35,10 @@ var (
 	// home.
 	ErrNotHomeRegion   = errors.New("the bucket's home is another region: delete it through that region's endpoint")
 	ErrNothingToRepair = errors.New("federation: the bucket's placement keeps one copy in one store: nothing to repair")
+	// ErrRegionUnreachable: a bucket at home in another region could not
+	// be listed or read because that region's gateway did not answer
+	// (a *RegionUnreachableError says which).
+	ErrRegionUnreachable = errors.New("the bucket's home region cannot be reached")
 	// ErrLengthRequired: the write must say its length in advance (a
 	// write-back bucket reserves staging room for it).
 	ErrLengthRequired = errors.New("federation: the write needs its length in advance")
@@ -92,3 +96,20 @@ type BucketExistsError struct {
 func (e *BucketExistsError) Error() string {
 	return fmt.Sprintf("federation: bucket %q already exists", e.Bucket)
 }
+
+// RegionUnreachableError says that bucket, at home in region Region,
+// could not be listed or read (what this region has not cached) because
+// that region's gateway did not answer; Err is why.
+type RegionUnreachableError struct {
+	Bucket, Region string
+	Err            error
+}
+
+func (e *RegionUnreachableError) Error() string {
+	return fmt.Sprintf("bucket %s is at home in region %s, which cannot be reached now: %v", e.Bucket, e.Region, e.Err)
+}
+
+// Is makes errors.Is(err, ErrRegionUnreachable) hold.
+func (e *RegionUnreachableError) Is(target error) bool { return target == ErrRegionUnreachable }
+
+func (e *RegionUnreachableError) Unwrap() error { return e.Err }

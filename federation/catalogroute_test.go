@@ -5,8 +5,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"iter"
+	"net"
+	"syscall"
 	"testing"
 
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/policies"
@@ -127,4 +131,67 @@ buckets:
 	if !bytes.Equal(got, body) {
 		t.Fatalf("read straight from the shared store: %q", got)
 	}
+}
+
+// downStore stands for the gateway of a region that cannot be reached:
+// every call fails as a refused connection does.
+type downStore struct{ store.Store }
+
+var errDown = &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+
+func (downStore) Stat(context.Context, string) (store.ObjectInfo, error) {
+	return store.ObjectInfo{}, errDown
+}
+
+func (downStore) List(context.Context, store.ListOptions) iter.Seq2[store.Entry, error] {
+	return func(yield func(store.Entry, error) bool) { yield(store.Entry{}, errDown) }
+}
+
+// TestHomeRegionDown: while a bucket's home region cannot be reached, a
+// listing of it, and a read of a key never cached, fail with an error
+// naming the region (backend.ErrRegionUnreachable, a 503 for clients),
+// not an anonymous dial error (a 500).
+func TestHomeRegionDown(t *testing.T) {
+	ctx := context.Background()
+	loc := func(s string) policies.Location { l, _ := policies.ParseLocation(s); return l }
+	local := posixStore(t, "local", loc("aws:us-east-1"))
+	pol, err := policies.Parse("p.yaml", []byte(`regions:
+  - {name: a, location: gcp:us-central1, endpoint: http://a:9000, catalog: a:7500}
+  - {name: b, location: aws:us-east-1, endpoint: http://b:9000, catalog: b:7500}
+`), policies.AllFeatures())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := downStore{posixStore(t, "region:a", loc("gcp:us-central1"))}
+	cat := &fakeCatalog{region: "b", remotes: map[string]store.Store{"a": gw}, buckets: map[string]federation.CatalogBucket{
+		"nas": {Name: "nas", Owner: "alice", Home: "a", Store: "nas-a", Prefix: "nas/0002/"},
+	}}
+	ns, err := federation.New(federation.Config{State: openState(t), Stores: map[string]store.Store{"local": local},
+		DefaultStore: "local", Policy: pol, Catalog: cat, Region: region{self: "b1", members: []string{"b1"}}, RegionLocation: "aws:us-east-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ns.Bucket("nas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, err error) {
+		t.Helper()
+		var ru *backend.RegionUnreachableError
+		if !errors.Is(err, backend.ErrRegionUnreachable) || !errors.As(err, &ru) || ru.Region != "a" || ru.Bucket != "nas" ||
+			!errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("%s while the home region is down: %v", what, err)
+		}
+	}
+	n := 0
+	for _, err := range b.List(ctx, store.ListOptions{}) {
+		check("list", err)
+		n++
+		break
+	}
+	if n == 0 {
+		t.Fatal("the listing of a bucket whose home region is down ended without an error")
+	}
+	_, err = b.Stat(ctx, "never-cached")
+	check("stat", err)
 }

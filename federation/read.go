@@ -292,8 +292,20 @@ func (b *Bucket) Stat(ctx context.Context, key string) (store.ObjectInfo, error)
 				return seen, nil
 			}
 		}
+		err = b.remoteError(ctx, err)
 	}
 	return info, err
+}
+
+// remoteError is err of a call through the gateway of the home region of
+// b, a bucket of another region: a *backend.RegionUnreachableError naming
+// the region when the home region did not answer (a 503 for clients, not
+// a 500), else err.
+func (b *Bucket) remoteError(ctx context.Context, err error) error {
+	if b.remote == "" || err == nil || !unanswered(err) || ctx.Err() != nil || errors.Is(err, store.ErrThrottled) {
+		return err
+	}
+	return &backend.RegionUnreachableError{Bucket: b.Name, Region: b.remote, Err: err}
 }
 
 // primeMax bounds the objects whose bytes a Stat with read intent

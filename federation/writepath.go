@@ -317,6 +317,8 @@ func (b *Bucket) listStore(ctx context.Context, opts store.ListOptions) iter.Seq
 			if err == nil {
 				e.Key = strings.TrimPrefix(e.Key, b.prefix)
 				e.Info.Key = e.Key
+			} else {
+				err = b.remoteError(ctx, err)
 			}
 			if !yield(e, err) {
 				return

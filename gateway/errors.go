@@ -51,7 +51,13 @@ func toS3(err error) *s3err.Error {
 		return se
 	}
 	var exists *backend.BucketExistsError
+	var unreachable *backend.RegionUnreachableError
 	switch {
+	case errors.As(err, &unreachable):
+		// The cause (the home region's address, the dial error) goes to
+		// the log only.
+		return s3err.Newf(s3err.CodeServiceUnavailable, "The bucket %s is at home in region %s, which cannot be reached now; listings, objects not cached in this region and writes of its buckets fail until it answers. Retry later, or through region %s's endpoint.",
+			unreachable.Bucket, unreachable.Region, unreachable.Region)
 	case errors.As(err, &exists):
 		if exists.OwnedByCaller {
 			return s3err.New(s3err.CodeBucketAlreadyOwnedByYou, "")
