@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -25,7 +26,8 @@ func newRepairCmd() *cobra.Command {
 		Use:   "repair BUCKET[/PREFIX]",
 		Short: "Rebuild the missing or corrupt copies and erasure shards of a bucket's objects",
 		Long: `Check every object of BUCKET under PREFIX in its replicate or erasure placement and
-rebuild what a store lost (copies, shards, manifests), with a progress bar. It runs on the server
+rebuild what a store lost (copies, shards, manifests), with a progress bar (when stderr is not a
+terminal, a line every 5 s instead). It runs on the server
 at --endpoint, which reads the surviving copies or shards and writes the missing ones.
 
 With --dry-run it only checks (it still reads every copy or shard to verify it) and lists each
@@ -56,7 +58,11 @@ written. 'fedgate cluster status' lists the objects the nodes read degraded late
 				data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 				return c.answerError(resp.Status, data)
 			}
-			out := cmd.OutOrStdout()
+			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			// A bar on a terminal; into a pipe or a file, a line at the
+			// first progress and then every watchLine (no \r debris).
+			term := isTerminal(errw)
+			var lastLine time.Time
 			var bar *progressbar.ProgressBar // made with the first progress line
 			verb := "repairing "
 			if dryRun {
@@ -77,8 +83,15 @@ written. 'fedgate cluster status' lists the objects the nodes read degraded late
 				if last.Stats != nil || last.Error != "" {
 					break
 				}
+				if !asJSON && !term {
+					if time.Since(lastLine) >= watchLine {
+						fmt.Fprintf(errw, "%s%s: %s objects, %s read\n", verb, args[0], ofTotal(last.Done, last.Total, itoa), humanBytes(last.BytesRead))
+						lastLine = time.Now()
+					}
+					continue
+				}
 				if bar == nil && !asJSON {
-					bar = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
+					bar = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(errw),
 						progressbar.OptionSetDescription(verb+args[0]), progressbar.OptionShowCount(),
 						progressbar.OptionSetItsString("objects"), progressbar.OptionShowIts(), progressbar.OptionClearOnFinish())
 				}

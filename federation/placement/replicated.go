@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/policies"
@@ -408,6 +409,9 @@ func (r *Replicated) copyOut(ctx context.Context, key string, src int, srcNative
 			failed = append(failed, r.storeErr(src, err))
 			break
 		}
+		if n, ok := ctx.Value(repairReadKey{}).(*atomic.Int64); ok {
+			rc = &readCounter{ReadCloser: rc, n: n} // a repair's bytes read
+		}
 		sinks := make([]func(io.Reader) error, len(active))
 		for k, i := range active {
 			sinks[k] = func(rd io.Reader) error {
@@ -549,6 +553,9 @@ func (r *Replicated) List(ctx context.Context, opts store.ListOptions) iter.Seq2
 func (r *Replicated) Repair(ctx context.Context, prefix string, progress func(RepairProgress)) (RepairStats, error) {
 	var st RepairStats
 	var errs repairErrors
+	// The copies read to rewrite others count as BytesRead (copyOut).
+	var read atomic.Int64
+	ctx = context.WithValue(ctx, repairReadKey{}, &read)
 	lists := func() iter.Seq2[string, error] {
 		ls := make([]iter.Seq2[store.Entry, error], len(r.stores))
 		for i, s := range r.stores {
@@ -582,14 +589,32 @@ func (r *Replicated) Repair(ctx context.Context, prefix string, progress func(Re
 		default:
 			st.Healthy++
 		}
+		st.BytesRead = read.Load()
 		if progress != nil {
 			progress(RepairProgress{Objects: st.Objects, Total: max(total, st.Objects), BytesRead: st.BytesRead})
 		}
 	}
+	st.BytesRead = read.Load()
 	if err := errs.err(); err != nil {
 		return st, fmt.Errorf("placement %s: repair %s: %w", r.name, quote(prefix), err)
 	}
 	return st, nil
+}
+
+// repairReadKey carries, in a Repair's context, the counter of the bytes
+// it read from stores.
+type repairReadKey struct{}
+
+// readCounter adds the bytes read through it to n.
+type readCounter struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c *readCounter) Read(p []byte) (int, error) {
+	k, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 // nativeCache remembers, per store, which of the store's own validators

@@ -121,14 +121,21 @@ func TestReplicatedRepair(t *testing.T) {
 		}
 	}
 	var calls int
+	var lastRead int64
 	st, err := r.Repair(t.Context(), "", func(p RepairProgress) {
 		calls++
+		lastRead = p.BytesRead
 		if p.Total != 3 {
 			t.Errorf("progress total %d, want 3", p.Total)
 		}
 	})
 	if err != nil || st.Objects != 3 || st.Copies != 2 || st.Repaired != 2 || st.Healthy != 1 || calls != 3 {
 		t.Errorf("Repair = %+v, %v (%d progress calls); want 2 copies made", st, err, calls)
+	}
+	// Each copy rewritten was read once from a good copy: a and b/c
+	// (issue 37: the summary said "0 bytes read").
+	if want := int64(len(objs["a"]) + len(objs["b/c"])); st.BytesRead != want || lastRead != want {
+		t.Errorf("Repair read %d bytes (last progress %d), want %d", st.BytesRead, lastRead, want)
 	}
 	for k, b := range objs {
 		for _, s := range inner {
