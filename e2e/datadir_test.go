@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,6 +64,18 @@ func TestNodeIDMismatch(t *testing.T) {
 		}
 	}
 	s.start() // with n1 again: it serves
+
+	// A data dir from before the record (no node-identity.json): its Raft
+	// state names n1, and n2 is refused the same way.
+	s.stop(syscall.SIGTERM)
+	mustOK(t, os.Remove(filepath.Join(s.DataDir, "node-identity.json")))
+	out = runServerExpectFailure(t, s.DataDir, "--node-id", "n2")
+	for _, want := range []string{"holds the Raft state of a region whose members are n1", "started with --node-id n2", "--node-id n1"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("refusal on a data dir without a record lacks %q:\n%s", want, out)
+		}
+	}
+	s.start()
 }
 
 // getReady checks that s answers readyz 200.

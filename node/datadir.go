@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -107,12 +108,25 @@ type nodeIdentity struct {
 // region) than the one being started.
 type IdentityMismatchError struct {
 	Dir           string
-	Recorded, Got string // the ids
+	Recorded, Got string // the ids ("" Recorded: not known, see Members)
 	Region        bool   // the region differs, not the node id
+	// Members is set when the data dir had no identity file (made before
+	// it existed) and its Raft state names the region's members, of which
+	// this node's id is not one.
+	Members []string
 }
 
 func (e *IdentityMismatchError) Error() string {
 	file := filepath.Join(e.Dir, IdentityFileName)
+	if e.Members != nil {
+		was := "one of " + strings.Join(e.Members, ", ")
+		if e.Recorded != "" {
+			was = e.Recorded
+		}
+		return fmt.Sprintf("data dir %s holds the Raft state of a region whose members are %s, but this node was started with --node-id %s, which is none of them: "+
+			"start it with its own id (--node-id %s), or give node %s a fresh --data-dir (a node id never changes once used; a fresh node joins with --join)",
+			e.Dir, strings.Join(e.Members, ", "), e.Got, was, e.Got)
+	}
 	if e.Region {
 		return fmt.Sprintf("data dir %s belongs to region %q (recorded in %s on its first start), but this node was started with --region %s: "+
 			"start it with --region %s, or use a fresh --data-dir for region %s", e.Dir, e.Recorded, file, e.Got, e.Recorded, e.Got)
@@ -124,31 +138,60 @@ func (e *IdentityMismatchError) Error() string {
 
 // checkIdentity records nodeID and region in dir on the first start and
 // refuses later starts with another node id, or another region (when both
-// name one: "" is the policy's only region).
-func checkIdentity(dir, nodeID, region string, now time.Time) error {
+// name one: "" is the policy's only region). created: the record was made
+// now (a fresh data dir, or one from before the record existed: see
+// checkMembership).
+func checkIdentity(dir, nodeID, region string, now time.Time) (created bool, err error) {
+	return checkIdentityFile(dir, nodeID, region, now)
+}
+
+// checkMembership refuses, on the start that recorded the identity of a
+// data dir that already held Raft state (made before the record existed),
+// a node id that is none of the region's members there: it would wait for
+// a leader, or answer "not the leader", for ever. The record is removed
+// again so that the right id can be given. self is this node's Raft
+// address.
+func checkMembership(dir, nodeID, self string, members []string, addrs []string) error {
+	if len(members) == 0 || slices.Contains(members, nodeID) {
+		return nil
+	}
+	_ = os.Remove(filepath.Join(dir, IdentityFileName))
+	e := &IdentityMismatchError{Dir: dir, Got: nodeID, Members: slices.Clone(members)}
+	for i, a := range addrs {
+		if a == self && self != "" {
+			e.Recorded = members[i]
+		}
+	}
+	if e.Recorded == "" && len(members) == 1 {
+		e.Recorded = members[0]
+	}
+	return e
+}
+
+func checkIdentityFile(dir, nodeID, region string, now time.Time) (bool, error) {
 	path := filepath.Join(dir, IdentityFileName)
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 		var id nodeIdentity
 		if err := json.Unmarshal(b, &id); err != nil {
-			return fmt.Errorf("read %s: %w (it records which node the data dir belongs to; remove it only if this is that node)", path, err)
+			return false, fmt.Errorf("read %s: %w (it records which node the data dir belongs to; remove it only if this is that node)", path, err)
 		}
 		if id.NodeID != nodeID {
-			return &IdentityMismatchError{Dir: dir, Recorded: id.NodeID, Got: nodeID}
+			return false, &IdentityMismatchError{Dir: dir, Recorded: id.NodeID, Got: nodeID}
 		}
 		if id.Region != "" && region != "" && id.Region != region {
-			return &IdentityMismatchError{Dir: dir, Recorded: id.Region, Got: region, Region: true}
+			return false, &IdentityMismatchError{Dir: dir, Recorded: id.Region, Got: region, Region: true}
 		}
 		if id.Region == "" && region != "" {
 			id.Region = region
-			return writeIdentity(path, id)
+			return false, writeIdentity(path, id)
 		}
-		return nil
+		return false, nil
 	case errors.Is(err, os.ErrNotExist):
-		return writeIdentity(path, nodeIdentity{NodeID: nodeID, Region: region, Created: now.UTC()})
+		return true, writeIdentity(path, nodeIdentity{NodeID: nodeID, Region: region, Created: now.UTC()})
 	default:
-		return fmt.Errorf("read %s: %w", path, err)
+		return false, fmt.Errorf("read %s: %w", path, err)
 	}
 }
 

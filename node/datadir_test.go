@@ -42,28 +42,52 @@ func TestLockDir(t *testing.T) {
 func TestCheckIdentity(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
-	if err := checkIdentity(dir, "n1", "", now); err != nil {
+	if _, err := checkIdentity(dir, "n1", "", now); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkIdentity(dir, "n1", "east", now); err != nil { // the region is recorded once named
+	if _, err := checkIdentity(dir, "n1", "east", now); err != nil { // the region is recorded once named
 		t.Fatal(err)
 	}
-	if err := checkIdentity(dir, "n1", "", now); err != nil { // "": the policy's only region
+	if _, err := checkIdentity(dir, "n1", "", now); err != nil { // "": the policy's only region
 		t.Fatal(err)
 	}
 	var mm *IdentityMismatchError
-	err := checkIdentity(dir, "n2", "east", now)
+	_, err := checkIdentity(dir, "n2", "east", now)
 	if !errors.As(err, &mm) || mm.Region || !strings.Contains(err.Error(), `belongs to node "n1"`) || !strings.Contains(err.Error(), "start it with --node-id n1") {
 		t.Fatalf("another node id: %v", err)
 	}
-	err = checkIdentity(dir, "n1", "west", now)
+	_, err = checkIdentity(dir, "n1", "west", now)
 	if !errors.As(err, &mm) || !mm.Region || !strings.Contains(err.Error(), `belongs to region "east"`) || !strings.Contains(err.Error(), "start it with --region east") {
 		t.Fatalf("another region: %v", err)
 	}
 	if err := os.WriteFile(dir+"/"+IdentityFileName, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkIdentity(dir, "n1", "", now); err == nil {
+	if _, err := checkIdentity(dir, "n1", "", now); err == nil {
 		t.Fatal("a damaged identity file was accepted")
+	}
+}
+
+// A data dir from before the identity record: its Raft members say whose
+// it is, and the record made on the refused start is removed again.
+func TestCheckMembership(t *testing.T) {
+	dir := t.TempDir()
+	created, err := checkIdentity(dir, "n2", "", time.Now())
+	if err != nil || !created {
+		t.Fatalf("first record: %v, %v", created, err)
+	}
+	err = checkMembership(dir, "n2", "10.0.0.2:7000", []string{"n1", "n3"}, []string{"10.0.0.2:7000", "10.0.0.3:7000"})
+	var mm *IdentityMismatchError
+	if !errors.As(err, &mm) || mm.Recorded != "n1" || !strings.Contains(err.Error(), "start it with its own id (--node-id n1)") {
+		t.Fatalf("not a member: %v", err)
+	}
+	if _, serr := os.Stat(dir + "/" + IdentityFileName); !errors.Is(serr, os.ErrNotExist) {
+		t.Fatalf("the record of the refused id stayed: %v", serr)
+	}
+	if err := checkMembership(dir, "n3", "", []string{"n1", "n3"}, []string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkMembership(dir, "n9", "", nil, nil); err != nil { // no Raft state yet
+		t.Fatal(err)
 	}
 }

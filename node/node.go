@@ -133,8 +133,9 @@ func (n *Node) open(ctx context.Context) error {
 		}
 		n.locks = append(n.locks, f)
 	}
-	if err := checkIdentity(cfg.DataDir, cfg.NodeID, cfg.Region, cfg.Now()); err != nil {
-		return err
+	newIdentity, ierr := checkIdentity(cfg.DataDir, cfg.NodeID, cfg.Region, cfg.Now())
+	if ierr != nil {
+		return ierr
 	}
 	if n.ln == nil {
 		ln, err := net.Listen("tcp", cfg.Listen)
@@ -256,6 +257,19 @@ func (n *Node) open(ctx context.Context) error {
 		return fmt.Errorf("open region state: %w", err)
 	}
 	n.rn, cl.raft = rn, rn
+	if newIdentity {
+		// A data dir from before the identity record: its Raft state
+		// says whose it is.
+		if m, err := rn.Members(); err == nil {
+			ids, addrs := make([]string, len(m)), make([]string, len(m))
+			for i, x := range m {
+				ids[i], addrs[i] = x.ID, x.Address
+			}
+			if err := checkMembership(cfg.DataDir, cfg.NodeID, rn.Addr(), ids, addrs); err != nil {
+				return err
+			}
+		}
+	}
 	if cfg.clustered() {
 		n.peer.Start(cl)
 		m, err := rn.Members()
