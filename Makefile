@@ -10,7 +10,7 @@ TEST_TIMEOUT ?= 25m
 TOOLS_BIN ?= $(or $(FEDGATE_TESTENV_CACHE),$(HOME)/.cache/fedgate-testenv)/bin
 STATICCHECK ?= $(TOOLS_BIN)/staticcheck
 
-.PHONY: all build run test test-go test-cli fuzz bench soak lint clean
+.PHONY: all build run deps test test-go test-cli fuzz bench soak lint clean
 
 all: build
 
@@ -21,8 +21,12 @@ build:
 run: build
 	./$(BIN) server
 
-## test: everything, including end-to-end tests with real S3 clients
-test: lint test-go test-cli
+## deps: install what the tests need (scripts/install-test-deps.sh): idempotent, a few seconds when everything is there
+deps:
+	./scripts/install-test-deps.sh
+
+## test: everything, including end-to-end tests with real S3 clients; installs what they need first (deps)
+test: deps lint test-go test-cli
 
 ## lint: gofmt, go vet and staticcheck (honnef.co/go/tools, installed by scripts/install-test-deps.sh)
 lint:
