@@ -236,19 +236,25 @@ func (s *Store) writeRecordFile(rel string, js []byte) error {
 	if err := s.mkdirs(dir); err != nil {
 		return err
 	}
-	f, err := s.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fileMode)
+	if err := s.writeSynced(rel, os.O_TRUNC, fileMode, js); err != nil {
+		return err
+	}
+	return s.syncDir(dir)
+}
+
+// writeSynced creates rel (os.O_WRONLY|os.O_CREATE plus flag) with data,
+// fsynced; the caller syncs its folder.
+func (s *Store) writeSynced(rel string, flag int, mode os.FileMode, data []byte) error {
+	f, err := s.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|flag, mode)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(js)
+	_, err = f.Write(data)
 	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
-	}
-	if err == nil {
-		err = s.syncDir(dir)
 	}
 	return err
 }

@@ -59,17 +59,7 @@ func (s *Store) CreateMultipart(ctx context.Context, key string, opts store.PutO
 		return "", mapErr("create multipart", key, err)
 	}
 	err = func() error {
-		f, err := s.root.OpenFile(dir+"/upload.json", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if err != nil {
-			return err
-		}
-		_, err = f.Write(js)
-		if err == nil {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+		err := s.writeSynced(dir+"/upload.json", os.O_EXCL, 0o644, js)
 		if err == nil {
 			err = s.syncDir(dir)
 		}
