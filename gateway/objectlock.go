@@ -252,16 +252,27 @@ func (s *Server) bypassContext(ctx context.Context, q *request, b backend.Bucket
 	return ctx
 }
 
-func (s *Server) putObjectRetention(q *request) error {
+// lockRequest authorizes a Put of a version's retention or legal hold,
+// checks the bucket has object lock, and reads the request's document
+// into doc.
+func (s *Server) lockRequest(q *request, doc any) (backend.Bucket, error) {
 	b, err := s.bucketFor(q)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if _, ok := lockConfig(b); !ok {
-		return errNoLockConfig
+		return nil, errNoLockConfig
 	}
+	if err := q.readLockBody(doc); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (s *Server) putObjectRetention(q *request) error {
 	var doc retentionDoc
-	if err := q.readLockBody(&doc); err != nil {
+	b, err := s.lockRequest(q, &doc)
+	if err != nil {
 		return err
 	}
 	c := backend.LockChange{Retention: true, Mode: doc.Mode, BypassGovernance: s.bypasses(q, b, q.key)}
@@ -286,15 +297,9 @@ func (s *Server) putObjectRetention(q *request) error {
 }
 
 func (s *Server) putObjectLegalHold(q *request) error {
-	b, err := s.bucketFor(q)
-	if err != nil {
-		return err
-	}
-	if _, ok := lockConfig(b); !ok {
-		return errNoLockConfig
-	}
 	var doc legalHoldDoc
-	if err := q.readLockBody(&doc); err != nil {
+	b, err := s.lockRequest(q, &doc)
+	if err != nil {
 		return err
 	}
 	if doc.Status != "ON" && doc.Status != "OFF" {
