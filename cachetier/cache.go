@@ -74,8 +74,13 @@ type Config struct {
 	// 8 MiB, at least 4 KiB). Changing it empties the cache on Open.
 	ChunkSize int64
 	// Capacity bounds the bytes of all chunks, fills in progress included
-	// (required, > 0).
+	// (> 0, or 0 with CapacityFor).
 	Capacity int64
+	// CapacityFor, when Capacity is 0, chooses it once the index is loaded,
+	// from the bytes of the chunks the cache already holds (so that a size
+	// computed from free space counts what a full cache occupies). An
+	// error fails Open; a non-positive answer is an error too.
+	CapacityFor func(held int64) (int64, error)
 	// NoSync skips the sync of chunk files before their index records
 	// are written, and the index's own fsync. After a crash a kept chunk
 	// file may then hold bytes that never reached the disk (zeros), so use
@@ -284,8 +289,8 @@ func Open(cfg Config) (*Cache, error) {
 	if cfg.ChunkSize < minChunkSize {
 		return nil, fmt.Errorf("cachetier: ChunkSize %d is below %d", cfg.ChunkSize, minChunkSize)
 	}
-	if cfg.Capacity <= 0 {
-		return nil, errors.New("cachetier: Config.Capacity must be > 0")
+	if cfg.Capacity < 0 || cfg.Capacity == 0 && cfg.CapacityFor == nil {
+		return nil, errors.New("cachetier: Config.Capacity must be > 0 (or 0 with Config.CapacityFor)")
 	}
 	if cfg.Self != "" && cfg.Peers == nil {
 		return nil, errors.New("cachetier: Config.Peers is required with Config.Self")
@@ -348,6 +353,10 @@ func Open(cfg Config) (*Cache, error) {
 	if err := c.load(); err != nil {
 		db.Close()
 		dir.Close()
+		var ce capacityError
+		if errors.As(err, &ce) {
+			return nil, ce.err
+		}
 		return nil, fmt.Errorf("cachetier: load index: %w", err)
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())

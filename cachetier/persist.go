@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -315,6 +316,16 @@ func (c *Cache) load() error {
 		}
 	}
 	c.pending = nil // addLocked queued nothing, removals of stale entries are done
+	if c.cfg.Capacity == 0 {
+		size, err := c.cfg.CapacityFor(c.idx.used)
+		if err == nil && size <= 0 {
+			err = fmt.Errorf("cachetier: CapacityFor(%d) chose %d bytes", c.idx.used, size)
+		}
+		if err != nil {
+			return capacityError{err}
+		}
+		c.cfg.Capacity = size
+	}
 	// No pins or priorities are installed yet (SetPins and SetPriority come
 	// after Open): every chunk is in the normal class's LRU list.
 	normal := &c.idx.lru[PriorityNormal.class()]
@@ -361,3 +372,8 @@ func (c *Cache) sweepOrphans(known map[[32]byte]struct{}) error {
 	}
 	return nil
 }
+
+// capacityError is Config.CapacityFor's error, returned by Open as it is.
+type capacityError struct{ err error }
+
+func (e capacityError) Error() string { return e.err.Error() }

@@ -307,3 +307,47 @@ func TestSyncsAreSpacedOut(t *testing.T) {
 		t.Fatalf("%d records after Close, want %d", n, objects)
 	}
 }
+
+// CapacityFor chooses the capacity once the index is loaded, from the
+// bytes the cache holds then; the cache evicts down to its answer, and its
+// error fails Open as it is.
+func TestCapacityForSeesHeldBytes(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	c := openCache(t, cfg)
+	o := newOrigin(4*testChunk, 43)
+	readRange(t, c, o, o.id("a"), 0, -1, ReadOptions{})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var seen []int64
+	cfg.Capacity = 0
+	cfg.CapacityFor = func(held int64) (int64, error) { seen = append(seen, held); return 3 * testChunk, nil }
+	c2 := openCache(t, cfg)
+	if len(seen) != 1 || seen[0] != 4*testChunk {
+		t.Fatalf("CapacityFor called with %v; want once with the %d bytes held", seen, 4*testChunk)
+	}
+	if s := c2.Stats(); s.Capacity != 3*testChunk || s.Used != 3*testChunk || s.Chunks != 3 {
+		t.Fatalf("after Open with CapacityFor: %+v; want capacity and use of 3 chunks", s)
+	}
+	if err := c2.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	refuse := errors.New("only 1 B free")
+	cfg.CapacityFor = func(int64) (int64, error) { return 0, refuse }
+	if c3, err := Open(cfg); !errors.Is(err, refuse) || err.Error() != refuse.Error() {
+		if c3 != nil {
+			c3.Close()
+		}
+		t.Fatalf("Open with a failing CapacityFor: %v; want its error as it is", err)
+	}
+	cfg.CapacityFor = func(int64) (int64, error) { return 0, nil }
+	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "CapacityFor") {
+		t.Fatalf("Open with CapacityFor choosing 0 bytes: %v", err)
+	}
+	cfg.CapacityFor = nil
+	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "Capacity") {
+		t.Fatalf("Open without Capacity or CapacityFor: %v", err)
+	}
+}

@@ -58,8 +58,9 @@ type Config struct {
 	Version string
 
 	// CacheSize is the bytes the chunk cache may use (0: 80% of the
-	// cache dir's filesystem); StagingSize those write-back staging may
-	// use (0: 10%).
+	// space free on the cache dir's file system plus what the cache holds,
+	// at least 1 GiB: cacheArea); StagingSize those write-back staging may
+	// use (0: 10% of free plus staged, at least 256 MiB).
 	CacheSize, StagingSize int64
 	// FillConcurrency is how many ranged reads fill one large object's
 	// chunks from its store.

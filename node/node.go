@@ -204,10 +204,10 @@ func (n *Node) open(ctx context.Context) error {
 		peers = cl
 	}
 	var err error
-	if n.cache, err = openCache(cfg, log, peers); err != nil {
+	if n.cache, err = openCache(cfg, log, peers, statfs); err != nil {
 		return err
 	}
-	if n.stage, err = openStaging(cfg); err != nil {
+	if n.stage, err = openStaging(cfg, log, statfs); err != nil {
 		return err
 	}
 	cl.cache, cl.stage = n.cache, n.stage
@@ -715,17 +715,14 @@ func activePolicy(ctx context.Context, rn *regionstate.Node, file string, data [
 	return policies.Parse("active policy (version "+strconv.FormatUint(active.Version, 10)+")", active.YAML, ServedFeatures())
 }
 
-// openCache opens the region's chunk cache under CacheDir.
-func openCache(cfg *Config, log *slog.Logger, peers cachetier.PeerClient) (*cachetier.Cache, error) {
-	size := cfg.CacheSize
-	if size == 0 {
-		var st syscall.Statfs_t
-		if err := syscall.Statfs(cfg.CacheDir, &st); err != nil {
-			return nil, fmt.Errorf("--cache-dir %s: %w", cfg.CacheDir, err)
-		}
-		size = int64(st.Blocks) * st.Bsize / 10 * 8
+// openCache opens the region's chunk cache under CacheDir, sized by
+// CacheSize or, when that is 0, from the space free there (cacheArea).
+func openCache(cfg *Config, log *slog.Logger, peers cachetier.PeerClient, stat statFS) (*cachetier.Cache, error) {
+	dir := filepath.Join(cfg.CacheDir, "chunks")
+	ccfg := cachetier.Config{Dir: dir, Capacity: cfg.CacheSize, Logger: log.With("component", "cache")}
+	if cfg.CacheSize == 0 {
+		ccfg.CapacityFor = func(held int64) (int64, error) { return cacheArea.fromFree(stat, log, dir, held) }
 	}
-	ccfg := cachetier.Config{Dir: filepath.Join(cfg.CacheDir, "chunks"), Capacity: size, Logger: log.With("component", "cache")}
 	if peers != nil {
 		ccfg.Self, ccfg.Peers = cfg.NodeID, peers
 	}
@@ -733,22 +730,26 @@ func openCache(cfg *Config, log *slog.Logger, peers cachetier.PeerClient) (*cach
 	if err != nil {
 		return nil, fmt.Errorf("open the chunk cache: %w", err)
 	}
+	if cfg.CacheSize != 0 {
+		cacheArea.checkGiven(stat, log, dir, cfg.CacheSize, c.Stats().Used)
+	}
 	return c, nil
 }
 
-// openStaging opens the write-back staging area in CacheDir.
-func openStaging(cfg *Config) (*staging.Area, error) {
-	size := cfg.StagingSize
-	if size == 0 {
-		var st syscall.Statfs_t
-		if err := syscall.Statfs(cfg.CacheDir, &st); err != nil {
-			return nil, fmt.Errorf("--cache-dir %s: %w", cfg.CacheDir, err)
-		}
-		size = int64(st.Blocks) * st.Bsize / 10
+// openStaging opens the write-back staging area in CacheDir, sized by
+// StagingSize or, when that is 0, from the space free there (stagingArea).
+func openStaging(cfg *Config, log *slog.Logger, stat statFS) (*staging.Area, error) {
+	dir := filepath.Join(cfg.CacheDir, "staging")
+	scfg := staging.Config{Dir: dir, Capacity: cfg.StagingSize}
+	if cfg.StagingSize == 0 {
+		scfg.CapacityFor = func(held int64) (int64, error) { return stagingArea.fromFree(stat, log, dir, held) }
 	}
-	a, err := staging.Open(staging.Config{Dir: filepath.Join(cfg.CacheDir, "staging"), Capacity: size})
+	a, err := staging.Open(scfg)
 	if err != nil {
 		return nil, fmt.Errorf("open the write-back staging area: %w", err)
+	}
+	if cfg.StagingSize != 0 {
+		stagingArea.checkGiven(stat, log, dir, cfg.StagingSize, a.Stats().Used)
 	}
 	return a, nil
 }

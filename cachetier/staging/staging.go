@@ -36,8 +36,13 @@ var (
 type Config struct {
 	// Dir holds the staged files (required).
 	Dir string
-	// Capacity bounds the bytes of staged files and reservations (> 0).
+	// Capacity bounds the bytes of staged files and reservations (> 0, or
+	// 0 with CapacityFor).
 	Capacity int64
+	// CapacityFor, when Capacity is 0, chooses it once Open has counted
+	// the bytes already staged (held). An error fails Open; a non-positive
+	// answer is an error too.
+	CapacityFor func(held int64) (int64, error)
 	// NoSync skips fsync (tests only: an acknowledged write must be on disk).
 	NoSync bool
 }
@@ -75,8 +80,8 @@ type mark struct {
 // Open opens (creating) the area in cfg.Dir, removes leftovers of writes
 // that never finished, and counts what is staged.
 func Open(cfg Config) (*Area, error) {
-	if cfg.Dir == "" || cfg.Capacity <= 0 {
-		return nil, errors.New("staging: Config needs Dir and a positive Capacity")
+	if cfg.Dir == "" || cfg.Capacity < 0 || cfg.Capacity == 0 && cfg.CapacityFor == nil {
+		return nil, errors.New("staging: Config needs Dir and a positive Capacity (or CapacityFor)")
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("staging: %w", err)
@@ -108,6 +113,16 @@ func Open(cfg Config) (*Area, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("staging: scan %s: %w", cfg.Dir, err)
+	}
+	if cfg.Capacity == 0 {
+		size, err := cfg.CapacityFor(a.used)
+		if err != nil {
+			return nil, err
+		}
+		if size <= 0 {
+			return nil, fmt.Errorf("staging: CapacityFor(%d) chose %d bytes", a.used, size)
+		}
+		a.cfg.Capacity = size
 	}
 	return a, nil
 }

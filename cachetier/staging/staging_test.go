@@ -282,3 +282,30 @@ func TestHeldFilesStay(t *testing.T) {
 		t.Fatal("the file stayed after its hold ended")
 	}
 }
+
+// CapacityFor chooses the capacity from the bytes already staged.
+func TestCapacityForSeesStagedBytes(t *testing.T) {
+	dir := t.TempDir()
+	write(t, open(t, dir, 100), idA, []byte("hello"))
+	var seen []int64
+	a, err := Open(Config{Dir: dir, CapacityFor: func(held int64) (int64, error) { seen = append(seen, held); return held + 10, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 1 || seen[0] != 5 {
+		t.Fatalf("CapacityFor called with %v; want once with the 5 bytes staged", seen)
+	}
+	if s := a.Stats(); s.Capacity != 15 || s.Used != 5 {
+		t.Fatalf("Stats = %+v; want capacity 15", s)
+	}
+	refuse := errors.New("no room")
+	if _, err := Open(Config{Dir: dir, CapacityFor: func(int64) (int64, error) { return 0, refuse }}); !errors.Is(err, refuse) {
+		t.Fatalf("Open with a failing CapacityFor: %v", err)
+	}
+	if _, err := Open(Config{Dir: dir, CapacityFor: func(int64) (int64, error) { return -1, nil }}); err == nil || !strings.Contains(err.Error(), "CapacityFor") {
+		t.Fatalf("Open with CapacityFor choosing -1: %v", err)
+	}
+	if _, err := Open(Config{Dir: dir}); err == nil {
+		t.Fatal("Open without Capacity or CapacityFor succeeded")
+	}
+}
