@@ -89,9 +89,10 @@ func TestEgressSavingsSurvivePreload(t *testing.T) {
 
 	// The console's egress panel: the same money saved and moved.
 	page := consolePage(t, s)
-	const row = `<td class="num">10.00 MB</td><td class="num">1.00</td><td class="num">16.00 MB</td><td class="num">1.60</td>`
+	// In IEC units, as everywhere (docs/units.md): 10 MB = 9.54 MiB, 16 MB = 15.26 MiB.
+	const row = `<td class="num">9.54 MiB</td><td class="num">1.00</td><td class="num">15.26 MiB</td><td class="num">1.60</td>`
 	if !strings.Contains(page, row) {
-		t.Errorf("console's egress panel lacks the route 10 MB moved ($1.00), 16 MB avoided ($1.60):\n%s", page)
+		t.Errorf("console's egress panel lacks the route 10 MB (9.54 MiB) moved ($1.00), 16 MB (15.26 MiB) avoided ($1.60):\n%s", page)
 	}
 }
 

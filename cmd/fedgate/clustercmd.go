@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/internal/bytesize"
 )
 
 func newClusterCmd() *cobra.Command {
@@ -199,19 +200,9 @@ func printDegraded(w io.Writer, st gateway.AdminCluster) {
 	_ = tw.Flush()
 }
 
-// humanBytes prints n in binary units (1.5GiB).
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%dB", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+// humanBytes prints n in IEC units ("1.50 GiB"), the one formatter of the
+// CLI, the logs and the reports (internal/bytesize; docs/units.md).
+func humanBytes(n int64) string { return bytesize.Format(n) }
 
 // printLifecycle prints the lifecycle runner's line of cluster status.
 func printLifecycle(w io.Writer, lc gateway.AdminLifecycle) {

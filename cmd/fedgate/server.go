@@ -96,9 +96,9 @@ func (f serverFlags) nodeConfig(log *slog.Logger) (node.Config, error) {
 		}
 	}
 	if f.cacheSize != "" {
-		n, err := policies.ParseSize(f.cacheSize)
-		if err != nil || n <= 0 {
-			return cfg, fmt.Errorf("--cache-size %q: want a size like 500GiB", f.cacheSize)
+		n, err := parseSizeFlag("cache-size", f.cacheSize, "500GiB")
+		if err != nil {
+			return cfg, err
 		}
 		cfg.CacheSize = n
 	}
@@ -110,16 +110,16 @@ func (f serverFlags) nodeConfig(log *slog.Logger) (node.Config, error) {
 		if sz.value == "" {
 			continue
 		}
-		n, err := policies.ParseSize(sz.value)
-		if err != nil || n <= 0 {
-			return cfg, fmt.Errorf("--%s %q: want a size like 256MiB", sz.flag, sz.value)
+		n, err := parseSizeFlag(sz.flag, sz.value, "256MiB")
+		if err != nil {
+			return cfg, err
 		}
 		*sz.to = n
 	}
 	if f.stagingSize != "" {
-		n, err := policies.ParseSize(f.stagingSize)
-		if err != nil || n <= 0 {
-			return cfg, fmt.Errorf("--staging-size %q: want a size like 1TiB", f.stagingSize)
+		n, err := parseSizeFlag("staging-size", f.stagingSize, "1TiB")
+		if err != nil {
+			return cfg, err
 		}
 		cfg.StagingSize = n
 	}
@@ -170,9 +170,9 @@ environment. See docs/server-config.md.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "", "text or json (default: text when stderr is a terminal, json otherwise)")
 	fl.StringVar(&f.serverConfig, serverConfigFlag, "", "YAML file setting any of these flags, keys the long flag names (default $FEDGATE_SERVER_CONFIG); flags given here win")
-	fl.StringVar(&f.cacheSize, "cache-size", "", "bytes the chunk cache may use, e.g. 2TiB (default: 80% of the cache dir's filesystem)")
+	fl.StringVar(&f.cacheSize, "cache-size", "", "bytes the chunk cache may use, e.g. 2TiB (default: 80% of the space free on the cache dir's file system plus what the cache holds, at least 1GiB; docs/cache.md)")
 	fl.IntVar(&f.fillConcurrency, "fill-concurrency", 8, "parallel ranged reads that fill one large object's chunks from its store")
-	fl.StringVar(&f.stagingSize, "staging-size", "", "bytes of --cache-dir that write-back staging may use, e.g. 1TiB (default: 10% of the cache dir's filesystem)")
+	fl.StringVar(&f.stagingSize, "staging-size", "", "bytes of --cache-dir that write-back staging may use, e.g. 1TiB (default: 10% of the space free there plus what is staged, at least 256MiB)")
 	fl.IntVar(&f.writeBackCopies, "write-back-copies", 2, "nodes that must hold a write-back write (fsynced) before it is acknowledged")
 	fl.Uint64Var(&f.raftSnapshotThreshold, "raft-snapshot-threshold", 8192, "Raft log entries between automatic snapshots")
 	fl.StringVar(&f.raftLogStore, "raft-log-store", "", "Raft log store: boltdb (raft-boltdb, the default) or wal (raft-wal; migrates a boltdb log once; see docs/operations.md before using it)")
@@ -209,6 +209,20 @@ environment. See docs/server-config.md.`,
 	fl.StringVar(&f.peerCA, "peer-ca-file", "", "PEM CA that signed every node's peer certificate")
 	fl.StringVar(&f.peerServerName, "peer-server-name", "", "name every peer certificate carries as a DNS SAN (default: verify the host of each peer's --raft-addr)")
 	return cmd
+}
+
+// parseSizeFlag reads a size flag's value: SI or IEC units (10GB is 10^9
+// bytes ten times, 10GiB 2^30 ten times: docs/units.md), above 0.
+func parseSizeFlag(flag, value, example string) (int64, error) {
+	n, err := policies.ParseSize(value)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("--%s %q: %v; want a size like %s (KiB, MiB, GiB, TiB: powers of 1024; KB, MB, GB, TB: powers of 1000)",
+			flag, value, err, example)
+	case n <= 0:
+		return 0, fmt.Errorf("--%s %q: want a size above 0, like %s", flag, value, example)
+	}
+	return n, nil
 }
 
 const serverConfigFlag = "server-config"

@@ -208,3 +208,21 @@ func TestServerEgressReuseObjects(t *testing.T) {
 		}
 	}
 }
+
+// Size flags take SI and IEC units (docs/units.md) and say why a value is
+// refused.
+func TestParseSizeFlag(t *testing.T) {
+	for in, want := range map[string]int64{"10GB": 10_000_000_000, "10GiB": 10 << 30, "1.5TiB": 3 << 39, "4096": 4096, "2 MiB": 2 << 20} {
+		if got, err := parseSizeFlag("cache-size", in, "500GiB"); err != nil || got != want {
+			t.Errorf("%q: %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"10gb": `--cache-size "10gb": unknown size unit "gb" in "10gb" (did you mean "GB"?); want a size like 500GiB (KiB, MiB, GiB, TiB: powers of 1024; KB, MB, GB, TB: powers of 1000)`,
+		"0":    `--cache-size "0": want a size above 0, like 500GiB`,
+	} {
+		if _, err := parseSizeFlag("cache-size", in, "500GiB"); err == nil || err.Error() != want {
+			t.Errorf("%q: %v; want %s", in, err, want)
+		}
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/fedgate/fedgate/internal/bytesize"
 )
 
 // The groupings of a report (Build's by).
@@ -439,18 +441,8 @@ func byText(by string) string {
 	return by
 }
 
-// HumanBytes writes n in decimal units (B, kB, MB, GB, TB, PB) with two
-// decimals: 1500000000 -> "1.50 GB".
-func HumanBytes(n int64) string {
-	if n < 1000 && n > -1000 {
-		return fmt.Sprintf("%d B", n)
-	}
-	f := float64(n)
-	for _, u := range []string{"kB", "MB", "GB", "TB", "PB"} {
-		f /= 1000
-		if math.Abs(f) < 999.995 || u == "PB" {
-			return fmt.Sprintf("%.2f %s", f, u)
-		}
-	}
-	return ""
-}
+// HumanBytes writes n in IEC units with two decimals, as the whole CLI
+// does (internal/bytesize): 1500000000 -> "1.40 GiB". Prices keep their
+// schedules' own unit (USD per GB for AWS and Azure, per GiB for GCP);
+// docs/units.md.
+func HumanBytes(n int64) string { return bytesize.Format(n) }

@@ -300,7 +300,7 @@ func TestBuildSkipsReuseOnlyRows(t *testing.T) {
 }
 
 func TestHumanBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 1000: "1.00 kB", 1_500_000_000: "1.50 GB", 999_999_999_999: "1.00 TB", 3 * 1000 * TB: "3.00 PB"} {
+	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 1024: "1.00 KiB", 1_500_000_000: "1.40 GiB", 1 << 40: "1.00 TiB", 3 * 1000 * TB: "2.66 PiB"} {
 		if got := HumanBytes(n); got != want {
 			t.Errorf("%d: %q, want %q", n, got, want)
 		}

@@ -152,7 +152,7 @@ func TestAdviseKeep(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "keep copies in gcp:us-central1 for 16 h after each read (prefix: ") ||
-		!strings.Contains(b.String(), "read 1.20 TB in all (crossing or served by a copy in gcp:us-central1)") {
+		!strings.Contains(b.String(), "read 1.09 TiB in all (crossing or served by a copy in gcp:us-central1)") {
 		t.Errorf("WriteAdvice:\n%s", b.String())
 	}
 	b.Reset()

@@ -204,7 +204,7 @@ defaults: {store: shared}
 		t.Errorf("drain_backlog.objects = %d on a new region", st.DrainBacklog.Objects)
 	}
 	// The text form docs/deploy.md shows before a region is destroyed.
-	const drained = "Drain backlog: 0 objects, 0B, oldest 0s"
+	const drained = "Drain backlog: 0 objects, 0 B, oldest 0s"
 	if text := string(status()); !strings.Contains(text, drained+"\n") {
 		t.Errorf("fedgate cluster status does not print %q:\n%s", drained, text)
 	}
