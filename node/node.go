@@ -670,10 +670,32 @@ func rootCredentials(ctx context.Context, ns *federation.Namespace, cfg *Config)
 		return c, false, err
 	}
 	data, _ := json.MarshalIndent(c, "", "  ")
-	if err := os.WriteFile(CredentialsFile(cfg.DataDir), append(data, '\n'), 0o600); err != nil {
+	if err := writePrivate(CredentialsFile(cfg.DataDir), append(data, '\n')); err != nil {
 		return c, false, fmt.Errorf("save root credentials: %w", err)
 	}
 	return c, true, nil
+}
+
+// writePrivate writes data to file, readable and writable only by this
+// user (0600) even when the file was there before with a wider mode.
+func writePrivate(file string, data []byte) error {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // serveDebug serves net/http/pprof on its own listener, never on the S3 port.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
@@ -138,8 +139,9 @@ With no --config, the node is a one-node region named "local" with one on-prem s
 (a directory under --data-dir); buckets created through S3 live there.
 
 Root credentials come from --access-key/--secret-key (or FEDGATE_ACCESS_KEY and
-FEDGATE_SECRET_KEY). If neither is given, a key pair is generated on first start,
-kept in the region's state and in DATA-DIR/root-credentials.json, and printed once.
+FEDGATE_SECRET_KEY). If neither is given, a key pair is generated on first start and
+kept in the region's state and in DATA-DIR/root-credentials.json (mode 0600); the
+first start prints the access key id and that file's path, never the secret key.
 
 Every flag can also be set in a YAML file given with --server-config (or
 FEDGATE_SERVER_CONFIG), its keys the long flag names (listen: 10.0.0.1:9000,
@@ -317,8 +319,14 @@ func runServer(ctx context.Context, f serverFlags, out io.Writer) error {
 	endpoint := n.Endpoint()
 	fmt.Fprintf(out, "fedgate %s: S3 endpoint %s (region %q, signing region %s)\n", version, endpoint, n.RegionName(), f.s3Region)
 	if creds, generated := n.RootCredentials(); generated {
-		fmt.Fprintf(out, "Generated root credentials (shown once; also in %s):\n  AccessKey: %s\n  SecretKey: %s\n",
-			node.CredentialsFile(f.dataDir), creds.AccessKey, creds.SecretKey)
+		// The secret goes only to the 0600 file: standard output ends up in
+		// journald and CI logs.
+		file := node.CredentialsFile(f.dataDir)
+		if abs, err := filepath.Abs(file); err == nil {
+			file = abs
+		}
+		fmt.Fprintf(out, "Generated root credentials: access key %s; the secret key is in %s (mode 0600, readable only by this user)\n",
+			creds.AccessKey, file)
 	}
 	if f.raftAddr != "" {
 		lid, _ := n.Raft().Leader()

@@ -180,7 +180,7 @@ func (c *adminClient) answerError(status string, data []byte) error {
 		if c.credFile != "" {
 			from = "the key pair in " + c.credFile
 		}
-		return fmt.Errorf("%w: %s is not the region's root user; the admin commands need root's (the server prints them on first start and keeps them in its DATA-DIR/root-credentials.json); other users get access to buckets with 'fedgate user grant'", err, from)
+		return fmt.Errorf("%w: %s is not the region's root user; the admin commands need root's (a server that generated them keeps them in its DATA-DIR/root-credentials.json, mode 0600); other users get access to buckets with 'fedgate user grant'", err, from)
 	case "InvalidAccessKeyId", "SignatureDoesNotMatch":
 		if c.credFile != "" {
 			return fmt.Errorf("%w: the key pair came from %s; is it this server's --data-dir?", err, c.credFile)
