@@ -53,6 +53,7 @@ func (s *Server) adminRoutes(r chi.Router) {
 	s.clusterRoutes(r)
 	s.regionRoutes(r)
 	s.policyRoutes(r)
+	s.chartsRoutes(r)
 	if s.admin != nil {
 		s.cacheRoutes(r)
 		s.egressRoutes(r)

@@ -76,6 +76,8 @@ type console struct {
 	polV      uint64 // the version pol was parsed from
 	pol       *policies.Policy
 	polParsed bool
+
+	charts *chartSampler
 }
 
 func newConsole(s *Server) (*console, error) {
@@ -84,7 +86,7 @@ func newConsole(s *Server) (*console, error) {
 		return nil, err
 	}
 	tmpl, err := template.New("console").Funcs(template.FuncMap{
-		"bytes": egress.HumanBytes,
+		"bytes": func(n int64) string { return iecBytes(float64(n)) },
 		"when": func(t time.Time) string {
 			if t.IsZero() {
 				return "-"
@@ -103,12 +105,16 @@ func newConsole(s *Server) (*console, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &console{s: s, tmpl: tmpl, css: template.CSS(css), sessions: map[[32]byte]*consoleSess{}}, nil
+	return &console{s: s, tmpl: tmpl, css: template.CSS(css), sessions: map[[32]byte]*consoleSess{},
+		charts: newChartSampler(s.cfg.Registry, s.cfg.ChartInterval)}, nil
 }
 
 func (c *console) routes(r chi.Router) {
 	r.Use(c.headers)
 	r.Get("/", c.overview)
+	r.Get("/charts", c.chartsPage)
+	r.Get("/api/panels", c.apiPanels)
+	r.Get("/api/panels/{panel}", c.apiPanel)
 	r.Get("/login", c.loginForm)
 	r.Post("/login", c.login)
 	r.Post("/logout", c.logout)

@@ -68,6 +68,11 @@ type Config struct {
 	// BodyTimeout is how long a request body may stall before the request
 	// fails with RequestTimeout (0: DefaultBodyTimeout; negative: never).
 	BodyTimeout time.Duration
+	// NodeID names this node on the console's charts.
+	NodeID string
+	// ChartInterval is how often the console's chart sampler reads
+	// Registry (0: DefaultChartInterval); RunCharts runs it.
+	ChartInterval time.Duration
 }
 
 // Server serves the S3 API and the /_fedgate/ operations endpoints.

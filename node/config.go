@@ -112,6 +112,9 @@ type Config struct {
 	// BodyTimeout is how long a request body may stall before the request
 	// fails (0: gateway.DefaultBodyTimeout).
 	BodyTimeout time.Duration
+	// ChartInterval is how often the console's charts sample the node's
+	// metrics (0: gateway.DefaultChartInterval).
+	ChartInterval time.Duration
 	// UnauthenticatedConns bounds the S3 port's connections per client
 	// address that no signed request has used yet (0:
 	// gateway.DefaultUnauthenticatedConns; negative: no bound).
@@ -226,6 +229,8 @@ func (c *Config) Validate() error {
 		return errors.New("--lifecycle-every: want a positive duration like 1h")
 	case c.ShutdownTimeout < 0:
 		return errors.New("--shutdown-timeout must not be negative")
+	case c.ChartInterval < 0 || c.ChartInterval > 0 && c.ChartInterval < 100*time.Millisecond:
+		return fmt.Errorf("--console-chart-interval %s: want a duration of at least 100ms, like 10s", c.ChartInterval)
 	case c.Batch.MaxEntries < 0:
 		return fmt.Errorf("--batch-max-entries %d: want a positive number", c.Batch.MaxEntries)
 	case c.Batch.Prefetch < 0:

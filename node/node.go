@@ -413,7 +413,8 @@ func (n *Node) open(ctx context.Context) error {
 	}
 	n.gw, err = gateway.New(gateway.Config{Backend: ns.Backend(), Region: cfg.SigningRegion, Domain: cfg.Domain, Logger: log, Registry: reg,
 		Version: cfg.Version, Cluster: regionErrCluster{cl}, Policy: regionErrPolicy{pm}, RegionName: n.region, Batch: cfg.Batch,
-		LocalLease: cfg.LocalLease, Regions: regionsOf(rcat, ns), BodyTimeout: cfg.BodyTimeout})
+		LocalLease: cfg.LocalLease, Regions: regionsOf(rcat, ns), BodyTimeout: cfg.BodyTimeout,
+		NodeID: cfg.NodeID, ChartInterval: cfg.ChartInterval})
 	if err != nil {
 		return err
 	}
@@ -450,6 +451,7 @@ func (n *Node) startLoops(ctx context.Context, pm *policyManager) {
 	go ns.CheckStoresEvery(loopCtx, federation.StoreCheckInterval)
 	go ns.RunLifecycle(loopCtx) // passes only while this node leads the region
 	go pm.run(loopCtx)
+	go n.gw.RunCharts(loopCtx) // the console's charts
 	go func() {
 		defer close(egressDone)
 		ns.RunEgress(loopCtx)

@@ -46,6 +46,7 @@ type serverFlags struct {
 	localSocket, localSocketMode, localSocketGroup      string // docs/gpu-data-path.md
 	localLease                                          time.Duration
 	bodyTimeout                                         time.Duration
+	chartInterval                                       time.Duration
 	unauthConns                                         int
 
 	// A multi-node region (see docs/operations.md).
@@ -76,7 +77,7 @@ func (f serverFlags) nodeConfig(log *slog.Logger) (node.Config, error) {
 		CatalogAddr: f.catalogAddr, CatalogAdvertise: f.catalogAdvertise, CatalogRTT: f.catalogRTT,
 		BootstrapExpect: f.bootstrapExpect, Join: f.join, Bootstrap: f.bootstrap,
 		PeerCertFile: f.peerCert, PeerKeyFile: f.peerKey, PeerCAFile: f.peerCA, PeerServerName: f.peerServerName,
-		EgressReuseObjects: f.egressReuseObjects, BodyTimeout: f.bodyTimeout, UnauthenticatedConns: f.unauthConns,
+		EgressReuseObjects: f.egressReuseObjects, BodyTimeout: f.bodyTimeout, ChartInterval: f.chartInterval, UnauthenticatedConns: f.unauthConns,
 		LookupEnv: os.LookupEnv,
 		Batch:     gateway.BatchConfig{MaxEntries: f.batchMaxEntries, Prefetch: f.batchPrefetch},
 	}
@@ -195,6 +196,7 @@ environment. See docs/server-config.md.`,
 	fl.StringVar(&f.localSocketMode, "local-socket-mode", "0660", "file mode of the --local-socket (octal): who may connect; requests are then signed as any S3 request")
 	fl.StringVar(&f.localSocketGroup, "local-socket-group", "", "group (name or id) of the --local-socket; default the server's")
 	fl.DurationVar(&f.localLease, "local-lease", gateway.DefaultLocalLease, "how long the node keeps a short-circuit read's descriptors at most when the client does not let go of them first")
+	fl.DurationVar(&f.chartInterval, "console-chart-interval", gateway.DefaultChartInterval, "how often the console's charts sample this node's metrics; the charts keep 360 points (an hour at 10s) and 288 points of 30 samples (a day) (docs/console.md)")
 	fl.DurationVar(&f.bodyTimeout, "body-timeout", gateway.DefaultBodyTimeout, "how long a request body may stall (no byte arriving) before the request fails with 400 RequestTimeout and what it staged is removed (docs/security.md)")
 	fl.IntVar(&f.unauthConns, "unauthenticated-conns", gateway.DefaultUnauthenticatedConns, "connections one client address may hold open on the S3 port before a signed request uses them; more are closed on accept (-1: no bound; docs/security.md)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long SIGTERM waits for in-flight requests")
