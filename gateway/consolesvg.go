@@ -162,7 +162,12 @@ func chartTop(unit string, vmax float64) (top, scale float64) {
 		}
 	}
 	v := vmax / scale
-	if v <= 0 {
+	switch {
+	case unit == "objects" && vmax < 4:
+		return 4, 1 // whole objects on every tick
+	case strings.HasPrefix(unit, "bytes") && vmax < 1024:
+		return 1024, 1024 // 1 KiB
+	case v <= 0:
 		return scale, scale
 	}
 	mag := math.Pow(10, math.Floor(math.Log10(v)))

@@ -229,8 +229,8 @@ func (c *Config) Validate() error {
 		return errors.New("--lifecycle-every: want a positive duration like 1h")
 	case c.ShutdownTimeout < 0:
 		return errors.New("--shutdown-timeout must not be negative")
-	case c.ChartInterval < 0 || c.ChartInterval > 0 && c.ChartInterval < 100*time.Millisecond:
-		return fmt.Errorf("--console-chart-interval %s: want a duration of at least 100ms, like 10s", c.ChartInterval)
+	case c.ChartInterval < 0 || c.ChartInterval > 0 && c.ChartInterval < 10*time.Millisecond:
+		return fmt.Errorf("--console-chart-interval %s: want a duration of at least 10ms, like 10s", c.ChartInterval)
 	case c.Batch.MaxEntries < 0:
 		return fmt.Errorf("--batch-max-entries %d: want a positive number", c.Batch.MaxEntries)
 	case c.Batch.Prefetch < 0:

@@ -419,6 +419,9 @@ func (n *Node) open(ctx context.Context) error {
 		return err
 	}
 	n.front.setGateway(n.gw)
+	chartsCtx, stopCharts := context.WithCancel(context.WithoutCancel(ctx))
+	go n.gw.RunCharts(chartsCtx) // the console's charts sample the registry
+	n.unsub = append(n.unsub, stopCharts)
 	if cfg.LocalSocket != "" {
 		if n.lln, err = listenLocal(cfg.LocalSocket, cfg.LocalSocketMode, cfg.LocalSocketGroup); err != nil {
 			return err
@@ -451,7 +454,6 @@ func (n *Node) startLoops(ctx context.Context, pm *policyManager) {
 	go ns.CheckStoresEvery(loopCtx, federation.StoreCheckInterval)
 	go ns.RunLifecycle(loopCtx) // passes only while this node leads the region
 	go pm.run(loopCtx)
-	go n.gw.RunCharts(loopCtx) // the console's charts
 	go func() {
 		defer close(egressDone)
 		ns.RunEgress(loopCtx)
