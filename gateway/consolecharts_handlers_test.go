@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -311,4 +312,45 @@ func TestConsoleIECUnits(t *testing.T) {
 	if strings.Contains(members, " GB") || strings.Contains(members, " kB") {
 		t.Errorf("decimal units in the members table:\n%s", members)
 	}
+}
+
+// RunCharts samples on its own, on the real clock, while pages and JSON
+// are served (run with -race): the requests made show up in the JSON.
+func TestConsoleChartsSamplerRuns(t *testing.T) {
+	f := gatewaytest.New()
+	f.AddBucket("data", backend.RootUser)
+	srv, err := gateway.New(gateway.Config{Backend: f, ChartInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); srv.RunCharts(ctx) }()
+	e := &env{t: t, fake: f, url: hs.URL}
+	c := e.client(gatewaytest.RootAccessKey, gatewaytest.RootSecretKey)
+	if _, err := c.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String("data"), Key: aws.String("k"), Body: strings.NewReader("v")}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := c.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String("data"), Key: aws.String("k")}); err != nil {
+			t.Fatal(err)
+		}
+		resp, b := e.rootSigned(http.MethodGet, "/_fedgate/admin/console/panels/requests", nil, nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		p := decodePanel(t, string(b))
+		s, ok := series(p, "HeadObject")
+		if ok && len(s.Points) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s the sampler charted no HeadObject: %s", b)
+		}
+	}
+	cancel()
+	<-done
 }
