@@ -187,6 +187,7 @@ func TestConsoleChartsAdminJSON(t *testing.T) {
 		{"/_fedgate/admin/console/panels/requests?window=week", 400, "InvalidArgument"},
 		{"/_fedgate/admin/console/panels?window=", 200, ""},
 		{"/_fedgate/admin/console/panels/cpu", 404, "NoSuchPanel"},
+		{"/_fedgate/admin/console/panels/requests.json", 404, "NoSuchPanel"},
 	} {
 		r, b := ce.s3.rootSigned(http.MethodGet, c.path, nil, nil)
 		if r.StatusCode != c.status || c.code != "" && !strings.Contains(string(b), `"code": "`+c.code+`"`) {
