@@ -307,8 +307,8 @@ func TestConsoleIECUnits(t *testing.T) {
 	e.cluster.st.Members[0].CacheCapacity = 2164663517 * 100 // 201.6 GiB
 	page := e.overview(e.signedIn(gatewaytest.RootAccessKey, gatewaytest.RootSecretKey))
 	members := section(t, page, "members")
-	if !strings.Contains(members, "3.0 GiB / 201.6 GiB") {
-		t.Errorf("members' cache in IEC units: want 3.0 GiB / 201.6 GiB\n%s", members)
+	if !strings.Contains(members, "3.00 GiB / 201.60 GiB") {
+		t.Errorf("members' cache in IEC units: want 3.00 GiB / 201.60 GiB\n%s", members)
 	}
 	if strings.Contains(members, " GB") || strings.Contains(members, " kB") {
 		t.Errorf("decimal units in the members table:\n%s", members)

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/fedgate/fedgate/internal/bytesize"
 )
 
 // The charts are drawn on the server as inline SVG: no script, no font or
@@ -267,22 +269,6 @@ func iecUnit(scale float64) string {
 	return iecUnits[i]
 }
 
-// iecBytes writes a byte count in IEC units (1 KiB = 1024 B) with one
-// decimal, as the CLI does: 1536 -> "1.5 KiB".
-func iecBytes(v float64) string {
-	neg := v < 0
-	a := math.Abs(v)
-	i := 0
-	for a >= 1024 && i < len(iecUnits)-1 {
-		a /= 1024
-		i++
-	}
-	s := fmt.Sprintf("%.1f %s", a, iecUnits[i])
-	if i == 0 {
-		s = fmt.Sprintf("%.0f B", a)
-	}
-	if neg {
-		s = "-" + s
-	}
-	return s
-}
+// iecBytes writes a byte count as the CLI and the logs do
+// (internal/bytesize: IEC units, two decimals): 1536 -> "1.50 KiB".
+func iecBytes(v float64) string { return bytesize.Format(int64(math.Round(v))) }
