@@ -83,3 +83,10 @@ func (c *statCache) set(path string, e statEntry) {
 	}
 	c.m[path] = e
 }
+
+// del forgets path (a write or delete in this mount changed it).
+func (c *statCache) del(path string) {
+	c.mu.Lock()
+	delete(c.m, path)
+	c.mu.Unlock()
+}

@@ -58,12 +58,25 @@ func toErrno(err error) syscall.Errno {
 		return syscall.EACCES
 	case "PreconditionFailed":
 		return syscall.EIO
+	case "EgressBudgetExceeded":
+		return syscall.EDQUOT
+	case "InsufficientStorage", "XMinioStorageFull":
+		return syscall.ENOSPC
+	case "EntityTooLarge":
+		return syscall.EFBIG
+	case "KeyTooLongError":
+		return syscall.ENAMETOOLONG
+	}
+	if errors.Is(err, errUnsupportedWrite) {
+		return syscall.EOPNOTSUPP
 	}
 	switch httpStatus(err) {
 	case 404:
 		return syscall.ENOENT
 	case 403:
 		return syscall.EACCES
+	case 507:
+		return syscall.ENOSPC
 	}
 	return syscall.EIO
 }
@@ -76,6 +89,8 @@ func retryable(err error) bool {
 		return false
 	}
 	switch errorCode(err) {
+	case "InsufficientStorage", "XMinioStorageFull", "EgressBudgetExceeded", "EntityTooLarge", "KeyTooLongError", "AccessDenied", "NoSuchUpload", "NoSuchKey", "NoSuchBucket":
+		return false
 	case "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "ServiceUnavailable", "RequestTimeTooSkewed":
 		return true
 	}
@@ -96,14 +111,30 @@ func retryable(err error) bool {
 // retryPolicy is the wait between tries of one request.
 var retryPolicy = backoff.Policy{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: backoff.Full}
 
+// doTimeout is do with a per-try deadline other than --request-timeout.
+func (f *FS) doTimeout(parent context.Context, op string, timeout time.Duration, req func(ctx context.Context) error) error {
+	return f.doWith(parent, op, timeout, req)
+}
+
+// sizedTimeout is the per-try deadline of a request whose server side
+// work grows with size bytes (PutObject, CompleteMultipartUpload,
+// CopyObject): --request-timeout plus a second per 64 MiB.
+func (f *FS) sizedTimeout(size int64) time.Duration {
+	return f.cfg.RequestTimeout + time.Duration(size/(64<<20))*time.Second
+}
+
 // do runs one S3 request with a deadline per try, retrying what
 // retryable allows up to tries times. parent ends all tries (an
 // interrupted FUSE call, an unmount).
 func (f *FS) do(parent context.Context, op string, req func(ctx context.Context) error) error {
+	return f.doWith(parent, op, f.cfg.RequestTimeout, req)
+}
+
+func (f *FS) doWith(parent context.Context, op string, timeout time.Duration, req func(ctx context.Context) error) error {
 	var err error
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
-		ctx, cancel := context.WithTimeout(parent, f.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(parent, timeout)
 		err = req(ctx)
 		cancel()
 		f.metrics.observe(op, err, time.Since(start))

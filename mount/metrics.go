@@ -14,6 +14,11 @@ type metrics struct {
 	fuseReads prometheus.Counter
 	statCache *prometheus.CounterVec
 	opens     *prometheus.CounterVec
+
+	writeBytes    prometheus.Counter
+	uploads       *prometheus.CounterVec
+	partsInFlight prometheus.Gauge
+	memory        prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -37,9 +42,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		opens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fedgate_mount_opens_total", Help: "Opened files by read path: s3 (ranged GETs), local (pread of the short-circuit descriptors), passthrough (FUSE passthrough).",
 		}, []string{"path"}),
+		writeBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fedgate_mount_write_bytes_total", Help: "Bytes written to files through the mount (FUSE writes taken).",
+		}),
+		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fedgate_mount_uploads_total", Help: "Files written through the mount, by result: ok (the object was put or the multipart upload completed), failed (an S3 error; the upload was aborted), aborted (released without a completed close, truncated to 0 or unlinked while written, the writer killed).",
+		}, []string{"result"}),
+		partsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fedgate_mount_upload_parts_in_flight", Help: "UploadPart requests in flight across the mount.",
+		}),
+		memory: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fedgate_mount_memory_bytes", Help: "Bytes held for write part buffers and read blocks (bounded by --max-memory).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.latency, m.readBytes, m.fuseReads, m.statCache, m.opens)
+		reg.MustRegister(m.requests, m.latency, m.readBytes, m.fuseReads, m.statCache, m.opens, m.writeBytes, m.uploads, m.partsInFlight, m.memory)
 	}
 	return m
 }

@@ -1,10 +1,13 @@
 // Package mount is `fedgate mount`: a FUSE file system over fedgate's S3
-// API (docs/mount.md). This slice is read-only: lookups and attributes
+// API (docs/mount.md): lookups and attributes
 // from HEAD and from directory listings (ListObjectsV2 with a delimiter,
 // paged), a stat cache with a TTL and negative entries, and reads as
 // ranged GETs pinned to the ETag seen at open, with sequential detection
 // and readahead; with a node's --local-socket, opens by short-circuit and
-// FUSE passthrough for whole files. It is a client only: it talks S3
+// FUSE passthrough for whole files. Writes (write.go): a new file written
+// sequentially streams as a multipart upload completed at close; unlink,
+// mkdir, rmdir and rename of a file map to S3 calls (docs/mount.md,
+// "Writes"). It is a client only: it talks S3
 // through aws-sdk-go-v2 and imports no fedgate package but
 // internal/backoff and clients/localread.
 package mount
@@ -15,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,6 +31,14 @@ import (
 
 // API is the part of the S3 client the mount uses; *s3.Client has it.
 type API interface {
+	PutObject(context.Context, *s3.PutObjectInput, ...func(*s3.Options)) (*s3.PutObjectOutput, error)
+	DeleteObject(context.Context, *s3.DeleteObjectInput, ...func(*s3.Options)) (*s3.DeleteObjectOutput, error)
+	CopyObject(context.Context, *s3.CopyObjectInput, ...func(*s3.Options)) (*s3.CopyObjectOutput, error)
+	CreateMultipartUpload(context.Context, *s3.CreateMultipartUploadInput, ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error)
+	UploadPart(context.Context, *s3.UploadPartInput, ...func(*s3.Options)) (*s3.UploadPartOutput, error)
+	UploadPartCopy(context.Context, *s3.UploadPartCopyInput, ...func(*s3.Options)) (*s3.UploadPartCopyOutput, error)
+	CompleteMultipartUpload(context.Context, *s3.CompleteMultipartUploadInput, ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error)
+	AbortMultipartUpload(context.Context, *s3.AbortMultipartUploadInput, ...func(*s3.Options)) (*s3.AbortMultipartUploadOutput, error)
 	HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
 	GetObject(context.Context, *s3.GetObjectInput, ...func(*s3.Options)) (*s3.GetObjectOutput, error)
 	ListObjectsV2(context.Context, *s3.ListObjectsV2Input, ...func(*s3.Options)) (*s3.ListObjectsV2Output, error)
@@ -58,6 +70,16 @@ type Config struct {
 	// Local, when set, opens files through the node's --local-socket
 	// first (short-circuit reads, FUSE passthrough for whole files).
 	Local *localread.Client
+	// ReadOnly mounts MS_RDONLY: every write gets EROFS from the kernel.
+	ReadOnly bool
+	// PartSize is the part of a multipart upload of a file written
+	// through the mount (5 MiB to 5 GiB); a file smaller is one PutObject.
+	PartSize int64
+	// WriteParallel bounds the parts of one file uploading at once.
+	WriteParallel int
+	// MaxMemory bounds the bytes held across the mount for write part
+	// buffers and read blocks; a writer waits for room.
+	MaxMemory int64
 	// StatCacheEntries bounds the stat cache.
 	StatCacheEntries int
 	Logger           *slog.Logger
@@ -73,6 +95,12 @@ const (
 	DefaultMaxParallel    = 32
 	DefaultRequestTimeout = 30 * time.Second
 	DefaultTries          = 5
+	DefaultPartSize       = 16 << 20
+	DefaultWriteParallel  = 4
+	DefaultMaxMemory      = 1 << 30
+	// MinPartSize and MaxPartSize are S3's bounds of a part.
+	MinPartSize = 5 << 20
+	MaxPartSize = 5 << 30
 )
 
 // FS is a mounted file system's shared state.
@@ -86,6 +114,11 @@ type FS struct {
 	started time.Time
 	ctx     context.Context
 	stop    context.CancelFunc
+
+	mem      *budget
+	partPool sync.Pool
+	wmu      sync.Mutex
+	writers  map[string]*writer // files open for writing, by cache key
 }
 
 func newFS(cfg Config) (*FS, error) {
@@ -114,6 +147,21 @@ func newFS(cfg Config) (*FS, error) {
 	if cfg.Tries <= 0 {
 		cfg.Tries = DefaultTries
 	}
+	if cfg.PartSize == 0 {
+		cfg.PartSize = DefaultPartSize
+	}
+	if cfg.PartSize < MinPartSize || cfg.PartSize > MaxPartSize {
+		return nil, fmt.Errorf("mount: part size %d is outside S3's bounds of a part, %d (5 MiB) to %d (5 GiB)", cfg.PartSize, MinPartSize, int64(MaxPartSize))
+	}
+	if cfg.WriteParallel <= 0 {
+		cfg.WriteParallel = DefaultWriteParallel
+	}
+	if cfg.MaxMemory == 0 {
+		cfg.MaxMemory = DefaultMaxMemory
+	}
+	if cfg.MaxMemory < cfg.PartSize {
+		return nil, fmt.Errorf("mount: max memory %d is less than one part (%d)", cfg.MaxMemory, cfg.PartSize)
+	}
 	if cfg.StatCacheEntries <= 0 {
 		cfg.StatCacheEntries = 1 << 20
 	}
@@ -121,9 +169,12 @@ func newFS(cfg Config) (*FS, error) {
 		cfg.Logger = slog.Default()
 	}
 	ctx, stop := context.WithCancel(context.Background())
+	m := newMetrics(cfg.Registerer)
 	return &FS{
-		cfg: cfg, api: cfg.Client, log: cfg.Logger,
-		metrics: newMetrics(cfg.Registerer),
+		mem:     newBudget(cfg.MaxMemory, func(n int64) { m.memory.Set(float64(n)) }),
+		writers: map[string]*writer{},
+		cfg:     cfg, api: cfg.Client, log: cfg.Logger,
+		metrics: m,
 		stats:   newStatCache(cfg.StatTTL, cfg.StatCacheEntries),
 		sem:     make(chan struct{}, cfg.MaxParallel),
 		started: time.Now(),
@@ -131,7 +182,7 @@ func newFS(cfg Config) (*FS, error) {
 	}, nil
 }
 
-// Mount mounts cfg's namespace read-only on dir and serves it until the
+// Mount mounts cfg's namespace on dir and serves it until the
 // returned server is unmounted (Unmount, then Wait).
 func Mount(dir string, cfg Config) (*fuse.Server, error) {
 	f, err := newFS(cfg)
@@ -145,6 +196,11 @@ func Mount(dir string, cfg Config) (*fuse.Server, error) {
 			root.key = f.cfg.Prefix + "/"
 		}
 	}
+	flags := uintptr(syscall.MS_NOSUID | syscall.MS_NODEV)
+	if cfg.ReadOnly {
+		// Read-only at the VFS: every write gets EROFS from the kernel.
+		flags |= syscall.MS_RDONLY
+	}
 	ttl := f.cfg.StatTTL
 	opts := &fs.Options{
 		EntryTimeout:    &ttl,
@@ -157,11 +213,14 @@ func Mount(dir string, cfg Config) (*fuse.Server, error) {
 			Name:              "fedgate",
 			DirectMount:       true,
 			DirectMountStrict: true,
-			// Read-only at the VFS: every write gets EROFS from the kernel.
-			DirectMountFlags: syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_RDONLY,
-			AllowOther:       cfg.AllowOther,
-			MaxReadAhead:     1 << 20,
-			Debug:            cfg.FUSEDebug,
+			DirectMountFlags:  flags,
+			AllowOther:        cfg.AllowOther,
+			MaxReadAhead:      1 << 20,
+			MaxWrite:          1 << 20,
+			// O_TRUNC comes with the OPEN, not as a SETATTR after it, so
+			// that an open for writing without it can be told apart.
+			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
+			Debug:             cfg.FUSEDebug,
 		},
 	}
 	srv, err := fs.Mount(dir, root, opts)

@@ -37,6 +37,12 @@ var (
 	_ fs.NodeReaddirer = (*node)(nil)
 	_ fs.NodeOpener    = (*node)(nil)
 	_ fs.NodeStatfser  = (*node)(nil)
+	_ fs.NodeCreater   = (*node)(nil)
+	_ fs.NodeSetattrer = (*node)(nil)
+	_ fs.NodeUnlinker  = (*node)(nil)
+	_ fs.NodeMkdirer   = (*node)(nil)
+	_ fs.NodeRmdirer   = (*node)(nil)
+	_ fs.NodeRenamer   = (*node)(nil)
 )
 
 // mtime is an object's Last-Modified to the second: HEAD answers in
@@ -70,7 +76,10 @@ func ino(bucket, key string, dir bool) uint64 {
 func (n *node) fill(a *fuse.Attr, m meta) {
 	a.Uid, a.Gid = n.f.cfg.UID, n.f.cfg.GID
 	if m.dir {
-		a.Mode = syscall.S_IFDIR | 0o555
+		a.Mode = syscall.S_IFDIR | 0o755
+		if n.f.cfg.ReadOnly {
+			a.Mode = syscall.S_IFDIR | 0o555
+		}
 		a.Nlink = 2
 		t := n.f.started
 		if !m.mtime.IsZero() {
@@ -80,7 +89,10 @@ func (n *node) fill(a *fuse.Attr, m meta) {
 		a.Size = 4096
 		a.Blocks = 8
 	} else {
-		a.Mode = syscall.S_IFREG | 0o444
+		a.Mode = syscall.S_IFREG | 0o644
+		if n.f.cfg.ReadOnly {
+			a.Mode = syscall.S_IFREG | 0o444
+		}
 		a.Nlink = 1
 		a.Size = uint64(m.size)
 		a.Blocks = (uint64(m.size) + 511) / 512
@@ -105,7 +117,14 @@ func (n *node) child(ctx context.Context, name string, m meta, out *fuse.EntryOu
 	}
 	n.fill(&out.Attr, m)
 	out.Ino = ino(c.bucket, c.key, m.dir)
-	return n.NewInode(ctx, c, fs.StableAttr{Mode: mode, Ino: out.Ino})
+	in := n.NewInode(ctx, c, fs.StableAttr{Mode: mode, Ino: out.Ino})
+	if got, ok := in.Operations().(*node); ok && (got.bucket != c.bucket || got.key != c.key) {
+		// The inode of this number was renamed away (it keeps the number
+		// of its old path): this path gets a number of its own.
+		in = n.NewInode(ctx, c, fs.StableAttr{Mode: mode})
+		out.Ino = in.StableAttr().Ino
+	}
+	return in
 }
 
 // Lookup answers from the stat cache (filled by listings and earlier
@@ -116,6 +135,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		ck = cacheKey(name, "")
 	} else {
 		ck = cacheKey(n.bucket, n.key+name)
+		if w := n.f.activeWriter(ck); w != nil {
+			return n.child(ctx, name, w.meta(), out), 0
+		}
 	}
 	if e, ok := n.f.stats.get(ck); ok {
 		if !e.ok {
@@ -157,6 +179,14 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		n.fill(&out.Attr, meta{dir: true})
 		return 0
 	}
+	if wh, ok := fh.(*writeHandle); ok && wh.w.active() {
+		n.fill(&out.Attr, wh.w.meta())
+		return 0
+	}
+	if w := n.f.activeWriter(cacheKey(n.bucket, n.key)); w != nil {
+		n.fill(&out.Attr, w.meta())
+		return 0
+	}
 	m, err := n.f.fileMeta(ctx, n.bucket, n.key)
 	if err != nil {
 		return toErrno(err)
@@ -168,6 +198,11 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	out.Bsize = 1 << 20
 	out.Frsize = 1 << 20
+	if !n.f.cfg.ReadOnly {
+		// Tools that check for room before writing (df, installers) see
+		// 1 PiB free: S3 has no size to report.
+		out.Blocks, out.Bfree, out.Bavail = 1<<30, 1<<30, 1<<30
+	}
 	out.NameLen = 1024
 	return 0
 }
@@ -180,7 +215,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		return nil, 0, syscall.EISDIR
 	}
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
-		return nil, 0, syscall.EROFS
+		return n.openWrite(ctx, flags)
+	}
+	if n.f.activeWriter(cacheKey(n.bucket, n.key)) != nil {
+		n.f.log.Warn("open for reading refused: the file is being written in this mount; open it after the writer closes it", "bucket", n.bucket, "key", n.key)
+		return nil, 0, syscall.EBUSY
 	}
 	m, err := n.f.fileMeta(ctx, n.bucket, n.key)
 	if err != nil {
@@ -325,6 +364,8 @@ type dirStream struct {
 	buf   []fuse.DirEntry
 	seen  map[string]bool
 	err   syscall.Errno
+	// writers: the files being written here were added.
+	writers bool
 }
 
 func (d *dirStream) page(ctx context.Context) syscall.Errno {
@@ -370,6 +411,16 @@ func (d *dirStream) HasNext() bool {
 		ctx, cancel := context.WithTimeout(d.n.f.ctx, time.Duration(d.n.f.cfg.Tries)*d.n.f.cfg.RequestTimeout)
 		d.err = d.page(ctx)
 		cancel()
+	}
+	if len(d.buf) == 0 && !d.more && d.err == 0 && !d.writers {
+		// Files being written in this mount, not yet in S3's listing.
+		d.writers = true
+		for name, w := range d.n.f.writersUnder(d.n.bucket, d.n.key) {
+			if !d.seen[name] {
+				d.seen[name] = true
+				d.buf = append(d.buf, fuse.DirEntry{Name: name, Mode: syscall.S_IFREG, Ino: ino(w.bucket, w.key, false)})
+			}
+		}
 	}
 	return len(d.buf) > 0 || d.err != 0
 }

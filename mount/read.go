@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -39,6 +40,17 @@ type block struct {
 	done chan struct{}
 	data []byte
 	err  error
+	// refs: the handle's map and the fetch; the block's bytes of
+	// --max-memory are given back when both let go.
+	refs atomic.Int32
+	mem  int64
+	f    *FS
+}
+
+func (b *block) unref() {
+	if b.refs.Add(-1) == 0 {
+		b.f.mem.release(b.mem)
+	}
 }
 
 var (
@@ -65,6 +77,9 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 		h.local.Close()
 	}
 	h.mu.Lock()
+	for _, b := range h.blocks {
+		b.unref()
+	}
 	h.blocks = nil
 	h.mu.Unlock()
 	return 0
@@ -103,10 +118,12 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	}
 	want := make([]*block, 0, last-first+1)
 	for i := first; i <= last; i++ {
-		want = append(want, h.fetch(i))
+		want = append(want, h.fetch(i, true))
 	}
 	for i := last + 1; i <= last+h.ahead && i < nblocks; i++ {
-		h.fetch(i)
+		if h.fetch(i, false) == nil {
+			break // --max-memory is full: no readahead now
+		}
 	}
 	h.evict(first, last+h.ahead)
 	h.mu.Unlock()
@@ -122,6 +139,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 			h.mu.Lock()
 			if h.blocks != nil && h.blocks[first+int64(j)] == b {
 				delete(h.blocks, first+int64(j)) // a later read tries again
+				b.unref()
 			}
 			h.mu.Unlock()
 			h.f.log.Warn("read failed", "bucket", h.bucket, "key", h.key, "offset", off, "err", b.err)
@@ -138,18 +156,38 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-// fetch returns block i, starting its GET when it is not there. h.mu held.
-func (h *handle) fetch(i int64) *block {
+// fetch returns block i, starting its GET when it is not there. A block
+// the reader waits for (demand) waits for room in --max-memory; a
+// readahead block is not fetched (nil) when there is none. h.mu held.
+func (h *handle) fetch(i int64, demand bool) *block {
 	if b, ok := h.blocks[i]; ok {
 		return b
 	}
-	b := &block{done: make(chan struct{})}
-	h.blocks[i] = b
 	bs := h.f.cfg.BlockSize
 	start := i * bs
 	n := min(bs, h.m.size-start)
+	b := &block{done: make(chan struct{}), f: h.f}
+	if !demand {
+		if !h.f.mem.tryAcquire(n) {
+			return nil
+		}
+		b.mem = n
+	}
+	b.refs.Store(2)
+	h.blocks[i] = b
 	go func() {
 		defer close(b.done)
+		defer b.unref()
+		if demand {
+			mctx, cancel := context.WithTimeout(h.ctx, h.f.memWait())
+			err := h.f.mem.acquire(mctx, n)
+			cancel()
+			if err != nil {
+				b.err = fmt.Errorf("no room in --max-memory for a read block within %v: %w", h.f.memWait(), err)
+				return
+			}
+			b.mem = n
+		}
 		select {
 		case h.f.sem <- struct{}{}:
 		case <-h.ctx.Done():
@@ -166,9 +204,10 @@ func (h *handle) fetch(i int64) *block {
 // still holds more than its bound, those farthest from first. h.mu held.
 func (h *handle) evict(first, last int64) {
 	limit := h.maxAhead() + 4
-	for i := range h.blocks {
+	for i, b := range h.blocks {
 		if i < first-1 || (h.ahead > 0 && i > last) {
 			delete(h.blocks, i)
+			b.unref()
 		}
 	}
 	for int64(len(h.blocks)) > limit {
@@ -182,6 +221,7 @@ func (h *handle) evict(first, last int64) {
 				far, dist = i, d
 			}
 		}
+		h.blocks[far].unref()
 		delete(h.blocks, far)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -36,18 +35,31 @@ type mountFlags struct {
 	readAhead, blockSize     int64
 	maxParallel, tries       int
 	fuseDebug                bool
+	partSize, maxMemory      int64
+	writeParallel            int
 }
 
 func newMountCmd() *cobra.Command {
 	var f mountFlags
 	cmd := &cobra.Command{
 		Use:   "mount [flags] MOUNTPOINT",
-		Short: "Mount the region's buckets as a read-only file system (FUSE; docs/mount.md)",
+		Short: "Mount the region's buckets as a file system (FUSE; docs/mount.md)",
 		Long: `Mount the region's namespace on MOUNTPOINT as /<bucket>/<key...>, or one bucket or a
 prefix in it with --bucket name[/prefix]. Runs in the foreground until SIGTERM or SIGINT, then
 unmounts. Credentials are found as the aws CLI finds them (AWS_ACCESS_KEY_ID and
-AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared config files). This version is read-only:
-writes get EROFS. Needs /dev/fuse and root (or CAP_SYS_ADMIN).`,
+AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared config files). Needs /dev/fuse and root
+(or CAP_SYS_ADMIN).
+
+Writes (docs/mount.md, "Writes"): a new file, or one opened with O_TRUNC, written
+sequentially is streamed as a multipart upload (--part-size parts, --write-parallel of them
+uploading per file) and becomes the object at close(), whose error is the upload's; a file
+smaller than one part is one PUT at close. Writes inside the part not yet uploaded may go
+anywhere (header fix-ups); a write before it, a hole past it, or a write to a file opened
+without O_TRUNC fails with EOPNOTSUPP (and a log line naming the file). fsync completes the
+upload like close. unlink, mkdir (a "dir/" marker), rmdir and rename of a file (copy, then
+delete: not atomic; directories get EXDEV) work; chmod, chown and utimes are accepted and
+ignored; truncate of a closed file: to 0 only. A process killed while writing leaves no
+object and no upload. --read-only mounts read-only (EROFS).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runMount(cmd.Context(), f, args[0])
@@ -57,7 +69,10 @@ writes get EROFS. Needs /dev/fuse and root (or CAP_SYS_ADMIN).`,
 	fl.StringVar(&f.endpoint, "endpoint", "http://127.0.0.1:9000", "URL of the fedgate S3 endpoint")
 	fl.StringVar(&f.region, "region", "us-east-1", "region the requests are signed for")
 	fl.StringVar(&f.bucket, "bucket", "", "mount only this bucket, or name/prefix for a prefix in it (default: every bucket, as /<bucket>/...)")
-	fl.BoolVar(&f.readOnly, "read-only", true, "mount read-only (writes get EROFS); the only mode of this version")
+	fl.BoolVar(&f.readOnly, "read-only", false, "mount read-only: every write gets EROFS")
+	fl.Int64Var(&f.partSize, "part-size", mount.DefaultPartSize, "bytes of one part of the multipart upload of a file written through the mount (5 MiB to 5 GiB); a smaller file is one PUT at close")
+	fl.IntVar(&f.writeParallel, "write-parallel", mount.DefaultWriteParallel, "parts of one file uploading at once while the writer goes on")
+	fl.Int64Var(&f.maxMemory, "max-memory", mount.DefaultMaxMemory, "bytes the mount holds at most for write parts and read blocks, across all files; a writer waits for room (up to --tries x --request-timeout, then EIO)")
 	fl.DurationVar(&f.statTTL, "stat-ttl", mount.DefaultStatTTL, "how long sizes, mtimes, ETags and missing paths are cached before S3 is asked again (0: always ask)")
 	fl.IntVar(&f.uid, "uid", os.Getuid(), "owner of every file")
 	fl.IntVar(&f.gid, "gid", os.Getgid(), "group of every file")
@@ -80,8 +95,14 @@ func runMount(ctx context.Context, f mountFlags, dir string) error {
 	if err != nil {
 		return err
 	}
-	if !f.readOnly {
-		return errors.New("--read-only=false: writes through the mount are not there yet (docs/mount.md)")
+	if f.partSize < mount.MinPartSize || f.partSize > mount.MaxPartSize {
+		return fmt.Errorf("--part-size %d: must be 5 MiB (%d) to 5 GiB (%d), S3's bounds of a part", f.partSize, mount.MinPartSize, int64(mount.MaxPartSize))
+	}
+	if f.writeParallel < 1 {
+		return fmt.Errorf("--write-parallel %d: must be at least 1", f.writeParallel)
+	}
+	if f.maxMemory < f.partSize*2 {
+		return fmt.Errorf("--max-memory %d: must hold at least two parts (2 x --part-size = %d)", f.maxMemory, 2*f.partSize)
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -135,12 +156,13 @@ func runMount(ctx context.Context, f mountFlags, dir string) error {
 		StatTTL: f.statTTL, UID: uint32(f.uid), GID: uint32(f.gid), AllowOther: f.allowOther,
 		BlockSize: f.blockSize, ReadAhead: f.readAhead, MaxParallel: f.maxParallel,
 		RequestTimeout: f.requestTimeout, Tries: f.tries,
+		ReadOnly: f.readOnly, PartSize: f.partSize, WriteParallel: f.writeParallel, MaxMemory: f.maxMemory,
 		Logger: log, Registerer: reg, FUSEDebug: f.fuseDebug,
 	})
 	if err != nil {
 		return err
 	}
-	log.Info("mounted", "mountpoint", dir, "endpoint", f.endpoint, "bucket", f.bucket, "stat_ttl", f.statTTL.String())
+	log.Info("mounted", "mountpoint", dir, "endpoint", f.endpoint, "bucket", f.bucket, "stat_ttl", f.statTTL.String(), "read_only", f.readOnly)
 
 	done := make(chan struct{})
 	go func() { srv.Wait(); close(done) }()
