@@ -151,7 +151,7 @@ func seededBytes(r *rand.Rand, n int) []byte {
 }
 
 // TestMountReadOnly is issue 36's first slice: a bucket of class folders
-// and a large file read through `fedgate mount`.
+// and a large file read through `fedgate mount --read-only` (every write EROFS).
 func TestMountReadOnly(t *testing.T) {
 	needFUSE(t)
 	s := startServer(t)
@@ -192,7 +192,7 @@ func TestMountReadOnly(t *testing.T) {
 	}
 
 	ttl := time.Second
-	m := startMount(t, s, rootAK, rootSK, "--stat-ttl", ttl.String())
+	m := startMount(t, s, rootAK, rootSK, "--stat-ttl", ttl.String(), "--read-only")
 	root := filepath.Join(m.dir, "train")
 
 	t.Run("walk", func(t *testing.T) {
@@ -390,7 +390,7 @@ func TestMountReadOnly(t *testing.T) {
 		}
 		for name, w := range writes {
 			if err := w(); !errors.Is(err, syscall.EROFS) {
-				t.Errorf("%s: %v, want EROFS", name, err)
+				t.Errorf("%s with --read-only: %v, want EROFS", name, err)
 			}
 		}
 		if got, err := os.ReadFile(filepath.Join(root, "class01/img001.jpg")); err != nil || !bytes.Equal(got, want["class01/img001.jpg"]) {
@@ -521,5 +521,290 @@ func TestMountLocalSocket(t *testing.T) {
 	if opens("s3") != 0 {
 		t.Errorf("%v opens fell back to S3 with the node's socket there", opens("s3"))
 	}
+	m.stop(t)
+}
+
+// needTorch is Debian's python3 with torch (python3-torch), which the
+// checkpoint tests run; missing, it skips, or fails when CI is set.
+func needTorch(t *testing.T) string {
+	t.Helper()
+	const py = "/usr/bin/python3"
+	if out, err := exec.Command(py, "-c", "import torch, numpy").CombinedOutput(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s with torch and numpy is needed (apt-get install python3-torch): %v\n%s", py, err, out)
+		}
+		t.Skipf("%s with torch and numpy is needed: %v", py, err)
+	}
+	return py
+}
+
+func getObject(t *testing.T, c *s3.Client, bucket, key string) ([]byte, error) {
+	t.Helper()
+	out, err := c.GetObject(ctx(t), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		return nil, err
+	}
+	defer out.Body.Close()
+	var b bytes.Buffer
+	_, err = b.ReadFrom(out.Body)
+	return b.Bytes(), err
+}
+
+func openUploadsIn(t *testing.T, c *s3.Client, bucket string) int {
+	t.Helper()
+	out, err := c.ListMultipartUploads(ctx(t), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+	mustOK(t, err)
+	return len(out.Uploads)
+}
+
+// TestMountWrite: files written through `fedgate mount` (issue 36, writes):
+// cp of a multi-part file, Python's open/close and torch.save/torch.load
+// into a write-back bucket, stat while written, unlink/mkdir/rmdir/rename
+// seen through S3, refused writes with their errno, and a writer killed
+// by SIGKILL leaving no object and no multipart upload.
+func TestMountWrite(t *testing.T) {
+	needFUSE(t)
+	s := startServer(t, "--config", writeBackPolicy(t, t.TempDir()))
+	c := s.root()
+	mustOK(t, must(c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("scratch")})))
+	m := startMount(t, s, rootAK, rootSK, "--stat-ttl", "1s", "--part-size", fmt.Sprint(8<<20))
+	scratch := filepath.Join(m.dir, "scratch")
+	r := rand.New(rand.NewPCG(36, 3))
+
+	t.Run("cp of a multi-part file", func(t *testing.T) {
+		data := seededBytes(r, 40<<20+4321)
+		src := filepath.Join(t.TempDir(), "big.bin")
+		mustOK(t, os.WriteFile(src, data, 0o644))
+		uploads := m.metric(t, `fedgate_mount_uploads_total{result="ok"}`)
+		if out, err := exec.Command("cp", src, filepath.Join(scratch, "big.bin")).CombinedOutput(); err != nil {
+			t.Fatalf("cp into the mount: %v\n%s", err, out)
+		}
+		got, err := getObject(t, c, "scratch", "big.bin")
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("the object cp wrote: %v, %d bytes, equal %v", err, len(got), bytes.Equal(got, data))
+		}
+		head, err := c.HeadObject(ctx(t), &s3.HeadObjectInput{Bucket: aws.String("scratch"), Key: aws.String("big.bin")})
+		mustOK(t, err)
+		if !strings.HasSuffix(strings.Trim(aws.ToString(head.ETag), `"`), "-6") {
+			t.Errorf("ETag %s: want a multipart upload of 6 parts of 8 MiB", aws.ToString(head.ETag))
+		}
+		// Seen at once in this mount: the size and mtime S3 has.
+		st, err := os.Stat(filepath.Join(scratch, "big.bin"))
+		if err != nil || st.Size() != int64(len(data)) || !st.ModTime().Equal(aws.ToTime(head.LastModified)) {
+			t.Errorf("stat after close: %v %v, want size %d mtime %v", st, err, len(data), aws.ToTime(head.LastModified))
+		}
+		if d := m.metric(t, `fedgate_mount_uploads_total{result="ok"}`) - uploads; d != 1 {
+			t.Errorf("uploads ok went up by %v, want 1", d)
+		}
+		if b := m.metric(t, "fedgate_mount_write_bytes_total"); b < float64(len(data)) {
+			t.Errorf("write bytes %v < %d", b, len(data))
+		}
+		back, err := os.ReadFile(filepath.Join(scratch, "big.bin"))
+		if err != nil || !bytes.Equal(back, data) {
+			t.Errorf("read back through the mount: %v", err)
+		}
+	})
+
+	t.Run("python and torch.save into a write-back bucket", func(t *testing.T) {
+		py := needTorch(t)
+		dir := filepath.Join(m.dir, "ckpt", "run1")
+		script := `
+import os, sys, torch
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+with open(os.path.join(d, "hello.txt"), "wb") as f:
+    f.write(b"hello from python\n")
+open(os.path.join(d, "empty"), "wb").close()
+g = torch.Generator().manual_seed(36)
+sd = {"w": torch.randn(512, 1024, generator=g), "b": torch.arange(1000, dtype=torch.float64), "step": 7}
+torch.save(sd, os.path.join(d, "model.pt"))
+back = torch.load(os.path.join(d, "model.pt"))
+assert back["step"] == 7 and torch.equal(back["w"], sd["w"]) and torch.equal(back["b"], sd["b"]), "torch.load differs"
+print("ok", os.stat(os.path.join(d, "model.pt")).st_size)
+`
+		out, err := exec.Command(py, "-c", script, dir).CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "ok ") {
+			t.Fatalf("python: %v\n%s", err, out)
+		}
+		if got, err := getObject(t, c, "ckpt", "run1/hello.txt"); err != nil || string(got) != "hello from python\n" {
+			t.Errorf("hello.txt through S3: %q %v", got, err)
+		}
+		if got, err := getObject(t, c, "ckpt", "run1/empty"); err != nil || len(got) != 0 {
+			t.Errorf("an empty file created and closed: %d bytes, %v; want an empty object", len(got), err)
+		}
+		var size int64
+		fmt.Sscan(strings.TrimPrefix(strings.TrimSpace(string(out)), "ok "), &size)
+		if got, err := getObject(t, c, "ckpt", "run1/model.pt"); err != nil || int64(len(got)) != size || size < 2<<20 {
+			t.Errorf("model.pt through S3: %d bytes, %v; python saw %d", len(got), err, size)
+		}
+		// Read by a fresh mount (another reader): torch.load equal.
+		m2 := startMount(t, s, rootAK, rootSK, "--bucket", "ckpt", "--read-only")
+		check := `
+import sys, torch
+g = torch.Generator().manual_seed(36)
+w = torch.randn(512, 1024, generator=g)
+back = torch.load(sys.argv[1])
+assert torch.equal(back["w"], w) and back["step"] == 7
+print("ok")
+`
+		if out, err := exec.Command(py, "-c", check, filepath.Join(m2.dir, "run1/model.pt")).CombinedOutput(); err != nil {
+			t.Errorf("torch.load through a second mount: %v\n%s", err, out)
+		}
+		m2.stop(t)
+	})
+
+	t.Run("stat while written", func(t *testing.T) {
+		path := filepath.Join(scratch, "growing.bin")
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		mustOK(t, err)
+		defer f.Close()
+		chunk := seededBytes(r, 3<<20)
+		_, err = f.Write(chunk)
+		mustOK(t, err)
+		if st, err := os.Stat(path); err != nil || st.Size() != int64(len(chunk)) {
+			t.Errorf("stat of the path while written: %v %v, want size %d", st, err, len(chunk))
+		}
+		if st, err := f.Stat(); err != nil || st.Size() != int64(len(chunk)) {
+			t.Errorf("fstat while written: %v %v", st, err)
+		}
+		es, err := os.ReadDir(scratch)
+		mustOK(t, err)
+		found := false
+		for _, e := range es {
+			found = found || e.Name() == "growing.bin"
+		}
+		if !found {
+			t.Errorf("a file being written is not in its directory's listing: %v", es)
+		}
+		if _, err := os.Open(path); !errors.Is(err, syscall.EBUSY) {
+			t.Errorf("open for reading while written: %v, want EBUSY", err)
+		}
+		mustOK(t, f.Close())
+		if got, err := getObject(t, c, "scratch", "growing.bin"); err != nil || !bytes.Equal(got, chunk) {
+			t.Errorf("after close: %v", err)
+		}
+	})
+
+	t.Run("refused writes", func(t *testing.T) {
+		path := filepath.Join(scratch, "random.bin")
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		mustOK(t, err)
+		data := seededBytes(r, 20<<20)
+		_, err = f.Write(data)
+		mustOK(t, err)
+		if _, err := f.WriteAt([]byte("x"), 100); !errors.Is(err, syscall.EOPNOTSUPP) {
+			t.Errorf("write into an uploaded part: %v, want EOPNOTSUPP", err)
+		}
+		// Inside the part not yet uploaded: fine.
+		_, err = f.WriteAt([]byte("tail"), int64(len(data)-10))
+		mustOK(t, err)
+		copy(data[len(data)-10:], "tail")
+		mustOK(t, f.Close())
+		if got, err := getObject(t, c, "scratch", "random.bin"); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("after refused and tail writes: %v", err)
+		}
+		if !strings.Contains(m.log.String(), "key=random.bin") {
+			t.Error("no log line names the file of the refused write")
+		}
+		g, err := os.OpenFile(path, os.O_WRONLY, 0)
+		mustOK(t, err)
+		if _, err := g.Write([]byte("x")); !errors.Is(err, syscall.EOPNOTSUPP) {
+			t.Errorf("write to a file opened without O_TRUNC: %v, want EOPNOTSUPP", err)
+		}
+		mustOK(t, g.Close())
+		if err := os.Truncate(path, 5); !errors.Is(err, syscall.EOPNOTSUPP) {
+			t.Errorf("truncate of a closed file to 5: %v, want EOPNOTSUPP", err)
+		}
+		mustOK(t, os.Truncate(path, 0))
+		if got, err := getObject(t, c, "scratch", "random.bin"); err != nil || len(got) != 0 {
+			t.Errorf("truncate to 0: %d bytes, %v", len(got), err)
+		}
+		// chmod, chown and utimes are accepted (cp -p, rsync -a).
+		mustOK(t, os.Chmod(path, 0o600))
+		mustOK(t, os.Chtimes(path, time.Now(), time.Now()))
+		mustOK(t, os.Chown(path, 0, 0))
+		src := filepath.Join(t.TempDir(), "p.txt")
+		mustOK(t, os.WriteFile(src, []byte("preserved"), 0o640))
+		if out, err := exec.Command("cp", "-p", src, filepath.Join(scratch, "p.txt")).CombinedOutput(); err != nil {
+			t.Errorf("cp -p: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("namespace", func(t *testing.T) {
+		d := filepath.Join(scratch, "dir")
+		mustOK(t, os.Mkdir(d, 0o755))
+		if _, err := c.HeadObject(ctx(t), &s3.HeadObjectInput{Bucket: aws.String("scratch"), Key: aws.String("dir/")}); err != nil {
+			t.Errorf("mkdir made no dir/ marker: %v", err)
+		}
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			t.Errorf("stat of the new directory: %v", err)
+		}
+		mustOK(t, os.WriteFile(filepath.Join(d, "a.txt"), []byte("aaa"), 0o644))
+		mustOK(t, os.Rename(filepath.Join(d, "a.txt"), filepath.Join(d, "b.txt")))
+		if got, err := getObject(t, c, "scratch", "dir/b.txt"); err != nil || string(got) != "aaa" {
+			t.Errorf("renamed: %q %v", got, err)
+		}
+		if _, err := getObject(t, c, "scratch", "dir/a.txt"); err == nil {
+			t.Error("rename left the source")
+		}
+		if got, err := os.ReadFile(filepath.Join(d, "b.txt")); err != nil || string(got) != "aaa" {
+			t.Errorf("read of the renamed file: %q %v", got, err)
+		}
+		if err := os.Rename(d, filepath.Join(scratch, "dir2")); !errors.Is(err, syscall.EXDEV) {
+			t.Errorf("rename of a directory: %v, want EXDEV", err)
+		}
+		if err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(scratch, "p.txt"), unix.AT_FDCWD, filepath.Join(d, "b.txt"), unix.RENAME_NOREPLACE); !errors.Is(err, syscall.EEXIST) {
+			t.Errorf("RENAME_NOREPLACE onto a file: %v, want EEXIST", err)
+		}
+		if err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(scratch, "p.txt"), unix.AT_FDCWD, filepath.Join(d, "b.txt"), unix.RENAME_EXCHANGE); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("RENAME_EXCHANGE: %v, want EINVAL", err)
+		}
+		if err := os.Remove(d); !errors.Is(err, syscall.ENOTEMPTY) {
+			t.Errorf("rmdir of a directory with a file: %v, want ENOTEMPTY", err)
+		}
+		mustOK(t, os.Remove(filepath.Join(d, "b.txt")))
+		if _, err := getObject(t, c, "scratch", "dir/b.txt"); err == nil {
+			t.Error("unlink left the object")
+		}
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("the emptied directory (its marker) is gone: %v", err)
+		}
+		mustOK(t, os.Remove(d))
+		if _, err := c.HeadObject(ctx(t), &s3.HeadObjectInput{Bucket: aws.String("scratch"), Key: aws.String("dir/")}); err == nil {
+			t.Error("rmdir left the dir/ marker")
+		}
+	})
+
+	t.Run("killed writer leaves nothing", func(t *testing.T) {
+		py := needTorch(t)
+		path := filepath.Join(scratch, "killed.bin")
+		script := `
+import os, sys, time
+f = open(sys.argv[1], "wb")
+f.write(os.urandom(30 << 20))
+f.flush()
+print("ready", flush=True)
+time.sleep(600)
+`
+		cmd := exec.Command(py, "-c", script, path)
+		stdout, err := cmd.StdoutPipe()
+		mustOK(t, err)
+		mustOK(t, cmd.Start())
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil || line != "ready\n" {
+			cmd.Process.Kill()
+			t.Fatalf("writer: %q %v", line, err)
+		}
+		waitFor(t, 30*time.Second, "the killed writer's multipart upload to start", func() bool { return openUploadsIn(t, c, "scratch") == 1 })
+		mustOK(t, cmd.Process.Signal(syscall.SIGKILL))
+		_ = cmd.Wait()
+		waitFor(t, 30*time.Second, "the upload of a killed writer to be aborted", func() bool { return openUploadsIn(t, c, "scratch") == 0 })
+		if _, err := getObject(t, c, "scratch", "killed.bin"); err == nil {
+			t.Error("a killed writer left an object")
+		}
+		if d := m.metric(t, `fedgate_mount_uploads_total{result="aborted"}`); d < 1 {
+			t.Errorf("uploads aborted: %v", d)
+		}
+	})
 	m.stop(t)
 }

@@ -495,3 +495,12 @@ func (f *FS) copyObject(ctx context.Context, sb, sk, db, dk string, m meta) erro
 	}
 	return err
 }
+
+var _ fs.NodeSetxattrer = (*node)(nil)
+
+// Setxattr is EOPNOTSUPP: S3 keeps no extended attributes or ACLs. (go-fuse
+// answers ENODATA by default, which makes `cp -p` fail instead of falling
+// back to chmod.)
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	return syscall.EOPNOTSUPP
+}
