@@ -775,6 +775,39 @@ print("ok")
 		}
 	})
 
+	t.Run("rsync -a and tar x into the mount", func(t *testing.T) {
+		src := t.TempDir()
+		files := map[string][]byte{"a.txt": []byte("alpha"), "sub/b.bin": seededBytes(r, 9<<20+7), "sub/deeper/c": seededBytes(r, 1000)}
+		for k, b := range files {
+			mustOK(t, os.MkdirAll(filepath.Dir(filepath.Join(src, k)), 0o755))
+			mustOK(t, os.WriteFile(filepath.Join(src, k), b, 0o640))
+		}
+		check := func(prefix string) {
+			t.Helper()
+			for k, b := range files {
+				if got, err := getObject(t, c, "scratch", prefix+k); err != nil || !bytes.Equal(got, b) {
+					t.Errorf("%s%s through S3: %v, equal %v", prefix, k, err, bytes.Equal(got, b))
+				}
+			}
+		}
+		if out, err := exec.Command("rsync", "-a", src+"/", filepath.Join(scratch, "rsynced")+"/").CombinedOutput(); err != nil {
+			t.Errorf("rsync -a into the mount: %v\n%s", err, out)
+		}
+		check("rsynced/")
+		tarball := filepath.Join(t.TempDir(), "t.tar")
+		if out, err := exec.Command("tar", "-C", src, "-cf", tarball, ".").CombinedOutput(); err != nil {
+			t.Fatalf("tar c: %v\n%s", err, out)
+		}
+		mustOK(t, os.Mkdir(filepath.Join(scratch, "untarred"), 0o755))
+		if out, err := exec.Command("tar", "-C", filepath.Join(scratch, "untarred"), "-xf", tarball).CombinedOutput(); err != nil {
+			t.Errorf("tar x into the mount: %v\n%s", err, out)
+		}
+		check("untarred/")
+		if n := openUploadsIn(t, c, "scratch"); n != 0 {
+			t.Errorf("%d multipart uploads left open", n)
+		}
+	})
+
 	t.Run("killed writer leaves nothing", func(t *testing.T) {
 		py := needTorch(t)
 		path := filepath.Join(scratch, "killed.bin")
