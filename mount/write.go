@@ -17,6 +17,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -47,9 +48,19 @@ var (
 )
 
 // unsignedPayload sends part and object bodies as UNSIGNED-PAYLOAD: the
-// body is not read twice for the signature's SHA-256 (the SDK's CRC32
-// checksum still covers it where the endpoint takes one).
-var unsignedPayload = s3.WithAPIOptions(v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
+// body is not hashed with SHA-256 for the signature (over plain HTTP the
+// SDK would, and so would its checksum step before the signer's unless
+// the payload hash is set first). The SDK's CRC32 checksum still covers
+// the body (a tenth of SHA-256's CPU).
+var unsignedPayload = s3.WithAPIOptions(
+	v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware,
+	func(st *middleware.Stack) error {
+		return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("fedgateMountUnsignedPayloadHash",
+			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				return next.HandleFinalize(v4.SetPayloadHash(ctx, "UNSIGNED-PAYLOAD"), in)
+			}), middleware.Before)
+	},
+)
 
 type writer struct {
 	f           *FS
@@ -189,7 +200,9 @@ func (f *FS) memWait() time.Duration {
 	return time.Duration(f.cfg.Tries) * (f.cfg.RequestTimeout + 2*time.Second)
 }
 
-// grow makes the tail buffer hold need bytes, zero-filling a hole.
+// grow makes the tail buffer hold need bytes; the bytes it adds are not
+// cleared (a pooled buffer holds an older part's): the caller writes them
+// or clears them (a hole).
 // The first part grows by doubling (a small file holds little); later
 // parts are whole --part-size buffers from the pool. w.mu held.
 func (w *writer) grow(ctx context.Context, need int64) syscall.Errno {
@@ -221,9 +234,7 @@ func (w *writer) grow(ctx context.Context, need int64) syscall.Errno {
 		copy(nb, w.buf) // the old, smaller buffer is garbage; its bytes are in newCap
 		w.buf, w.held = nb, newCap
 	}
-	old := len(w.buf)
-	w.buf = w.buf[:need]
-	clear(w.buf[old:])
+	w.buf = w.buf[:need] // the caller writes or clears the new bytes
 	return 0
 }
 
@@ -287,11 +298,15 @@ func (w *writer) write(ctx context.Context, data []byte, off int64) (int, syscal
 		}
 		pos := off - w.base
 		n := min(int64(len(data)-done), ps-pos)
-		if errno := w.grow(ctx, max(pos+n, int64(len(w.buf)))); errno != 0 {
+		oldLen := int64(len(w.buf))
+		if errno := w.grow(ctx, max(pos+n, oldLen)); errno != 0 {
 			if done > 0 && errno == syscall.EINTR {
 				break
 			}
 			return done, errno
+		}
+		if pos > oldLen {
+			clear(w.buf[oldLen:pos]) // a hole reads as zeros
 		}
 		copy(w.buf[pos:pos+n], data[done:])
 		done += int(n)
@@ -513,10 +528,14 @@ func (w *writer) truncate(ctx context.Context, size int64) syscall.Errno {
 		w.warn("truncate refused: only to 0, or within the part not yet uploaded", "size", size, "uploaded", w.base)
 		return syscall.EOPNOTSUPP
 	default:
+		oldLen := len(w.buf)
 		if errno := w.grow(ctx, size-w.base); errno != 0 {
 			return errno
 		}
 		w.buf = w.buf[:size-w.base]
+		if len(w.buf) > oldLen {
+			clear(w.buf[oldLen:])
+		}
 		w.size.Store(size)
 		w.dirty = true
 	}
