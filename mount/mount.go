@@ -185,6 +185,27 @@ func newFS(cfg Config) (*FS, error) {
 // Mount mounts cfg's namespace on dir and serves it until the
 // returned server is unmounted (Unmount, then Wait).
 func Mount(dir string, cfg Config) (*fuse.Server, error) {
+	m, err := Start(dir, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return m.Server, nil
+}
+
+// Mounted is a mounted file system.
+type Mounted struct {
+	*fuse.Server
+	f *FS
+}
+
+// AbortWrites aborts the upload of every file still open for writing and
+// reports how many it aborted: for a daemon that exits while files are
+// open (their closes will never reach it), so that no multipart upload is
+// left behind.
+func (m *Mounted) AbortWrites() int { return m.f.abortWrites() }
+
+// Start is Mount, keeping the file system's handle.
+func Start(dir string, cfg Config) (*Mounted, error) {
 	f, err := newFS(cfg)
 	if err != nil {
 		return nil, err
@@ -229,5 +250,5 @@ func Mount(dir string, cfg Config) (*fuse.Server, error) {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	go func() { srv.Wait(); f.stop() }()
-	return srv, nil
+	return &Mounted{Server: srv, f: f}, nil
 }

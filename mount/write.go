@@ -629,3 +629,26 @@ func killedStat(stat string) bool {
 // wrote forgets what the stat cache knew of a path this mount changed, so
 // that the next stat asks S3 (exact size, mtime and ETag).
 func (f *FS) wrote(bucket, key string) { f.stats.del(cacheKey(bucket, key)) }
+
+var errShutdown = errors.New("the mount is shutting down with the file open; upload aborted")
+
+func (f *FS) abortWrites() int {
+	f.wmu.Lock()
+	ws := make([]*writer, 0, len(f.writers))
+	for _, w := range f.writers {
+		ws = append(ws, w)
+	}
+	f.wmu.Unlock()
+	n := 0
+	for _, w := range ws {
+		w.mu.Lock()
+		if w.state == wOpen && w.uploadID != "" {
+			w.warn("the mount is exiting with the file open for writing; its upload is aborted and the file not written")
+			w.abort("aborted")
+			w.state, w.err = wFailed, errShutdown
+			n++
+		}
+		w.mu.Unlock()
+	}
+	return n
+}

@@ -537,3 +537,54 @@ func TestKilledStat(t *testing.T) {
 		t.Error("not exiting seen as killed")
 	}
 }
+
+// A daemon that exits with files open for writing aborts their uploads.
+func TestAbortWritesAtShutdown(t *testing.T) {
+	c := stack(t)
+	f := testFS(t, c, Config{PartSize: 5 * mib})
+	w := newTestWriter(f, "open-at-exit")
+	writeAll(t, w, randBytes(17, 12*mib), mib)
+	small := newTestWriter(f, "small-open-at-exit")
+	writeAll(t, small, []byte("x"), 1)
+	if openUploads(t, c) != 1 {
+		t.Fatal("no multipart upload under way")
+	}
+	if n := f.abortWrites(); n != 1 {
+		t.Errorf("aborted %d uploads, want 1", n)
+	}
+	if n := openUploads(t, c); n != 0 {
+		t.Errorf("%d multipart uploads left at shutdown", n)
+	}
+	if _, errno := w.write(t.Context(), []byte("x"), 12*mib); errno == 0 {
+		t.Error("a write after shutdown succeeded")
+	}
+}
+
+// Read blocks count against --max-memory: a reader under a small cap
+// reads every byte (readahead skipped when the cap is reached), never
+// holds more than the cap, and gives it all back at release.
+func TestReadBlocksUnderMemoryCap(t *testing.T) {
+	c := stack(t)
+	data := randBytes(18, 12*mib+5)
+	put(t, c, "big", data)
+	f := testFS(t, c, Config{BlockSize: mib, ReadAhead: 8 * mib, PartSize: 5 * mib, MaxMemory: 5 * mib})
+	h := open(t, f, "big")
+	var got []byte
+	peak := int64(0)
+	for off := int64(0); off < int64(len(data)); off += 128 << 10 {
+		b, errno := readAt(t, h, off, 128<<10)
+		if errno != 0 {
+			t.Fatalf("read at %d: %v", off, errno)
+		}
+		got = append(got, b...)
+		peak = max(peak, f.mem.inUse())
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("read under the memory cap differs")
+	}
+	if peak > 5*mib || peak == 0 {
+		t.Errorf("peak memory %d, cap %d", peak, 5*mib)
+	}
+	h.Release(t.Context())
+	waitUntil(t, func() bool { return f.mem.inUse() == 0 })
+}

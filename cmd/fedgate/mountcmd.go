@@ -150,7 +150,7 @@ func runMount(ctx context.Context, f mountFlags, dir string) error {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
-	srv, err := mount.Mount(dir, mount.Config{
+	srv, err := mount.Start(dir, mount.Config{
 		Local:  local,
 		Client: client, Bucket: bucket, Prefix: prefix,
 		StatTTL: f.statTTL, UID: uint32(f.uid), GID: uint32(f.gid), AllowOther: f.allowOther,
@@ -188,6 +188,9 @@ func runMount(ctx context.Context, f mountFlags, dir string) error {
 	case <-done:
 	case <-time.After(wait):
 		log.Warn("FUSE server still serving open files; exiting", "mountpoint", dir)
+	}
+	if n := srv.AbortWrites(); n > 0 {
+		log.Warn("aborted the uploads of files still open for writing", "files", n)
 	}
 	log.Info("unmounted", "mountpoint", dir)
 	return nil
