@@ -588,3 +588,27 @@ func TestReadBlocksUnderMemoryCap(t *testing.T) {
 	h.Release(t.Context())
 	waitUntil(t, func() bool { return f.mem.inUse() == 0 })
 }
+
+// Reads through a descriptor open for writing come from the tail buffer;
+// bytes already uploaded are EOPNOTSUPP.
+func TestReadWhileWriting(t *testing.T) {
+	c := stack(t)
+	f := testFS(t, c, Config{PartSize: 5 * mib})
+	data := randBytes(19, 7*mib)
+	w := newTestWriter(f, "rw")
+	writeAll(t, w, data, mib)
+	buf := make([]byte, 100)
+	if n, errno := w.read(buf, 6*mib); errno != 0 || n != 100 || !bytes.Equal(buf, data[6*mib:6*mib+100]) {
+		t.Errorf("read of the tail: %d %v", n, errno)
+	}
+	if _, errno := w.read(buf, 100); errno != syscall.EOPNOTSUPP {
+		t.Errorf("read of an uploaded part: %v, want EOPNOTSUPP", errno)
+	}
+	if n, errno := w.read(buf, 7*mib); errno != 0 || n != 0 {
+		t.Errorf("read at the end: %d %v", n, errno)
+	}
+	if errno := w.commit(); errno != 0 {
+		t.Fatal(errno)
+	}
+	w.release()
+}

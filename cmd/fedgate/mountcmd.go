@@ -55,11 +55,13 @@ sequentially is streamed as a multipart upload (--part-size parts, --write-paral
 uploading per file) and becomes the object at close(), whose error is the upload's; a file
 smaller than one part is one PUT at close. Writes inside the part not yet uploaded may go
 anywhere (header fix-ups); a write before it, a hole past it, or a write to a file opened
-without O_TRUNC fails with EOPNOTSUPP (and a log line naming the file). fsync completes the
-upload like close. unlink, mkdir (a "dir/" marker), rmdir and rename of a file (copy, then
+without O_TRUNC (unless first truncated to 0) fails with EOPNOTSUPP and a log line naming the
+file. fsync completes the upload like close. Part buffers and read blocks share --max-memory;
+a writer waits for room. unlink, mkdir (a "dir/" marker), rmdir and rename of a file (copy, then
 delete: not atomic; directories get EXDEV) work; chmod, chown and utimes are accepted and
-ignored; truncate of a closed file: to 0 only. A process killed while writing leaves no
-object and no upload. --read-only mounts read-only (EROFS).`,
+ignored; truncate of a closed file: to 0 only. A process killed while writing, or a mount
+stopped with files open for writing, leaves no object and no upload. --read-only mounts
+read-only (EROFS).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runMount(cmd.Context(), f, args[0])
