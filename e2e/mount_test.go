@@ -839,5 +839,34 @@ time.sleep(600)
 			t.Errorf("uploads aborted: %v", d)
 		}
 	})
+
+	t.Run("mount stopped with a file open for writing", func(t *testing.T) {
+		py := needTorch(t)
+		m2 := startMount(t, s, rootAK, rootSK, "--bucket", "scratch", "--part-size", fmt.Sprint(8<<20))
+		script := `
+import os, sys, time
+f = open(sys.argv[1], "wb")
+f.write(os.urandom(20 << 20))
+f.flush()
+print("ready", flush=True)
+time.sleep(600)
+`
+		cmd := exec.Command(py, "-c", script, filepath.Join(m2.dir, "orphan.bin"))
+		stdout, err := cmd.StdoutPipe()
+		mustOK(t, err)
+		mustOK(t, cmd.Start())
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
+			t.Fatalf("writer: %q %v", line, err)
+		}
+		waitFor(t, 30*time.Second, "the writer's multipart upload to start", func() bool { return openUploadsIn(t, c, "scratch") == 1 })
+		m2.stop(t)
+		if n := openUploadsIn(t, c, "scratch"); n != 0 {
+			t.Errorf("the stopped mount left %d multipart uploads", n)
+		}
+		if !strings.Contains(m2.log.String(), "aborted the uploads of files still open for writing") {
+			t.Errorf("no log line of the aborted upload:\n%s", m2.log.String())
+		}
+	})
 	m.stop(t)
 }
