@@ -683,6 +683,14 @@ print("ok")
 		if got, err := getObject(t, c, "scratch", "growing.bin"); err != nil || !bytes.Equal(got, chunk) {
 			t.Errorf("after close: %v", err)
 		}
+		// O_TRUNC of the existing file replaces the object at close.
+		mustOK(t, os.WriteFile(path, []byte("replaced"), 0o644))
+		if got, err := getObject(t, c, "scratch", "growing.bin"); err != nil || string(got) != "replaced" {
+			t.Errorf("after an O_TRUNC overwrite: %q %v", got, err)
+		}
+		if st, err := os.Stat(path); err != nil || st.Size() != int64(len("replaced")) {
+			t.Errorf("stat after the overwrite: %v %v", st, err)
+		}
 	})
 
 	t.Run("refused writes", func(t *testing.T) {
