@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
 
 	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/internal/testserver"
@@ -311,4 +312,46 @@ func TestInterruptedIsEINTR(t *testing.T) {
 	if toErrno(err) != syscall.EINTR {
 		t.Errorf("canceled lookup: %v -> %v, want EINTR", err, toErrno(err))
 	}
+}
+
+// A block whose GET failed answers its error to the reads that follow
+// within failedBlockTTL without new tries (the kernel retries a failed
+// readahead page at once: a second round of tries would double the
+// deadline of one read(2)), and is tried again after it.
+func TestFailedBlockIsNotRetriedAtOnce(t *testing.T) {
+	c := &counting{Client: stack(t), ranges: map[string]int{}}
+	put(t, c.Client, "k", randBytes(7, 3<<20))
+	var fail atomic.Bool
+	api := &failing{counting: c, fail: &fail}
+	f := testFS(t, api, Config{Tries: 2, BlockSize: 1 << 20})
+	h := open(t, f, "k")
+	defer func(d time.Duration) { failedBlockTTL = d }(failedBlockTTL)
+	failedBlockTTL = 300 * time.Millisecond
+	fail.Store(true)
+	if _, errno := readAt(t, h, 0, 4096); errno != syscall.EIO {
+		t.Fatalf("first read with the server failing: errno %v, want EIO", errno)
+	}
+	n := c.gets.Load()
+	if _, errno := readAt(t, h, 4096, 4096); errno != syscall.EIO || c.gets.Load() != n {
+		t.Errorf("read of the failed block at once: errno %v, %d new GETs; want EIO and none", errno, c.gets.Load()-n)
+	}
+	fail.Store(false)
+	time.Sleep(failedBlockTTL + 50*time.Millisecond) // the TTL is what is tested
+	if b, errno := readAt(t, h, 0, 4096); errno != 0 || !bytes.Equal(b, randBytes(7, 4096)) {
+		t.Errorf("read after failedBlockTTL: errno %v, want the bytes", errno)
+	}
+}
+
+// failing is counting whose GETs fail with 503 SlowDown while fail is set.
+type failing struct {
+	*counting
+	fail *atomic.Bool
+}
+
+func (c *failing) GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
+	if c.fail.Load() {
+		c.gets.Add(1)
+		return nil, &smithy.GenericAPIError{Code: "SlowDown", Message: "Please reduce your request rate."}
+	}
+	return c.counting.GetObject(ctx, in, opts...)
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -40,6 +41,12 @@ type block struct {
 	done chan struct{}
 	data []byte
 	err  error
+	// end is when the fetch ended (set before done is closed): a failed
+	// block answers its error to every read for failedBlockTTL after it,
+	// so that the kernel's synchronous retry of a failed readahead page
+	// does not start a second round of tries (one read(2) would then wait
+	// twice the deadline docs/mount.md gives).
+	end time.Time
 	// refs: the handle's map and the fetch; the block's bytes of
 	// --max-memory are given back when both let go.
 	refs atomic.Int32
@@ -58,6 +65,10 @@ var (
 	_ fs.FileReleaser  = (*handle)(nil)
 	_ fs.FileGetattrer = (*handle)(nil)
 )
+
+// failedBlockTTL is how long a block that failed answers its error
+// without a new try.
+var failedBlockTTL = 5 * time.Second
 
 func newHandle(f *FS, bucket, key string, m meta) *handle {
 	ctx, cancel := context.WithCancel(f.ctx)
@@ -135,13 +146,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		case <-ctx.Done():
 			return nil, syscall.EINTR
 		}
-		if b.err != nil {
-			h.mu.Lock()
-			if h.blocks != nil && h.blocks[first+int64(j)] == b {
-				delete(h.blocks, first+int64(j)) // a later read tries again
-				b.unref()
-			}
-			h.mu.Unlock()
+		if b.err != nil { // a read after failedBlockTTL tries again (fetch)
 			h.f.log.Warn("read failed", "bucket", h.bucket, "key", h.key, "offset", off, "err", b.err)
 			return nil, toErrno(b.err)
 		}
@@ -161,7 +166,16 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 // readahead block is not fetched (nil) when there is none. h.mu held.
 func (h *handle) fetch(i int64, demand bool) *block {
 	if b, ok := h.blocks[i]; ok {
-		return b
+		select {
+		case <-b.done:
+			if b.err == nil || time.Since(b.end) < failedBlockTTL {
+				return b
+			}
+			delete(h.blocks, i) // failed a while ago: try again
+			b.unref()
+		default:
+			return b
+		}
 	}
 	bs := h.f.cfg.BlockSize
 	start := i * bs
@@ -177,6 +191,7 @@ func (h *handle) fetch(i int64, demand bool) *block {
 	h.blocks[i] = b
 	go func() {
 		defer close(b.done)
+		defer func() { b.end = time.Now() }()
 		defer b.unref()
 		if demand {
 			mctx, cancel := context.WithTimeout(h.ctx, h.f.memWait())
