@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"strings"
 
 	"github.com/fedgate/fedgate/internal/suggest"
@@ -15,9 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
@@ -50,7 +45,9 @@ Azure Blob and on-prem stores, with a local NVMe cache.
 Start a single-node region on embedded defaults with:  fedgate server`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       readBuildInfo().String(), // fedgate --version
 	}
+	root.SetVersionTemplate("{{.Version}}")
 	root.AddCommand(newServerCmd(), newUserCmd(), newPolicyCmd(), newClusterCmd(), newRegionCmd(), newCacheCmd(), newEgressCmd(), newRepairCmd(), newBenchCmd(), newMountCmd(), newVersionCmd())
 	strictGroups(root)
 	root.SetFlagErrorFunc(suggestFlag)
@@ -105,18 +102,10 @@ func strictGroups(c *cobra.Command) {
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print fedgate's version and build information",
+		Short: "Print fedgate's version, the commit it was built from and its Go version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			commit := ""
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				for _, s := range bi.Settings {
-					if s.Key == "vcs.revision" {
-						commit = " commit " + s.Value
-					}
-				}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "fedgate %s%s %s %s/%s\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprint(cmd.OutOrStdout(), readBuildInfo())
 			return nil
 		},
 	}
