@@ -81,6 +81,11 @@ func TestNodeConfigMatchesOpenTofu(t *testing.T) {
 	inputs["cache_size"] = cty.StringVal("1500GiB") // render the optional flags too
 	inputs["extra_args"] = cty.ListVal([]cty.Value{cty.StringVal("--write-back-copies"), cty.StringVal("3")})
 	inputs["writable_paths"] = cty.ListVal([]cty.Value{cty.StringVal("/mnt/nas/fedgate")})
+	inputs["local_socket"] = cty.StringVal("/run/fedgate/s3.sock")
+	inputs["mounts"] = cty.ListVal([]cty.Value{
+		mountVal("datasets", "imagenet/train", "/mnt/imagenet", "", "10s", true, true, -1, -1),
+		mountVal("ckpt", "checkpoints", "/mnt/ckpt", "https://gw.gpu.internal:9000", "", false, false, 1000, 1000),
+	})
 
 	m, err := deploycheck.LoadModule(nodeCfgDir)
 	if err != nil {
@@ -134,9 +139,9 @@ func TestNodeConfigMatchesOpenTofu(t *testing.T) {
 		}
 	}
 
-	// Both refuse a region of 2 nodes and a writable path with a ".."
-	// (validations) and a region the policy does not declare (a
-	// precondition).
+	// Both refuse a region of 2 nodes, a writable path or a mountpoint
+	// with a ".." (validations) and a region the policy does not declare
+	// (a precondition).
 	bad := map[string]func(map[string]cty.Value){
 		"two nodes": func(in map[string]cty.Value) {
 			in["nodes"] = cty.ListVal(in["nodes"].AsValueSlice()[:2])
@@ -144,6 +149,9 @@ func TestNodeConfigMatchesOpenTofu(t *testing.T) {
 		"undeclared region": func(in map[string]cty.Value) { in["region"] = cty.StringVal("elsewhere") },
 		"relative writable path": func(in map[string]cty.Value) {
 			in["writable_paths"] = cty.ListVal([]cty.Value{cty.StringVal("/mnt/nas/../etc")})
+		},
+		"mountpoint with ..": func(in map[string]cty.Value) {
+			in["mounts"] = cty.ListVal([]cty.Value{mountVal("d", "imagenet", "/mnt/../etc", "", "", true, true, -1, -1)})
 		},
 	}
 	for what, change := range bad {

@@ -26,6 +26,7 @@ locals {
     cache_disk_glob = var.cache_disk_glob
     policy_file     = local.policy_file
     env_file        = local.env_file
+    local_socket    = var.local_socket
   }
 
   server_config_file = "${var.paths.config_dir}/server.yaml"
@@ -61,6 +62,10 @@ locals {
       "key-file"  = "${local.tls_dir}/s3.key"
       "ca-file"   = "${local.tls_dir}/s3-ca.pem"
     },
+    # Short-circuit reads for the mounts and training processes on this host.
+    var.local_socket == null ? {} : {
+      "local-socket" = var.local_socket
+    },
   ) }
 
   server_configs = { for n in var.nodes : n.id => templatefile("${path.module}/templates/server.yaml.tftpl", {
@@ -82,6 +87,44 @@ locals {
     args     = local.server_args[n.id]
     writable = concat([var.paths.data_dir, var.paths.cache_dir], var.writable_paths)
   }) }
+
+  # `fedgate mount` units (docs/mount.md), one per mount, on every node:
+  # the GPU nodes that run a gateway mount its buckets, by default through
+  # its own S3 port, and through its local socket when there is one.
+  mount_env_file = "${var.paths.config_dir}/mount.env"
+  mount_args = { for n in var.nodes : n.id => { for m in var.mounts : m.name => concat(
+    [
+      "mount",
+      "--endpoint", coalesce(m.endpoint, "${var.s3_ca_pem == null ? "http" : "https"}://${n.address}:${var.ports.s3}"),
+      "--bucket", m.bucket,
+      "--read-only=${m.read_only}",
+    ],
+    m.stat_ttl == null ? [] : ["--stat-ttl", m.stat_ttl],
+    m.allow_other ? ["--allow-other"] : [],
+    m.uid == null ? [] : ["--uid", tostring(m.uid)],
+    m.gid == null ? [] : ["--gid", tostring(m.gid)],
+    var.local_socket == null ? [] : ["--local-socket", var.local_socket],
+    [m.mountpoint],
+  ) } }
+  mount_files = { for n in var.nodes : n.id => length(var.mounts) == 0 ? [] : concat(
+    [for m in var.mounts : {
+      path = "${var.paths.systemd_dir}/fedgate-mount-${m.name}.service"
+      content = templatefile("${path.module}/templates/fedgate-mount.service.tftpl", {
+        cfg = local.cfg, node = n, mount = m, args = local.mount_args[n.id][m.name], env_file = local.mount_env_file
+      })
+      mode  = "0644"
+      owner = "root"
+    }],
+    [{
+      path = local.mount_env_file
+      content = templatefile("${path.module}/templates/mount.env.tftpl", {
+        creds   = var.mount_credentials == null ? var.root_credentials : var.mount_credentials
+        ca_file = var.s3_ca_pem == null ? null : "${local.tls_dir}/s3-ca.pem"
+      })
+      mode  = "0600"
+      owner = "root"
+    }],
+  ) }
 
   env_file_content = templatefile("${path.module}/templates/fedgate.env.tftpl", {
     root        = var.root_credentials
@@ -109,6 +152,7 @@ locals {
     [for name, content in var.credential_files :
       { path = "${local.cred_dir}/${name}", content = content, mode = "0600", owner = var.service_user }
     ],
+    local.mount_files[n.id],
   ) }
 
   # What only a cloud node needs (when var.binary is given): the installer
@@ -123,8 +167,9 @@ locals {
   ) }
 
   cloud_init = var.binary == null ? {} : { for n in var.nodes : n.id => templatefile("${path.module}/templates/cloud-init.yaml.tftpl", {
-    cfg   = local.cfg
-    node  = n
-    files = concat(local.files[n.id], local.boot_files[n.id])
+    cfg    = local.cfg
+    node   = n
+    files  = concat(local.files[n.id], local.boot_files[n.id])
+    mounts = [for m in var.mounts : m.name]
   }) }
 }

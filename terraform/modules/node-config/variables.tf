@@ -235,3 +235,66 @@ variable "service_user" {
     error_message = "service_user is a Unix user name."
   }
 }
+
+variable "local_socket" {
+  description = "The gateway's --local-socket on GPU nodes that run one (docs/gpu-data-path.md), under /run/fedgate/ (systemd creates that directory for the service), e.g. /run/fedgate/s3.sock. Given: the server serves its S3 API and short-circuit reads there, and every mount opens files through it. null: off."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.local_socket == null || can(regex("^/run/fedgate/[A-Za-z0-9_.-]+$", var.local_socket))
+    error_message = "local_socket is a file name under /run/fedgate/, e.g. /run/fedgate/s3.sock."
+  }
+}
+
+variable "mounts" {
+  description = "`fedgate mount`s to run on every node, each as the systemd unit fedgate-mount-NAME.service (docs/mount.md): name, bucket (a bucket or bucket/prefix), mountpoint, endpoint (null: this node's own S3 port), stat_ttl (--stat-ttl, e.g. 10s; null: fedgate's default), allow_other (default true), read_only (default true; rendered as --read-only=true|false), uid and gid (owner of every file; null: root). Empty: no mount is rendered."
+  type = list(object({
+    name        = string
+    bucket      = string
+    mountpoint  = string
+    endpoint    = optional(string)
+    stat_ttl    = optional(string)
+    allow_other = optional(bool, true)
+    read_only   = optional(bool, true)
+    uid         = optional(number)
+    gid         = optional(number)
+  }))
+  default = []
+
+  validation {
+    condition     = length(var.mounts) == length(distinct([for m in var.mounts : m.name])) && length(var.mounts) == length(distinct([for m in var.mounts : m.mountpoint]))
+    error_message = "mounts: each mount has its own name and its own mountpoint."
+  }
+  validation {
+    condition = alltrue([for m in var.mounts :
+      can(regex("^[a-z0-9][a-z0-9-]{0,39}$", m.name)) &&
+      can(regex("^[a-z0-9][a-z0-9.-]{1,62}(/[A-Za-z0-9/._=+,@-]*)?$", m.bucket)) &&
+      can(regex("^/[A-Za-z0-9/._-]*[A-Za-z0-9._-]$", m.mountpoint)) && !can(regex("(^|/)\\.\\.?(/|$)", m.mountpoint))
+    ])
+    error_message = "mounts: name is 1-40 lowercase letters, digits or '-'; bucket is a bucket name, optionally /prefix (letters, digits, / . _ = + , @ -); mountpoint is an absolute path of letters, digits, '/', '.', '_' and '-', without . or .. components."
+  }
+  validation {
+    condition = alltrue([for m in var.mounts :
+      (m.endpoint == null || can(regex("^https?://[A-Za-z0-9.:\\[\\]-]+/?$", m.endpoint))) &&
+      (m.stat_ttl == null || can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$|^0$", m.stat_ttl))) &&
+      (m.uid == null || (m.uid >= 0 && floor(m.uid) == m.uid)) && (m.gid == null || (m.gid >= 0 && floor(m.gid) == m.gid))
+    ])
+    error_message = "mounts: endpoint is http(s)://HOST[:PORT]; stat_ttl is a Go duration such as 10s, 5m or 0; uid and gid are non-negative integers."
+  }
+}
+
+variable "mount_credentials" {
+  description = "The S3 keys the mounts sign with (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY in CONFIG_DIR/mount.env, mode 0600 root): a fedgate user that may read the mounted buckets (`fedgate user`). null: the region's root_credentials."
+  type = object({
+    access_key = string
+    secret_key = string
+  })
+  default   = null
+  sensitive = true
+
+  validation {
+    condition     = var.mount_credentials == null || (can(regex("^[A-Za-z0-9]{16,128}$", var.mount_credentials.access_key)) && can(regex("^[A-Za-z0-9+/=_.-]{32,128}$", var.mount_credentials.secret_key)))
+    error_message = "mount_credentials: access_key is 16-128 letters and digits; secret_key is 32-128 characters of A-Z a-z 0-9 + / = _ . -."
+  }
+}

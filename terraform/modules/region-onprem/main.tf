@@ -56,6 +56,10 @@ module "config" {
   credential_files = var.credential_files
   extra_args       = var.extra_args
   writable_paths   = var.writable_paths
+  # GPU hosts that run a gateway and mount its buckets (docs/deploy.md).
+  local_socket      = var.local_socket
+  mounts            = var.mounts
+  mount_credentials = var.mount_credentials
 }
 
 locals {

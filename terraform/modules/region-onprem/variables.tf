@@ -177,3 +177,35 @@ variable "extra_args" {
     error_message = "extra_args: each argument is one word without spaces, quotes, backslashes, '%' or '$'."
   }
 }
+
+variable "local_socket" {
+  description = "The gateway's --local-socket under /run/fedgate/ (docs/gpu-data-path.md), for GPU hosts that run a gateway: the server serves it and every mount reads through it; null: off (module node-config)."
+  type        = string
+  default     = null
+}
+
+variable "mounts" {
+  description = "`fedgate mount`s each host runs as fedgate-mount-NAME.service (docs/mount.md): name, bucket (bucket or bucket/prefix), mountpoint, endpoint (null: the host's own S3 port), stat_ttl, allow_other (true), read_only (true), uid, gid; see module node-config. Empty: none."
+  type = list(object({
+    name        = string
+    bucket      = string
+    mountpoint  = string
+    endpoint    = optional(string)
+    stat_ttl    = optional(string)
+    allow_other = optional(bool, true)
+    read_only   = optional(bool, true)
+    uid         = optional(number)
+    gid         = optional(number)
+  }))
+  default = []
+}
+
+variable "mount_credentials" {
+  description = "The S3 keys the mounts sign with, {access_key, secret_key} of a fedgate user that may read the mounted buckets; null: root_credentials."
+  type = object({
+    access_key = string
+    secret_key = string
+  })
+  default   = null
+  sensitive = true
+}
