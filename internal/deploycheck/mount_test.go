@@ -97,7 +97,8 @@ func TestNodeConfigMounts(t *testing.T) {
 		if f.Mode != "0644" || f.Owner != "root" {
 			t.Errorf("%s: mode %s owner %s, want 0644 root", f.Path, f.Mode, f.Owner)
 		}
-		if got := execStart(t, f.Content); !slices.Equal(got, words) {
+		got := execStart(t, f.Content)
+		if !slices.Equal(got, words) {
 			t.Errorf("%s ExecStart\n%q\nwant\n%q", name, got, words)
 		}
 		mp := words[len(words)-1]
@@ -112,7 +113,7 @@ func TestNodeConfigMounts(t *testing.T) {
 		}
 		// The real binary parses the rendered flags (--help stops before
 		// mounting, after every flag and value is parsed).
-		out, err := exec.Command(words[0], append(words[1:], "--help")...).CombinedOutput()
+		out, err := exec.Command(got[0], append(slices.Clone(got[1:]), "--help")...).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "Usage:") {
 			t.Errorf("%s: fedgate does not parse the rendered mount flags: %v\n%s", name, err, out)
 		}
