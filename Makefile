@@ -3,19 +3,26 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin/fedgate
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+# The commit the binary says it was built from (+dirty: with uncommitted changes).
+COMMIT := $(shell git rev-parse HEAD 2>/dev/null)$(shell [ -n "$$(git status --porcelain 2>/dev/null)" ] && echo +dirty)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Tests that start servers get this long in total.
 TEST_TIMEOUT ?= 25m
 # Tools built by scripts/install-test-deps.sh (scripts/deploytools.sh) live here.
 TOOLS_BIN ?= $(or $(FEDGATE_TESTENV_CACHE),$(HOME)/.cache/fedgate-testenv)/bin
 STATICCHECK ?= $(TOOLS_BIN)/staticcheck
 
-.PHONY: all build run deps test test-go test-cli fuzz bench soak lint clean
+.PHONY: all build run deps test test-go test-cli test-release release fuzz bench soak lint clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/fedgate
+
+## release: VERSION=vX.Y.Z [DIST=dir]: static linux/amd64 and linux/arm64 binaries, CycloneDX SBOMs and SHA256SUMS in DIST (default dist/VERSION); docs/deploy.md
+release:
+	@if [ -z "$(filter command line environment,$(origin VERSION))" ]; then echo "release: give VERSION=vX.Y.Z (make release VERSION=v0.1.0)" >&2; exit 2; fi
+	./scripts/release.sh '$(VERSION)' $(DIST)
 
 ## run: a single-node region on embedded defaults: S3 on 127.0.0.1:9000, data under ./var
 run: build
@@ -26,7 +33,7 @@ deps:
 	./scripts/install-test-deps.sh
 
 ## test: everything, including end-to-end tests with real S3 clients; installs what they need first (deps)
-test: deps lint test-go test-cli
+test: deps lint test-go test-cli test-release
 
 ## lint: gofmt, go vet and staticcheck (honnef.co/go/tools, installed by scripts/install-test-deps.sh)
 lint:
@@ -48,6 +55,10 @@ test-cli: build
 	./scripts/test-fs-tree.sh ./$(BIN)
 	./scripts/test-regions.sh ./$(BIN)
 	./scripts/test-python-client.sh ./$(BIN)
+
+## test-release: make release VERSION=v0.0.0-ci into a temp dir, then checks its checksums, both binaries' version and commit, and the SBOM
+test-release:
+	./scripts/test-release.sh
 
 ## fuzz: run every fuzz target for FUZZTIME each (seed corpora run in `make test`)
 FUZZTIME ?= 30s
