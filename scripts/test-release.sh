@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Checks what `make release` makes (docs/deploy.md, "Cutting a release"):
+# Checks what `make release` makes (docs/deploy.md, "Releases"):
 # builds VERSION=v0.0.0-ci into a temp dir, then checks that SHA256SUMS
 # covers every file and `sha256sum -c` passes, that the amd64 binary prints
-# the version and commit (fedgate version, fedgate --version) and is static,
-# that the arm64 binary is an aarch64 ELF whose build info (go version -m)
-# has the version, and that the SBOMs are CycloneDX JSON naming the modules
+# the version and commit (fedgate version, fedgate --version), that both are
+# static ELF binaries of their machine (x86-64, AArch64) whose build info
+# (go version -m) says CGO_ENABLED=0, -trimpath and GOARCH and which hold
+# the version and commit strings, and that the SBOMs are CycloneDX JSON naming the modules
 # fedgate is built from (hashicorp/raft at go.mod's version). Also that a
 # malformed VERSION is refused and builds nothing. Usage:
 # scripts/test-release.sh
@@ -67,12 +68,16 @@ for b in "$amd" "$arm"; do
     hdr=$(readelf -lW "$b") || fail "readelf -l $b"
     ! grep -q INTERP <<<"$hdr" || fail "$b has a program interpreter (PT_INTERP): not static"
   fi
+  # The build info (with -trimpath Go records no -ldflags there).
   m=$($GO version -m "$b") || fail "go version -m $b"
-  for w in "main.version=$V" "main.commit=$commit" "CGO_ENABLED=0" "-trimpath=true" "GOOS=linux"; do
+  arch=${b##*_}
+  for w in "path	github.com/fedgate/fedgate/cmd/fedgate" "CGO_ENABLED=0" "-trimpath=true" "GOOS=linux" "GOARCH=$arch"; do
     grep -qF -- "$w" <<<"$m" || fail "go version -m $b has no $w:\n$m"
   done
+  # The version and commit -X set (the arm64 binary cannot run here).
+  grep -aqF -- "$V" "$b" || fail "$b does not hold the version string $V"
+  grep -aqF -- "$commit" "$b" || fail "$b does not hold the commit $commit"
 done
-grep -qF "GOARCH=arm64" <<<"$($GO version -m "$arm")" || fail "go version -m $arm: not GOARCH=arm64"
 
 # The SBOMs: CycloneDX JSON, the fedgate component at this version, and a
 # component per module, hashicorp/raft at the version go.mod resolves.
