@@ -16,8 +16,10 @@ STATICCHECK ?= $(TOOLS_BIN)/staticcheck
 
 all: build
 
+# CGO off and -trimpath as a release is built (scripts/release.sh): one static
+# binary, and test-release then reuses these compiled packages.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/fedgate
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/fedgate
 
 ## release: VERSION=vX.Y.Z [DIST=dir]: static linux/amd64 and linux/arm64 binaries, CycloneDX SBOMs and SHA256SUMS in DIST (default dist/VERSION); docs/deploy.md
 release:

@@ -83,7 +83,7 @@ variable "cache_disk_glob" {
 }
 
 variable "cache_size" {
-  description = "--cache-size, e.g. 1500GiB; null: fedgate's default (80% of the cache filesystem)."
+  description = "--cache-size, e.g. 1500GiB; null: fedgate's default (80% of the free space on the cache filesystem plus what the cache holds; docs/cache.md)."
   type        = string
   default     = null
 

@@ -77,7 +77,7 @@ variable "fedgate_binary" {
 }
 
 variable "cache_size" {
-  description = "--cache-size, e.g. 1500GiB; null: 80% of the NVMe volume."
+  description = "--cache-size, e.g. 1500GiB; null: 80% of the NVMe volume's free space plus what the cache holds (docs/cache.md)."
   type        = string
   default     = null
 

@@ -80,7 +80,7 @@ variable "service_user" {
 }
 
 variable "cache_size" {
-  description = "--cache-size, e.g. 1500GiB; null: 80% of the cache filesystem."
+  description = "--cache-size, e.g. 1500GiB; null: 80% of the space free on the cache filesystem plus what the cache holds (docs/cache.md)."
   type        = string
   default     = null
 
