@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/fedgate/fedgate/internal/suggest"
@@ -15,6 +16,9 @@ import (
 )
 
 func main() {
+	if filepath.Base(os.Args[0]) == mountHelperName { // mount(8)'s helper for type fedgate
+		os.Exit(runMountHelper(os.Args[1:], os.Stderr))
+	}
 	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "fedgate:", err)
 		var ee exitError
