@@ -9,8 +9,9 @@
 # python3-boto3 for the tools-at-their-defaults test (scripts/test-tools.sh),
 # and python3-torch, python3-venv, python3-setuptools and python3-wheel for
 # the Python client's test (scripts/test-python-client.sh: pip builds the
-# package offline into a venv), and rsync for the mount's region test
-# (e2e/mount_region_test.go).
+# package offline into a venv), rsync for the mount's region test
+# (e2e/mount_region_test.go), and Debian's s3fs and fuse3 (fusermount3, which
+# `rclone mount` needs) for the mount benchmark's peers (bench/mount_test.go).
 # Idempotent: reruns skip what is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,8 @@ command -v chromium >/dev/null || missing+=(chromium)
 [ -x /usr/bin/s3cmd ] || missing+=(s3cmd)
 [ -x /usr/bin/rclone ] || missing+=(rclone)
 [ -x /usr/bin/rsync ] || missing+=(rsync)
+[ -x /usr/bin/s3fs ] || missing+=(s3fs)
+[ -x /usr/bin/fusermount3 ] || missing+=(fuse3)
 /usr/bin/python3 -c 'import boto3' 2>/dev/null || missing+=(python3-boto3)
 /usr/bin/python3 -c 'import torch' 2>/dev/null || missing+=(python3-torch)
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
