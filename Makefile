@@ -67,9 +67,9 @@ FUZZTIME ?= 30s
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)
 
-## bench: fedgate vs peers in the same run (docs/benchmarks.md): GET/PUT vs a plain file server, cold/warm origin reads, batch GET vs per-object GETs (fedgate and MinIO), Raft commits vs raw hashicorp/raft, write-back PUT vs fsynced copies and capped write-through, erasure-coded GET vs a plain file, the egress advisor vs SkyStore-style baselines on synthetic traces (docs/egress.md)
+## bench: fedgate vs peers in the same run (docs/benchmarks.md): GET/PUT vs a plain file server, cold/warm origin reads, batch GET vs per-object GETs (fedgate and MinIO), Raft commits vs raw hashicorp/raft, write-back PUT vs fsynced copies and capped write-through, erasure-coded GET vs a plain file, the egress advisor vs SkyStore-style baselines on synthetic traces (docs/egress.md), fedgate mount vs plain files, a loopback FUSE mount, rclone mount and s3fs (root and /dev/fuse; ~40 min)
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 90m ./bench/
+	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 150m ./bench/
 	$(GO) test -run '^$$' -bench ErasureRead -benchtime 3x -timeout 10m ./federation/placement/
 	$(GO) test -count=1 -v -run '^TestSimulatorShapes$$' ./federation/egress/
 
