@@ -78,6 +78,12 @@ func TestSimulatorShapes(t *testing.T) {
 			return s
 		}
 		best, adv := res.Best(), get("advisor")
+		// The offline optimum is a lower bound of every strategy.
+		for _, s := range res.Strategies {
+			if s.Total.Cmp(res.Optimum) < 0 {
+				t.Errorf("%s: %s costs %s USD, less than the offline optimum %s USD", name, s.Name, s.Total, res.Optimum)
+			}
+		}
 		// Within 5% of the best strategy, on every trace.
 		if adv.Total.Rat().Cmp(new(big.Rat).Mul(best.Total.Rat(), big.NewRat(105, 100))) > 0 {
 			t.Errorf("%s: advisor %s USD, more than 5%% over the best (%s, %s USD)", name, adv.Total, best.Name, best.Total)

@@ -19,11 +19,12 @@ func WriteSimTable(w io.Writer, r *SimResult) error {
 		r.Rows, r.Gets, r.Puts, r.Deletes, r.Objects, r.Start.Format(time.RFC3339), r.End.Format(time.RFC3339),
 		spanText(r.End.Sub(r.Start)), r.Regions)
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\ttotal USD\tegress USD\tstorage USD\t(copies)\trequests USD\tbytes moved\thit ratio\tvs best\t")
+	fmt.Fprintln(tw, "strategy\ttotal USD\tegress USD\tstorage USD\t(copies)\trequests USD\tbytes moved\thit ratio\tvs best\tvs optimum\t")
 	for _, s := range r.Strategies {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t\n", s.Name, s.Total, s.Egress, s.Storage, s.CopyStorage, s.Requests,
-			HumanBytes(s.BytesMoved), 100*s.HitRatio, vsBest(s.VsBest))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t\n", s.Name, s.Total, s.Egress, s.Storage, s.CopyStorage, s.Requests,
+			HumanBytes(s.BytesMoved), 100*s.HitRatio, vsBest(s.VsBest), ratioText(s.VsOptimum))
 	}
+	fmt.Fprintf(tw, "offline optimum\t%s\t\t\t\t\t\t\t\t1.00×\t\n", r.Optimum)
 	tw.Flush()
 	fmt.Fprintln(ew)
 	for _, s := range r.Strategies {
@@ -36,6 +37,14 @@ func WriteSimTable(w io.Writer, r *SimResult) error {
 		}
 	}
 	return ew.err
+}
+
+// ratioText writes a cost's ratio to the offline optimum: "1.07×".
+func ratioText(v float64) string {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", v)
 }
 
 func vsBest(v float64) string {
@@ -90,6 +99,7 @@ func WriteSimJSON(w io.Writer, r *SimResult) error {
 		Gets        int64   `json:"gets"`
 		Puts        int64   `json:"puts"`
 		VsBest      float64 `json:"vs_best"`
+		VsOptimum   float64 `json:"vs_optimum"`
 	}
 	type trace struct {
 		Rows    int64    `json:"rows"`
@@ -105,16 +115,22 @@ func WriteSimJSON(w io.Writer, r *SimResult) error {
 		Trace      trace    `json:"trace"`
 		Strategies []strat  `json:"strategies"`
 		Best       string   `json:"best"`
+		Optimum    USD      `json:"optimum_usd"`
 		Notes      []string `json:"notes"`
 	}{Trace: trace{r.Rows, r.Gets, r.Puts, r.Deletes, r.Objects, r.Start.Format(time.RFC3339Nano), r.End.Format(time.RFC3339Nano), r.Regions},
-		Best: r.Best().Name, Notes: r.Notes}
+		Best: r.Best().Name, Optimum: r.Optimum, Notes: r.Notes}
 	for _, s := range r.Strategies {
 		vs := s.VsBest
 		if math.IsInf(vs, 0) || math.IsNaN(vs) {
 			vs = -1
 		}
+		vo := s.VsOptimum
+		if math.IsInf(vo, 0) || math.IsNaN(vo) {
+			vo = -1
+		}
 		doc.Strategies = append(doc.Strategies, strat{s.Name, s.Description, s.Total, s.Egress, s.Storage, s.CopyStorage, s.Requests,
-			s.BytesMoved, s.ReadBytes, s.LocalBytes, s.CopyHitBytes, math.Round(s.HitRatio*1e4) / 1e4, s.Gets, s.Puts, math.Round(vs*1e4) / 1e4})
+			s.BytesMoved, s.ReadBytes, s.LocalBytes, s.CopyHitBytes, math.Round(s.HitRatio*1e4) / 1e4, s.Gets, s.Puts, math.Round(vs*1e4) / 1e4,
+			math.Round(vo*1e4) / 1e4})
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {

@@ -194,7 +194,14 @@ type SimResult struct {
 	Objects             int // distinct (bucket, key)
 	Regions             []string
 	Strategies          []StrategyResult
-	Notes               []string
+	// Optimum is the offline optimum (see docs/egress.md, "The offline
+	// optimum"): per object and reading region, a copy is kept across the
+	// gap between two reads exactly when holding it costs less than
+	// fetching again (transfer and GET, plus the PUT that makes the copy).
+	// Every strategy that keeps the policy's placements costs at least
+	// this.
+	Optimum USD
+	Notes   []string
 }
 
 // StrategyResult is one strategy's cost over the trace.
@@ -218,6 +225,9 @@ type StrategyResult struct {
 	Gets, Puts                          int64
 	// VsBest is Total / the cheapest strategy's Total (1 for the best).
 	VsBest float64
+	// VsOptimum is Total / SimResult.Optimum (+Inf when the optimum is 0
+	// and Total is not; 1 when both are 0).
+	VsOptimum float64
 }
 
 // Simulate replays the trace and prices every strategy. It reads the
@@ -294,7 +304,11 @@ type simBucket struct {
 	// fetched, USD per fetch (GET requests), USD per byte-hour stored in
 	// the region
 	rate, getUSD, storeRate []float64
-	stored                  simPlan // where the base copies are stored (write plan of region 0)
+	// per region: the schedules of readBase's and writeBase's parts, and
+	// the USD of a GET and a PUT in the region's location (the optimum's)
+	readSch, writeSch [][]*Schedule
+	regGet, regPut    []float64
+	stored            simPlan // where the base copies are stored (write plan of region 0)
 }
 
 type simObj struct {
@@ -331,6 +345,8 @@ type simStrat struct {
 	rows                    map[Key]*Counts // the current hour's ledger
 	used                    map[PoolMonth]int64
 	egress                  *big.Rat
+	readEgress              *big.Rat // the part of egress that reads paid
+	hidden                  bool     // run for the optimum, not reported
 	baseByteUs, copyByteUs  []u128 // per location
 	gets, puts              []int64
 	moved, read, local, hit int64
@@ -386,6 +402,21 @@ type sim struct {
 	advisors []*simStrat
 	nextAdv  int64
 
+	// The offline optimum: per object and region, two costs so far (A: a
+	// copy is held after the last read; B: none is), NaN before a read;
+	// optSum the finished ones; optPos the always-evict replay's running
+	// total per pool and month, whose marginal rate prices its fetches;
+	// optGets the GETs of reads that crossed, per location.
+	opt     []float64
+	optSum  float64
+	optPos  map[PoolMonth]int64
+	optFree map[PoolMonth]float64 // USD the free tier of a pool and month gives
+	optGets []int64
+	evict   *simStrat
+	// month's memory
+	monthFrom, monthTo int64
+	monthName          string
+
 	res        SimResult
 	multiStore bool // a bucket of the trace has a replicate or erasure placement
 	first      bool
@@ -427,7 +458,7 @@ func newSim(opts SimOptions) (*sim, error) {
 	}
 	s := &sim{opts: opts, pol: opts.Policy, log: log, regIdx: map[string]int{}, locIdx: map[string]int{}, bIdx: map[string]int32{},
 		objIdx: map[string]int32{}, pIdx: map[prefixKey]int32{}, hour: math.MinInt64, first: true,
-		approx: map[string]bool{}}
+		approx: map[string]bool{}, optPos: map[PoolMonth]int64{}, optFree: map[PoolMonth]float64{}}
 	for i, r := range s.pol.Regions {
 		s.regions = append(s.regions, r)
 		s.regIdx[r.Name] = i
@@ -441,7 +472,7 @@ func newSim(opts SimOptions) (*sim, error) {
 		}
 		seen[st.Name()] = true
 		ss := &simStrat{Strategy: st, copyIdx: -1, home: st.Kind == StrategySingleRegion, used: map[PoolMonth]int64{}, egress: new(big.Rat),
-			rows: map[Key]*Counts{}}
+			readEgress: new(big.Rat), rows: map[Key]*Counts{}}
 		if st.copies() {
 			ss.copyIdx = s.nCopy
 			s.nCopy++
@@ -452,6 +483,17 @@ func newSim(opts SimOptions) (*sim, error) {
 		}
 		s.strats = append(s.strats, ss)
 		ss.grow(len(s.locs))
+		if st.Kind == StrategyAlwaysEvict {
+			s.evict = ss
+		}
+	}
+	if s.evict == nil {
+		// The optimum is always-evict's cost with its crossing reads
+		// priced again: run it, unreported.
+		s.evict = &simStrat{Strategy: Strategy{Kind: StrategyAlwaysEvict}, copyIdx: -1, used: map[PoolMonth]int64{}, egress: new(big.Rat),
+			readEgress: new(big.Rat), rows: map[Key]*Counts{}, hidden: true}
+		s.strats = append(s.strats, s.evict)
+		s.evict.grow(len(s.locs))
 	}
 	s.stride = len(s.regions) * (1 + 2*s.nCopy)
 	return s, nil
@@ -477,6 +519,12 @@ func (st *simStrat) grow(n int) {
 		st.copyByteUs = append(st.copyByteUs, u128{})
 		st.gets = append(st.gets, 0)
 		st.puts = append(st.puts, 0)
+	}
+}
+
+func (s *sim) growOpt() {
+	for len(s.optGets) < len(s.locs) {
+		s.optGets = append(s.optGets, 0)
 	}
 }
 
@@ -534,6 +582,17 @@ func (s *sim) bucket(tr *TraceReader, name string) (int32, error) {
 		sp, _ := s.opts.Storage.Lookup(to)
 		sr, _ := sp.PerByteHour().Float64()
 		sb.rate, sb.getUSD, sb.storeRate = append(sb.rate, rate), append(sb.getUSD, get), append(sb.storeRate, sr)
+		var rs, ws []*Schedule
+		for _, pt := range rd.parts {
+			rs = append(rs, s.opts.Transfer.Schedule(s.locs[pt.loc], to))
+		}
+		for _, pt := range w.parts {
+			ws = append(ws, s.opts.Transfer.Schedule(to, s.locs[pt.loc]))
+		}
+		rp, _ := s.opts.Requests.Lookup(to)
+		sb.readSch, sb.writeSch = append(sb.readSch, rs), append(sb.writeSch, ws)
+		sb.regGet = append(sb.regGet, float64(rp.GetMicrosPer1000)/1e9)
+		sb.regPut = append(sb.regPut, float64(rp.PutMicrosPer1000)/1e9)
 	}
 	sb.stored = sb.writeBase[0]
 	s.buckets = append(s.buckets, sb)
@@ -626,6 +685,9 @@ func (s *sim) object(tr *TraceReader, b int32, key string, t int64) (int32, bool
 	for range s.stride {
 		s.slab = append(s.slab, never)
 	}
+	for range 2 * len(s.regions) {
+		s.opt = append(s.opt, math.NaN())
+	}
 	s.objIdx[k] = i
 	return i, true, nil
 }
@@ -672,6 +734,7 @@ func (s *sim) event(tr *TraceReader, ev TraceEvent) error {
 			s.endVersion(o, t)
 		}
 		s.begin(o, ev.Size, t)
+		s.optAdvance(s.regions[r].Location.Cloud, s.buckets[b].writeBase[r], s.buckets[b].writeSch[r], ev.Size, t)
 		for _, st := range s.strats {
 			plan := s.buckets[b].writeBase[r]
 			if st.home {
@@ -735,6 +798,7 @@ func (s *sim) endVersion(o int32, t int64) {
 	}
 	for r := range s.regions {
 		*s.lastRead(o, r) = never
+		s.optEnd(o, r)
 	}
 	s.pBytes[obj.prefix] -= obj.size
 	obj.alive = false
@@ -759,6 +823,9 @@ func (s *sim) read(o int32, r int, ev TraceEvent, t int64) {
 	rb := 0
 	if *lr != never {
 		rb = ReuseBucket(time.Duration(t-*lr)*time.Microsecond, false)
+	}
+	if !sb.readBase[r].local {
+		s.optRead(o, r, n, t, *lr)
 	}
 	*lr = t
 	regLoc := s.locStr[s.regLoc[r]]
@@ -806,6 +873,106 @@ func (s *sim) read(o int32, r int, ev TraceEvent, t int64) {
 		}
 		s.fetch(st, plan, obj, ev, regLoc, rb)
 	}
+}
+
+// optAdvance adds the bytes of a transfer that every strategy keeping the
+// placements makes (a write, or a read that always-evict fetches) to the
+// optimum's running totals, per pool and month.
+func (s *sim) optAdvance(cloud string, plan simPlan, sch []*Schedule, size, t int64) {
+	if plan.local {
+		return
+	}
+	for i := range plan.parts {
+		s.optSum += s.optTransfer(cloud, sch[i], plan.bytes(i, size), t)
+	}
+}
+
+// optTransfer prices n bytes for the optimum: at the marginal rate that
+// always-evict's running total of the pool and month has reached with
+// them, a free tier priced at the first paid rate (and taken off once per
+// pool and month at the end: optFree).
+func (s *sim) optTransfer(cloud string, sc *Schedule, n, t int64) float64 {
+	used := int64(0)
+	if !sc.Flat() {
+		k := PoolMonth{Account: cloud, Pool: sc.Pool, Month: s.month(t)}
+		s.optPos[k] += n
+		used = s.optPos[k]
+		if s.optFree[k] == 0 && sc.Tiers[0].MicrosPerUnit == 0 {
+			free, paid := freeTier(sc)
+			s.optFree[k] = float64(free) * float64(paid) / (float64(sc.Unit) * 1e6)
+		}
+	}
+	rate := sc.RateAt(used)
+	if rate == 0 {
+		_, rate = freeTier(sc)
+	}
+	return float64(n) * float64(rate) / (float64(sc.Unit) * 1e6)
+}
+
+// freeTier returns the bytes a schedule gives free each month and the
+// first rate after them (micros per unit).
+func freeTier(sc *Schedule) (free, paid int64) {
+	for _, t := range sc.Tiers {
+		if t.MicrosPerUnit > 0 {
+			return free, t.MicrosPerUnit
+		}
+		if t.UpTo == 0 {
+			return free, 0
+		}
+		free = t.UpTo
+	}
+	return free, 0
+}
+
+// month is monthOf for a time in µs, remembered for the month last asked.
+func (s *sim) month(t int64) string {
+	if t >= s.monthFrom && t < s.monthTo && s.monthName != "" {
+		return s.monthName
+	}
+	tm := time.UnixMicro(t).UTC()
+	from := time.Date(tm.Year(), tm.Month(), 1, 0, 0, 0, 0, time.UTC)
+	s.monthFrom, s.monthTo, s.monthName = from.UnixMicro(), from.AddDate(0, 1, 0).UnixMicro(), from.Format("2006-01")
+	return s.monthName
+}
+
+// optRead adds a read of n bytes at t by region r, after its previous read
+// at prev (never: none), to the optimum's two costs for (o, r): a fetch is
+// its transfer at the marginal rate that always-evict's running total has
+// reached with it, plus its GETs; holding a copy across the gap costs its
+// storage plus a GET of the copy; making one costs a PUT.
+func (s *sim) optRead(o int32, r int, n, t, prev int64) {
+	sb := s.buckets[s.objs[o].bucket]
+	plan := sb.readBase[r]
+	fetch := 0.0
+	to := s.regions[r].Location
+	s.growOpt()
+	for i, pt := range plan.parts {
+		if s.locs[pt.loc] != to {
+			fetch += s.optTransfer(s.locs[pt.loc].Cloud, sb.readSch[r][i], plan.bytes(i, n), t)
+		}
+		s.optGets[pt.loc]++
+	}
+	fetch += sb.getUSD[r]
+	a, bb := &s.opt[2*(int(o)*len(s.regions)+r)], &s.opt[2*(int(o)*len(s.regions)+r)+1]
+	put, hit := sb.regPut[r], sb.regGet[r]
+	if math.IsNaN(*a) || prev == never {
+		s.optEnd(o, r)
+		*a, *bb = fetch+put, fetch
+		return
+	}
+	hold := float64(s.objs[o].size) * sb.storeRate[r] * float64(t-prev) / float64(usPerHour)
+	low := min(*a, *bb)
+	*a, *bb = min(*a+hold+hit, low+fetch+put), low+fetch
+}
+
+// optEnd closes the optimum's account of (o, r): no copy is held after
+// the last read.
+func (s *sim) optEnd(o int32, r int) {
+	a, b := &s.opt[2*(int(o)*len(s.regions)+r)], &s.opt[2*(int(o)*len(s.regions)+r)+1]
+	if !math.IsNaN(*a) {
+		s.optSum += min(*a, *b)
+	}
+	*a, *b = math.NaN(), math.NaN()
 }
 
 // fetch reads an object from its base copies into region location dst.
@@ -981,6 +1148,9 @@ func (s *sim) priceHour(st *simStrat) {
 			s.approx["transfer: "+p.Schedule.Name+" ("+p.Schedule.Note+")"] = true
 		}
 		st.egress.Add(st.egress, p.Cost.rat())
+		if p.Direction == Read {
+			st.readEgress.Add(st.readEgress, p.Cost.rat())
+		}
 		if !p.Schedule.Flat() {
 			st.used[PoolMonth{Account: p.Account, Pool: p.Schedule.Pool, Month: monthOf(p.Hour)}] += p.Bytes
 		}
@@ -1095,6 +1265,7 @@ func (s *sim) finish() (*SimResult, error) {
 		s.priceHour(st)
 	}
 	approx := s.approx
+	var evictTotal USD
 	for _, st := range s.strats {
 		r := StrategyResult{Strategy: st.Strategy, Name: st.Name(), Description: st.Describe(), Egress: USD{st.egress},
 			BytesMoved: st.moved, ReadBytes: st.read, LocalBytes: st.local, CopyHitBytes: st.hit}
@@ -1120,7 +1291,45 @@ func (s *sim) finish() (*SimResult, error) {
 		if r.ReadBytes > 0 {
 			r.HitRatio = float64(r.LocalBytes) / float64(r.ReadBytes)
 		}
-		s.res.Strategies = append(s.res.Strategies, r)
+		if st == s.evict {
+			evictTotal = r.Total
+		}
+		if !st.hidden {
+			s.res.Strategies = append(s.res.Strategies, r)
+		}
+	}
+	// The optimum: always-evict with its crossing reads (their transfer
+	// and GETs) replaced by the optimum's choices for them.
+	s.growOpt()
+	opt := evictTotal.Sub(USD{s.evict.egress})
+	free := slices.SortedFunc(maps.Keys(s.optFree), func(a, b PoolMonth) int {
+		return strings.Compare(a.Account+" "+a.Pool+" "+a.Month, b.Account+" "+b.Pool+" "+b.Month)
+	})
+	for _, k := range free {
+		s.optSum -= s.optFree[k]
+	}
+	for i, l := range s.locs {
+		rp, _ := s.opts.Requests.Lookup(l)
+		opt = opt.Sub(rp.Cost(s.optGets[i], 0))
+	}
+	optReads := new(big.Rat)
+	if !math.IsNaN(s.optSum) && !math.IsInf(s.optSum, 0) {
+		optReads.SetFloat64(s.optSum)
+	}
+	s.res.Optimum = opt.Add(USD{optReads})
+	if s.res.Optimum.Sign() < 0 {
+		s.res.Optimum = USD{new(big.Rat)}
+	}
+	for i := range s.res.Strategies {
+		r := &s.res.Strategies[i]
+		switch {
+		case s.res.Optimum.Sign() > 0:
+			r.VsOptimum, _ = new(big.Rat).Quo(r.Total.rat(), s.res.Optimum.rat()).Float64()
+		case r.Total.Sign() == 0:
+			r.VsOptimum = 1
+		default:
+			r.VsOptimum = math.Inf(1)
+		}
 	}
 	best := s.res.Strategies[0].Total
 	for _, r := range s.res.Strategies {
