@@ -231,7 +231,7 @@ func Advise(priced []Priced, opts AdviseOptions) []Advice {
 				bucket.Scope = "bucket"
 				if !bok {
 					bucket.Hours, bucket.Scope = bucket.BreakEvenHours, "default"
-					bucket.Basis = fmt.Sprintf("less than %.0f h of history: keep copies for the break-even time", max(MinKeepHistory, bucket.BreakEvenHours/KeepHistoryShare))
+					bucket.Basis = fmt.Sprintf("less than %.0f h of history: keep copies for the break-even time", keepEvidence(bucket.BreakEvenHours)+1)
 				}
 				bucketKeeps[bk] = bucket
 			}

@@ -91,6 +91,21 @@ const (
 	KeepHistoryShare = 40
 )
 
+// KeepEvidenceHours is how long LearnKeep watches a read before it counts
+// "not read again" as evidence: a keep shorter than the break-even time
+// (T_even) is judged only on reads at least min(T_even, KeepEvidenceHours)
+// old, against T_even on the same reads, and adopted only when it cost no
+// more than T_even there. Until the history is that long, copies are kept
+// for T_even. Eight days: a weekly job's re-reads are seen before its
+// copies could be dropped.
+const KeepEvidenceHours = 192
+
+// keepEvidence is the age a read must have before LearnKeep judges
+// shorter keeps on it.
+func keepEvidence(tEven float64) float64 {
+	return max(min(tEven, KeepEvidenceHours), MinKeepHistory)
+}
+
 // Keep is how long a copy of an object in the reading region should be
 // kept after each read of it.
 type Keep struct {
@@ -164,7 +179,8 @@ func LearnKeep(series map[int64]*[ReuseBuckets]int64, now int64, rate, storage f
 		tEven = 0
 	}
 	keep = Keep{BreakEvenHours: tEven}
-	if span < max(MinKeepHistory, tEven/KeepHistoryShare) {
+	ev := keepEvidence(tEven)
+	if span < ev+1 {
 		return keep, false
 	}
 	keep.Learned = true
@@ -180,11 +196,14 @@ func LearnKeep(series map[int64]*[ReuseBuckets]int64, now int64, rate, storage f
 	}
 	cands := []*cand{{k: 0}}
 	for i := 1; i < ReuseBuckets-1; i++ {
-		if k := reuseHi(i); k <= tEven && k <= span-1 {
+		if k := reuseHi(i); k <= tEven && k <= ev {
 			cands = append(cands, &cand{k: k})
 		}
 	}
-	var total, rereads float64
+	// T_even itself, judged on the same reads: a read not re-read within
+	// ev held a copy ev hours at least.
+	te := &cand{k: ev}
+	var total, rereads, long float64
 	for h, hist := range series {
 		if h >= now {
 			continue
@@ -195,10 +214,11 @@ func LearnKeep(series map[int64]*[ReuseBuckets]int64, now int64, rate, storage f
 		}
 		total += demand
 		age := float64(now - h - 1) // full hours since the end of hour h
-		for _, c := range cands {
-			if age >= c.k {
+		if age >= ev {
+			for _, c := range cands {
 				c.old += demand
 			}
+			te.old += demand
 		}
 		for i := 1; i < ReuseBuckets; i++ {
 			n := float64(hist[i])
@@ -207,18 +227,36 @@ func LearnKeep(series map[int64]*[ReuseBuckets]int64, now int64, rate, storage f
 			}
 			rereads += n
 			b := &reuseTab[i]
-			prev := float64(h) + 0.5 - b.mid // when the previous read was
-			if prev < float64(oldest) {
-				continue // before the window: not among the reads weighed
+			if b.lo >= ev && b.lo < tEven {
+				long += n // re-read later than the evidence reaches
+			}
+			// When the previous read was: the middle of the bucket, or
+			// the window's start when the bucket reaches into the window
+			// only in part.
+			prev := float64(h) + 0.5 - b.mid
+			if float64(h)-b.lo >= float64(oldest) {
+				prev = max(prev, float64(oldest))
+			}
+			// Weighed with the reads at least ev old when the previous
+			// read may have been one of them (the bucket is wide).
+			if prev < float64(oldest) || float64(now)-(float64(h)+1-b.hi) < ev {
+				continue // not among the reads weighed
 			}
 			for _, c := range cands {
 				switch {
-				case b.hi <= c.k && float64(now)-prev >= c.k:
+				case b.hi <= c.k:
 					c.within += n
 					c.holdBH += n * b.mid
 				case b.lo >= c.k:
 					c.refetch += n
 				}
+			}
+			switch {
+			case b.hi <= tEven:
+				te.within += n
+				te.holdBH += n * b.mid
+			case b.lo >= tEven:
+				te.refetch += n
 			}
 		}
 	}
@@ -238,6 +276,20 @@ func LearnKeep(series map[int64]*[ReuseBuckets]int64, now int64, rate, storage f
 	}
 	c := cands[best]
 	reuse := fmt.Sprintf("%.0f%% of %s read in %.0f h were re-reads", 100*rereads/max(total, 1), HumanBytes(int64(total)), span)
+	teCost := math.Inf(1)
+	if te.old > 0 {
+		teCost = (storage*(te.holdBH+max(te.old-te.within, 0)*te.k) + rate*te.refetch) / te.old
+	}
+	switch {
+	case long > 0:
+		keep.Hours = tEven
+		keep.Basis = fmt.Sprintf("%s, some %.0f h or more after the read before: keep copies for the break-even time", reuse, ev)
+		return keep, true
+	case bestCost > teCost*(1+1e-9):
+		keep.Hours = tEven
+		keep.Basis = fmt.Sprintf("%s; on the reads %.0f h old or more no shorter keep cost less than the break-even time", reuse, ev)
+		return keep, true
+	}
 	switch {
 	case c.k == 0:
 		keep.Basis = reuse + "; keeping copies would have cost more than fetching again"

@@ -53,34 +53,40 @@ func TestLearnKeep(t *testing.T) {
 	if k, ok := LearnKeep(series(20, 10, func(int) int { return 0 }), 20, rate, store); ok || k.BreakEvenHours < 2999 || k.BreakEvenHours > 3001 {
 		t.Errorf("20 h of history: %+v, %v; want no verdict and T_even 3000 h", k, ok)
 	}
-	// Nor with less than a fortieth of T_even (75 h).
-	if _, ok := LearnKeep(series(74, 10, func(int) int { return 0 }), 74, rate, store); ok {
-		t.Errorf("74 h of history, T_even 3000 h: want no verdict")
+	// Nor with less history than KeepEvidenceHours (+1): a read not yet
+	// re-read may be a weekly job's.
+	if _, ok := LearnKeep(series(KeepEvidenceHours, 10, func(int) int { return 0 }), KeepEvidenceHours, rate, store); ok {
+		t.Errorf("%d h of history, T_even 3000 h: want no verdict", KeepEvidenceHours)
 	}
-	// One-shot reads for 100 hours: keeping never pays.
-	k, ok := LearnKeep(series(100, 10, func(int) int { return 0 }), 100, rate, store)
+	// One-shot reads for 250 hours: keeping never pays.
+	k, ok := LearnKeep(series(250, 10, func(int) int { return 0 }), 250, rate, store)
 	if !ok || !k.Learned || k.Hours != 0 || !strings.Contains(k.Basis, "0% of") {
 		t.Errorf("one-shot reads: %+v, %v; want keep 0", k, ok)
 	}
 	// Every object read again 8 hours later (an epoch a third of a day
-	// long), for 100 hours: keep until the next epoch, not longer.
-	k, ok = LearnKeep(series(100, 10, func(h int) int {
+	// long), for 250 hours: keep until the next epoch, not longer.
+	k, ok = LearnKeep(series(250, 10, func(h int) int {
 		if h < 8 {
 			return 0
 		}
 		return ReuseBucket(8*time.Hour, false)
-	}), 100, rate, store)
+	}), 250, rate, store)
 	if !ok || k.Hours != 16 {
 		t.Errorf("epochs every 8 h: %+v, %v; want keep 16 h (the bound of the 8-16 h bucket)", k, ok)
 	}
-	// Re-reads spread from hours to days apart, as far as the history
-	// reaches: keeping longer kept paying, so keep for T_even.
-	k, ok = LearnKeep(series(100, 10, func(h int) int { return 1 + h%7 }), 100, rate, store)
+	// Re-reads spread from under an hour to 64 hours apart, with history
+	// long enough to see them all: keep 64 h, the longest distance seen.
+	k, ok = LearnKeep(series(250, 10, func(h int) int { return 1 + h%7 }), 250, rate, store)
+	if !ok || k.Hours != 64 {
+		t.Errorf("re-reads up to 64 h apart: %+v, %v; want 64 h", k, ok)
+	}
+	// Re-reads later than the evidence reaches (256-512 h): keep for T_even.
+	k, ok = LearnKeep(series(250, 10, func(h int) int { return ReuseBucket(300*time.Hour, false) }), 250, rate, store)
 	if !ok || math.Abs(k.Hours-3000) > 1e-6 || !strings.Contains(k.Basis, "break-even") {
 		t.Errorf("long re-reads: %+v, %v; want T_even (3000 h)", k, ok)
 	}
 	// A free fetch: never keep.
-	if k, ok := LearnKeep(series(100, 10, func(int) int { return 2 }), 100, 0, store); !ok || k.Hours != 0 || k.BreakEvenHours != 0 {
+	if k, ok := LearnKeep(series(250, 10, func(int) int { return 2 }), 250, 0, store); !ok || k.Hours != 0 || k.BreakEvenHours != 0 {
 		t.Errorf("free fetch: %+v, %v", k, ok)
 	}
 	// Rows at or after now do not count.
@@ -100,7 +106,7 @@ func TestAdviseKeep(t *testing.T) {
 		return r
 	}
 	var rows []Row
-	for h := range int64(120) {
+	for h := range int64(250) {
 		// "train/": 10 GB an hour, re-read 8 h later (half crossing, half
 		// served by a copy); "scan/x/": 5 GB an hour, read once; "new/"
 		// only in the last hours.
@@ -112,28 +118,28 @@ func TestAdviseKeep(t *testing.T) {
 			Counts: Counts{Bytes: 5 * GB, AvoidedBytes: 5 * GB, Reuse: reuse(b, 10*GB)}})
 		rows = append(rows, Row{Key: Key{Hour: h0 + h, Src: "aws:us-east-1", Dst: "gcp:us-central1", Bucket: "ds", Store: "s3", Direction: Read, Prefix: "scan/x/"},
 			Counts: Counts{Bytes: 5 * GB, Reuse: reuse(0, 5*GB)}})
-		if h >= 118 {
+		if h >= 248 {
 			rows = append(rows, Row{Key: Key{Hour: h0 + h, Src: "aws:us-east-1", Dst: "gcp:us-central1", Bucket: "ds", Store: "s3", Direction: Read, Prefix: "new/"},
 				Counts: Counts{Bytes: GB, Reuse: reuse(0, GB)}})
 		}
 	}
 	// A bucket all of whose reads, in the last hour only, a copy served:
 	// nothing crossed.
-	rows = append(rows, Row{Key: Key{Hour: h0 + 119, Src: "aws:us-east-1", Dst: "gcp:us-central1", Bucket: "served", Store: "s3", Direction: Read, Prefix: "a/"},
+	rows = append(rows, Row{Key: Key{Hour: h0 + 249, Src: "aws:us-east-1", Dst: "gcp:us-central1", Bucket: "served", Store: "s3", Direction: Read, Prefix: "a/"},
 		Counts: Counts{AvoidedBytes: GB, Reuse: reuse(2, GB)}})
 	priced, err := Price(rows, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	until := since.Add(120 * time.Hour)
+	until := since.Add(250 * time.Hour)
 	adv := Advise(priced, AdviseOptions{Since: since, Until: until})
 	got := map[string]Advice{}
 	for _, a := range adv {
 		got[a.Bucket+"/"+a.Prefix] = a
 	}
 	train, scan, fresh, served := got["ds/train/"], got["ds/scan/x/"], got["ds/new/"], got["served/a/"]
-	if train.Keep == nil || train.Keep.Hours != 16 || train.Keep.Scope != "prefix" || !train.Recommend || train.Demand != 1200*GB || train.BytesRead != 600*GB {
-		t.Errorf("train/: %+v keep %+v; want keep 16 h from its own history, 1200 GB demand, 600 GB crossed", train, train.Keep)
+	if train.Keep == nil || train.Keep.Hours != 16 || train.Keep.Scope != "prefix" || !train.Recommend || train.Demand != 2500*GB || train.BytesRead != 1250*GB {
+		t.Errorf("train/: %+v keep %+v; want keep 16 h from its own history, 2500 GB demand, 1250 GB crossed", train, train.Keep)
 	}
 	if scan.Keep == nil || scan.Keep.Hours != 0 || scan.Recommend || !strings.HasPrefix(scan.Reason, "do not keep copies in gcp:us-central1") {
 		t.Errorf("scan/x/: keep %+v, reason %q; want no copies", scan.Keep, scan.Reason)
@@ -152,7 +158,7 @@ func TestAdviseKeep(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "keep copies in gcp:us-central1 for 16 h after each read (prefix: ") ||
-		!strings.Contains(b.String(), "read 1.09 TiB in all (crossing or served by a copy in gcp:us-central1)") {
+		!strings.Contains(b.String(), "read 2.27 TiB in all (crossing or served by a copy in gcp:us-central1)") {
 		t.Errorf("WriteAdvice:\n%s", b.String())
 	}
 	b.Reset()
@@ -174,7 +180,7 @@ func TestAdviseKeep(t *testing.T) {
 		t.Fatalf("%v\n%s", err, b.String())
 	}
 	for _, a := range doc.Advice {
-		if a.Prefix == "train/" && (a.Keep == nil || a.Keep.Hours == nil || *a.Keep.Hours != 16 || a.Demand == nil || *a.Demand != 1200*GB) {
+		if a.Prefix == "train/" && (a.Keep == nil || a.Keep.Hours == nil || *a.Keep.Hours != 16 || a.Demand == nil || *a.Demand != 2500*GB) {
 			t.Errorf("JSON of train/: %+v", a)
 		}
 	}

@@ -347,7 +347,7 @@ type simStrat struct {
 	egress                  *big.Rat
 	readEgress              *big.Rat // the part of egress that reads paid
 	hidden                  bool     // run for the optimum, not reported
-	baseByteUs, copyByteUs  []u128 // per location
+	baseByteUs, copyByteUs  []u128   // per location
 	gets, puts              []int64
 	moved, read, local, hit int64
 	adv                     *advisorState // advisors only
@@ -1121,11 +1121,13 @@ func (s *sim) flushHour(h int64) {
 	if s.nextAdv == 0 {
 		s.nextAdv = h
 	}
-	if h >= s.nextAdv {
+	// Advice runs on the trace's clock: every AdviseEvery, whether rows
+	// came or not (a silence is re-advised as it passes).
+	for s.nextAdv <= h {
 		for _, st := range s.advisors {
-			s.advise(st, h)
+			s.advise(st, s.nextAdv)
 		}
-		s.nextAdv = h + every
+		s.nextAdv += every
 	}
 }
 
