@@ -23,7 +23,7 @@ import (
 // `fedgate egress advise` against a gateway whose ledger holds reuse
 // distances: a one-node region in gcp:us-central1 (the real namespace and
 // gateway, the admin API over HTTP) reads a bucket in aws:us-east-1 — four
-// objects every 8 hours for six days, and other objects once each — on a
+// objects every 8 hours for nine days (more than egress.KeepEvidenceHours), and other objects once each — on a
 // clock the test advances; the command then advises keeping copies of the
 // first 16 h after each read, and none of the others.
 func TestEgressAdviseLearnsKeepFromGateway(t *testing.T) {
@@ -85,7 +85,7 @@ func TestEgressAdviseLearnsKeepFromGateway(t *testing.T) {
 		}
 		rc.Close()
 	}
-	for h := 0; h < 6*24; h += 2 {
+	for h := 0; h < 9*24; h += 2 {
 		mu.Lock()
 		clock = t0.Add(time.Duration(h) * time.Hour)
 		mu.Unlock()
@@ -101,7 +101,7 @@ func TestEgressAdviseLearnsKeepFromGateway(t *testing.T) {
 	}
 
 	args := []string{"egress", "advise", "--endpoint", hs.URL, "--root-access-key", root.AccessKey, "--root-secret-key", root.SecretKey,
-		"--since", "2026-11-02", "--until", "2026-11-08", "--measure=false"}
+		"--since", "2026-11-02", "--until", "2026-11-11", "--measure=false"}
 	out, _, err := runFedgate(t, append(args, "--json")...)
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func TestEgressAdviseLearnsKeepFromGateway(t *testing.T) {
 		switch a.Prefix {
 		case "train/epochs/":
 			seen[a.Prefix] = true
-			if *a.Keep.Hours != 16 || a.Keep.Scope != "prefix" || !a.Recommend || *a.Demand != 6*3*4*int64(len(data)) {
+			if *a.Keep.Hours != 16 || a.Keep.Scope != "prefix" || !a.Recommend || *a.Demand != 9*3*4*int64(len(data)) {
 				t.Errorf("epochs every 8 h: keep %v h (%s), recommend %v, demand %d; want 16 h learned from the prefix, every read",
 					*a.Keep.Hours, a.Keep.Scope, a.Recommend, *a.Demand)
 			}
