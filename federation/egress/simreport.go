@@ -20,11 +20,24 @@ func WriteSimTable(w io.Writer, r *SimResult) error {
 		spanText(r.End.Sub(r.Start)), r.Regions)
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\ttotal USD\tegress USD\tstorage USD\t(copies)\trequests USD\tbytes moved\thit ratio\tvs best\tvs optimum\t")
+	// Ratios of amounts that all round to 0.00 say nothing: not shown.
+	zero := r.Best().Total.String() == "0.00"
 	for _, s := range r.Strategies {
+		vb, vo := vsBest(s.VsBest), ratioText(s.VsOptimum)
+		if zero {
+			vb = "-"
+		}
+		if r.Optimum.String() == "0.00" {
+			vo = "-"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t\n", s.Name, s.Total, s.Egress, s.Storage, s.CopyStorage, s.Requests,
-			HumanBytes(s.BytesMoved), 100*s.HitRatio, vsBest(s.VsBest), ratioText(s.VsOptimum))
+			HumanBytes(s.BytesMoved), 100*s.HitRatio, vb, vo)
 	}
-	fmt.Fprintf(tw, "offline optimum\t%s\t\t\t\t\t\t\t\t1.00×\t\n", r.Optimum)
+	one := "1.00×"
+	if r.Optimum.String() == "0.00" {
+		one = "-"
+	}
+	fmt.Fprintf(tw, "offline optimum\t%s\t\t\t\t\t\t\t\t%s\t\n", r.Optimum, one)
 	tw.Flush()
 	fmt.Fprintln(ew)
 	for _, s := range r.Strategies {

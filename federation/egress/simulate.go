@@ -261,6 +261,12 @@ func Simulate(ctx context.Context, tr *TraceReader, opts SimOptions) (*SimResult
 			return nil, err
 		}
 	}
+	if s.res.Rows == 0 {
+		if tr.csv != nil {
+			return nil, fmt.Errorf("simulate: %s: the trace has a header but no rows", tr.file)
+		}
+		return nil, fmt.Errorf("simulate: %s: the trace has no rows", tr.file)
+	}
 	return s.finish()
 }
 
@@ -1382,15 +1388,33 @@ func sameCost(rs []StrategyResult, multiStore bool) []string {
 		if len(group) < 2 {
 			continue
 		}
+		// Each reason names the strategies it explains; the others in
+		// the group made the same choices on this trace.
 		var why []string
+		explained := map[StrategyKind]bool{}
 		if kinds[StrategyPolicy] && kinds[StrategyAlwaysEvict] {
 			why = append(why, "policy is always-evict by construction (the policy keeps its placements' copies and nothing more; the region cache is not modelled)")
+			explained[StrategyPolicy], explained[StrategyAlwaysEvict] = true, true
 		}
 		if kinds[StrategySingleRegion] && kinds[StrategyAlwaysEvict] && !multiStore {
 			why = append(why, "single-region differs from always-evict only for replicate and erasure placements, and the trace has none")
+			explained[StrategySingleRegion], explained[StrategyAlwaysEvict] = true, true
 		}
 		if kinds[StrategyTEven] && kinds[StrategyAlwaysStore] {
-			why = append(why, "T_even kept every copy past the end of the trace")
+			why = append(why, "t-even kept every copy past the end of the trace, as always-store does")
+			explained[StrategyTEven], explained[StrategyAlwaysStore] = true, true
+		}
+		if len(why) > 0 {
+			var rest []string
+			for _, n := range group {
+				st, _ := ParseStrategy(n)
+				if !explained[st.Kind] {
+					rest = append(rest, n)
+				}
+			}
+			if len(rest) > 0 {
+				why = append(why, strings.Join(rest, ", ")+" kept and dropped the same copies on this trace")
+			}
 		}
 		note := strings.Join(group[:len(group)-1], ", ") + " and " + group[len(group)-1] + " cost exactly the same"
 		if len(why) > 0 {

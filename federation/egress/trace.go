@@ -196,6 +196,13 @@ func (t *TraceReader) csvHeader() error {
 		t.cols[i] = -1
 	}
 	line, _ := t.csv.FieldPos(0)
+	known := false
+	for _, h := range head {
+		known = known || slices.Contains(TraceColumns, strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))))
+	}
+	if !known {
+		return &TraceError{File: t.file, Line: line, Msg: fmt.Sprintf("the CSV header is missing: a CSV trace starts with a line naming its columns (%s, in any order); this line names none of them", strings.Join(TraceColumns, ","))}
+	}
 	for i, h := range head {
 		name := strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))
 		j := slices.Index(TraceColumns, name)
