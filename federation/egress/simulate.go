@@ -177,8 +177,8 @@ type SimOptions struct {
 	AdviseEvery, AdviseWindow time.Duration
 	// MaxObjects bounds the distinct objects (bucket and key) the trace
 	// may hold, and so the memory: about 100 bytes plus the key per object,
-	// plus 8 bytes per region and 16 per region and copy strategy (default
-	// 10,000,000).
+	// plus 8 bytes per region, 16 per region and copy strategy and 16 per
+	// region for the offline optimum (default 10,000,000).
 	MaxObjects int
 	// Progress, when set, is called with the rows replayed so far every
 	// 4096 rows and at the end.
@@ -684,7 +684,7 @@ func (s *sim) object(tr *TraceReader, b int32, key string, t int64) (int32, bool
 	k := string(s.keyBuf)
 	if len(s.objs) >= s.opts.MaxObjects {
 		return 0, false, tr.ErrorAt("key", fmt.Sprintf("the trace holds more than %d distinct objects: raise the limit (--max-objects; each object costs about %d bytes of memory plus its key)",
-			s.opts.MaxObjects, 100+8*s.stride))
+			s.opts.MaxObjects, 100+8*s.stride+16*len(s.regions)))
 	}
 	i := int32(len(s.objs))
 	s.objs = append(s.objs, simObj{bucket: b, prefix: s.prefix(b, key), born: t})
