@@ -78,18 +78,9 @@ func reuseMid(i int) float64 {
 	return (reuseLo(i) + reuseHi(i)) / 2
 }
 
-// MinKeepHistory is the least history (from the first read in the window
-// to its end), in hours, a group of reads needs before LearnKeep trusts
-// what its reuse distances say; it needs a KeepHistoryShare-th of the
-// break-even time when that is longer. Until then a copy is kept for the
-// break-even time: data never read again is held at most that long before
-// the history can say so, which costs at most 1/KeepHistoryShare of what
-// fetching it did, while data re-read later than the history reaches is
-// not fetched twice.
-const (
-	MinKeepHistory   = 24
-	KeepHistoryShare = 40
-)
+// MinKeepHistory is the least evidence age, in hours, LearnKeep uses
+// (when the break-even time is shorter than that; see keepEvidence).
+const MinKeepHistory = 24
 
 // KeepEvidenceHours is how long LearnKeep watches a read before it counts
 // "not read again" as evidence: a keep shorter than the break-even time
@@ -146,17 +137,20 @@ func (s reuseSeries) add(hour int64, reuse []int64) {
 // (hours before now; now is the end of the window, exclusive) with rate
 // the USD per byte of a fetch and storage the USD per byte-hour of a copy.
 //
-// For each candidate keep time K (0 and each bucket bound up to the
-// break-even time that the history can judge: reads at least K old), it
-// prices what keeping copies K hours after every read would have cost per
-// byte read, over the reads old enough to tell: re-reads within K cost
-// holding the copy until them, reads not re-read within K cost holding it
-// K hours, and re-reads after more than K cost a fetch. The cheapest wins
-// (the shorter on a tie). When the cheapest is the longest K the history
-// can judge, keeping longer still paid as far as it reaches, and the copy
-// is kept for the break-even time. With less history than MinKeepHistory
-// hours, or than a KeepHistoryShare-th of the break-even time, it returns
-// ok false.
+// It keeps copies for the break-even time T_even (ski rental: at most twice
+// the offline optimum) unless the history shows a shorter keep costs no
+// more. Evidence first: with less than E+1 hours of history, E =
+// keepEvidence(T_even) (min(T_even, KeepEvidenceHours), at least
+// MinKeepHistory), it returns ok false and the caller keeps T_even. Else,
+// on the reads at least E old, it prices per byte read what keeping copies
+// K hours after every read would have cost, for K = 0 and each bucket bound
+// up to E: re-reads within K cost holding the copy until them, reads not
+// re-read within K cost holding it K hours, re-reads after more than K cost
+// a fetch; T_even is priced on the same reads (a read not re-read within E
+// held its copy E hours at least). The cheapest K (the shorter on a tie)
+// is adopted only if it cost no more than T_even; when it is the longest K
+// judged, keeping longer kept paying and T_even is kept. Re-reads between
+// E and T_even after the read before also keep T_even.
 func LearnKeep(series map[int64]*[ReuseBuckets]int64, now int64, rate, storage float64) (keep Keep, ok bool) {
 	if len(series) == 0 {
 		return Keep{}, false
