@@ -398,7 +398,7 @@ type sim struct {
 	objIdx   map[string]int32
 	keyBuf   []byte
 	stride   int
-	slab     []int64 // per object: lastRead per region, then (start, until) per copy strategy and region
+	slab     [][]int64 // per object, in chunks: lastRead per region, then (start, until) per copy strategy and region
 	prefixes []prefixKey
 	pIdx     map[prefixKey]int32
 	pBytes   []int64 // live bytes per prefix, for Advise's Size
@@ -413,7 +413,7 @@ type sim struct {
 	// optSum the finished ones; optPos the always-evict replay's running
 	// total per pool and month, whose marginal rate prices its fetches;
 	// optGets the GETs of reads that crossed, per location.
-	opt     []float64
+	opt     [][]float64
 	optSum  float64
 	optPos  map[PoolMonth]int64
 	optFree map[PoolMonth]float64 // USD the free tier of a pool and month gives
@@ -688,22 +688,43 @@ func (s *sim) object(tr *TraceReader, b int32, key string, t int64) (int32, bool
 	}
 	i := int32(len(s.objs))
 	s.objs = append(s.objs, simObj{bucket: b, prefix: s.prefix(b, key), born: t})
-	for range s.stride {
-		s.slab = append(s.slab, never)
-	}
-	for range 2 * len(s.regions) {
-		s.opt = append(s.opt, math.NaN())
+	// The per-object state lives in chunks of slabChunk objects, each
+	// allocated whole: no slice of every object is copied as it grows.
+	if int(i)%slabChunk == 0 {
+		sl := make([]int64, slabChunk*s.stride)
+		for j := range sl {
+			sl[j] = never
+		}
+		op := make([]float64, slabChunk*2*len(s.regions))
+		for j := range op {
+			op[j] = math.NaN()
+		}
+		s.slab, s.opt = append(s.slab, sl), append(s.opt, op)
 	}
 	s.objIdx[k] = i
 	return i, true, nil
 }
 
-func (s *sim) lastRead(o int32, r int) *int64 { return &s.slab[int(o)*s.stride+r] }
+// slabChunk is how many objects' state one chunk of sim.slab and sim.opt
+// holds.
+const slabChunk = 1 << 14
+
+func (s *sim) lastRead(o int32, r int) *int64 {
+	return &s.slab[int(o)/slabChunk][int(o)%slabChunk*s.stride+r]
+}
+
+// optState returns the optimum's two costs of (o, r).
+func (s *sim) optState(o int32, r int) (*float64, *float64) {
+	c := s.opt[int(o)/slabChunk]
+	i := 2 * (int(o)%slabChunk*len(s.regions) + r)
+	return &c[i], &c[i+1]
+}
 
 // copyState returns a copy's (start, until); until == never: no copy.
 func (s *sim) copyState(o int32, ci, r int) (*int64, *int64) {
-	base := int(o)*s.stride + len(s.regions) + 2*(ci*len(s.regions)+r)
-	return &s.slab[base], &s.slab[base+1]
+	c := s.slab[int(o)/slabChunk]
+	base := int(o)%slabChunk*s.stride + len(s.regions) + 2*(ci*len(s.regions)+r)
+	return &c[base], &c[base+1]
 }
 
 func (s *sim) event(tr *TraceReader, ev TraceEvent) error {
@@ -959,7 +980,7 @@ func (s *sim) optRead(o int32, r int, n, t, prev int64) {
 		s.optGets[pt.loc]++
 	}
 	fetch += sb.getUSD[r]
-	a, bb := &s.opt[2*(int(o)*len(s.regions)+r)], &s.opt[2*(int(o)*len(s.regions)+r)+1]
+	a, bb := s.optState(o, r)
 	put, hit := sb.regPut[r], sb.regGet[r]
 	if math.IsNaN(*a) || prev == never {
 		s.optEnd(o, r)
@@ -974,7 +995,7 @@ func (s *sim) optRead(o int32, r int, n, t, prev int64) {
 // optEnd closes the optimum's account of (o, r): no copy is held after
 // the last read.
 func (s *sim) optEnd(o int32, r int) {
-	a, b := &s.opt[2*(int(o)*len(s.regions)+r)], &s.opt[2*(int(o)*len(s.regions)+r)+1]
+	a, b := s.optState(o, r)
 	if !math.IsNaN(*a) {
 		s.optSum += min(*a, *b)
 	}
