@@ -3,6 +3,7 @@ package egress_test
 import (
 	"bytes"
 	"fmt"
+	"iter"
 	"math/big"
 	"strings"
 	"testing"
@@ -75,4 +76,37 @@ func TestAdvisorFamilies(t *testing.T) {
 		}
 	}
 	t.Logf("\n%s", table.String())
+}
+
+// Advice runs on the trace's clock: an unrelated free read a day elsewhere
+// (a local read, which costs every strategy the same) does not change
+// what the advisor's copies cost.
+func TestAdvisorClock(t *testing.T) {
+	pol, err := policies.Load("testdata/families-policy.yaml", policies.AllFeatures())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 9, 3, 0, 0, 0, 0, time.UTC)
+	bursts := func() iter.Seq[egress.TraceEvent] {
+		return egresstest.Epochs{Region: "gpu-aws", Bucket: "data-blob", Prefix: "burst/a/", Objects: 100, Size: 1 << 30, Start: start,
+			Epochs: 3, Period: 21 * 24 * time.Hour, Duration: 24 * time.Hour, Seed: 21}.Events()
+	}
+	daily := egresstest.Epochs{Region: "gpu-aws", Bucket: "data-s3", Prefix: "local/", Objects: 1, Size: 1 << 20, Start: start.Add(time.Hour),
+		Epochs: 42, Period: 24 * time.Hour, Duration: time.Minute, Seed: 1} // within the bursts' 43 days
+	extra := func(res *egress.SimResult) *big.Rat {
+		adv, _ := res.Strategy("advisor")
+		ev, _ := res.Strategy("always-evict")
+		return new(big.Rat).Sub(adv.Total.Rat(), ev.Total.Rat())
+	}
+	alone := simulate(t, pol, "bursts", bursts(), egress.SimOptions{})
+	with := simulate(t, pol, "bursts+daily", egresstest.Merge(bursts(), daily.Events()), egress.SimOptions{})
+	for _, r := range []*egress.SimResult{alone, with} {
+		for _, n := range []string{"advisor", "always-evict"} {
+			x, _ := r.Strategy(n)
+			t.Logf("%s: egress %s storage %s copies %s requests %s gets %d puts %d", n, x.Egress, x.Storage, x.CopyStorage, x.Requests, x.Gets, x.Puts)
+		}
+	}
+	if a, w := extra(alone), extra(with); a.Cmp(w) != 0 {
+		t.Errorf("advisor minus always-evict: %s USD alone, %s USD with a free local read a day: want the same", a.FloatString(4), w.FloatString(4))
+	}
 }

@@ -1205,9 +1205,6 @@ func (s *sim) advise(st *simStrat, h int64) {
 			rows = append(rows, hr...)
 		}
 	}
-	if len(rows) == 0 {
-		return
-	}
 	until := time.Unix(h*3600, 0).UTC()
 	advice := Advise(rows, AdviseOptions{Since: time.Unix(since*3600, 0).UTC(), Until: until, Storage: s.opts.Storage,
 		Size: func(bucket, prefix, _ string) (int64, bool) {
