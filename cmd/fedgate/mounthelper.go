@@ -154,7 +154,6 @@ func readEnvFile(path string) ([]string, error) {
 	return env, sc.Err()
 }
 
-
 // mountHelperWait is how long the helper waits for the mount to appear.
 var mountHelperWait = 60 * time.Second
 
