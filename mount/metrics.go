@@ -13,6 +13,7 @@ type metrics struct {
 	readBytes prometheus.Counter
 	fuseReads prometheus.Counter
 	statCache *prometheus.CounterVec
+	dirCache  *prometheus.CounterVec
 	opens     *prometheus.CounterVec
 
 	writeBytes    prometheus.Counter
@@ -39,6 +40,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		statCache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fedgate_mount_stat_cache_total", Help: "Stat cache look-ups: hit, negative_hit or miss.",
 		}, []string{"result"}),
+		dirCache: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fedgate_mount_dir_cache_total", Help: "Directory reads: hit (the listing kept from within the stat TTL) or miss (ListObjectsV2).",
+		}, []string{"result"}),
 		opens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fedgate_mount_opens_total", Help: "Opened files by read path: s3 (ranged GETs), local (pread of the short-circuit descriptors), passthrough (FUSE passthrough).",
 		}, []string{"path"}),
@@ -56,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.latency, m.readBytes, m.fuseReads, m.statCache, m.opens, m.writeBytes, m.uploads, m.partsInFlight, m.memory)
+		reg.MustRegister(m.requests, m.latency, m.readBytes, m.fuseReads, m.statCache, m.dirCache, m.opens, m.writeBytes, m.uploads, m.partsInFlight, m.memory)
 	}
 	return m
 }

@@ -110,6 +110,7 @@ type FS struct {
 	log     *slog.Logger
 	metrics *metrics
 	stats   *statCache
+	dirs    *dirCache
 	sem     chan struct{}
 	started time.Time
 	ctx     context.Context
@@ -176,6 +177,7 @@ func newFS(cfg Config) (*FS, error) {
 		cfg:     cfg, api: cfg.Client, log: cfg.Logger,
 		metrics: m,
 		stats:   newStatCache(cfg.StatTTL, cfg.StatCacheEntries),
+		dirs:    newDirCache(cfg.StatTTL),
 		sem:     make(chan struct{}, cfg.MaxParallel),
 		started: time.Now(),
 		ctx:     ctx, stop: stop,

@@ -355,3 +355,71 @@ func (c *failing) GetObject(ctx context.Context, in *s3.GetObjectInput, opts ...
 	}
 	return c.counting.GetObject(ctx, in, opts...)
 }
+
+// listCounting counts ListObjectsV2 calls.
+type listCounting struct {
+	*s3.Client
+	lists atomic.Int64
+}
+
+func (c *listCounting) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, opts ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
+	c.lists.Add(1)
+	return c.Client.ListObjectsV2(ctx, in, opts...)
+}
+
+func readdirNames(t *testing.T, n *node) []string {
+	t.Helper()
+	ds, errno := n.Readdir(t.Context())
+	if errno != 0 {
+		t.Fatalf("readdir: %v", errno)
+	}
+	var names []string
+	for ds.HasNext() {
+		e, errno := ds.Next()
+		if errno != 0 {
+			t.Fatalf("readdir: %v", errno)
+		}
+		names = append(names, e.Name)
+	}
+	return names
+}
+
+// A directory read again within the stat TTL is answered from its kept
+// listing; a change this mount makes, or the TTL passing, lists again.
+func TestDirCache(t *testing.T) {
+	c := &listCounting{Client: stack(t)}
+	for _, k := range []string{"d/a", "d/b", "d/sub/c"} {
+		put(t, c.Client, k, []byte(k))
+	}
+	f := testFS(t, c, Config{StatTTL: 300 * time.Millisecond})
+	d := &node{f: f, dir: true, bucket: "data", key: "d/"}
+	want := "[sub a b]"
+	if got := fmt.Sprint(readdirNames(t, d)); got != want || c.lists.Load() != 1 {
+		t.Fatalf("first readdir: %s after %d lists, want %s after 1", got, c.lists.Load(), want)
+	}
+	if got := fmt.Sprint(readdirNames(t, d)); got != want || c.lists.Load() != 1 {
+		t.Errorf("readdir within the TTL: %s after %d lists, want %s and no new list", got, c.lists.Load(), want)
+	}
+	if errno := f.unlink(t.Context(), "data", "d/a"); errno != 0 {
+		t.Fatal(errno)
+	}
+	if got := fmt.Sprint(readdirNames(t, d)); got != "[sub b]" || c.lists.Load() != 2 {
+		t.Errorf("readdir after an unlink in this mount: %s after %d lists, want [sub b] listed again", got, c.lists.Load())
+	}
+	put(t, c.Client, "d/e", []byte("e")) // made elsewhere: seen after the TTL
+	if got := fmt.Sprint(readdirNames(t, d)); got != "[sub b]" {
+		t.Errorf("readdir within the TTL of a change made elsewhere: %s, want the kept [sub b]", got)
+	}
+	time.Sleep(350 * time.Millisecond) // the TTL is what is tested
+	if got := fmt.Sprint(readdirNames(t, d)); got != "[sub b e]" || c.lists.Load() != 3 {
+		t.Errorf("readdir after the TTL: %s after %d lists, want [sub b e] listed again", got, c.lists.Load())
+	}
+	f0 := testFS(t, c, Config{StatTTL: -1})
+	d0 := &node{f: f0, dir: true, bucket: "data", key: "d/"}
+	n := c.lists.Load()
+	readdirNames(t, d0)
+	readdirNames(t, d0)
+	if c.lists.Load() != n+2 {
+		t.Errorf("--stat-ttl 0: %d lists for two readdirs, want 2", c.lists.Load()-n)
+	}
+}

@@ -348,7 +348,19 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		}
 		return fs.NewListDirStream(es), 0
 	}
+	dk := cacheKey(n.bucket, n.key)
+	if es, ok := n.f.dirs.get(dk); ok {
+		n.f.metrics.dirCache.WithLabelValues("hit").Inc()
+		d := &dirStream{n: n, seen: make(map[string]bool, len(es)), cached: true}
+		d.buf = append(d.buf, es...)
+		for _, e := range es {
+			d.seen[e.Name] = true
+		}
+		return d, 0
+	}
+	n.f.metrics.dirCache.WithLabelValues("miss").Inc()
 	d := &dirStream{n: n, seen: map[string]bool{}, more: true}
+	d.gen, d.at = n.f.dirs.start()
 	// The first page now, so that a listing error is the opendir's.
 	if errno := d.page(ctx); errno != 0 {
 		return nil, errno
@@ -366,6 +378,13 @@ type dirStream struct {
 	err   syscall.Errno
 	// writers: the files being written here were added.
 	writers bool
+	// all: every entry of S3's listing so far, kept in the dirCache once
+	// the listing is complete (unless cached: it came from there); gen
+	// and at: when the listing began.
+	all    []fuse.DirEntry
+	cached bool
+	gen    uint64
+	at     time.Time
 }
 
 func (d *dirStream) page(ctx context.Context) syscall.Errno {
@@ -391,7 +410,9 @@ func (d *dirStream) page(ctx context.Context) syscall.Errno {
 		}
 		d.seen[name] = true
 		n.f.stats.put(cacheKey(n.bucket, n.key+name), meta{dir: true})
-		d.buf = append(d.buf, fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: ino(n.bucket, n.key+name+"/", true)})
+		e := fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: ino(n.bucket, n.key+name+"/", true)}
+		d.buf = append(d.buf, e)
+		d.all = append(d.all, e)
 	}
 	for _, o := range out.Contents {
 		key := aws.ToString(o.Key)
@@ -401,7 +422,9 @@ func (d *dirStream) page(ctx context.Context) syscall.Errno {
 		}
 		d.seen[name] = true
 		n.f.stats.put(cacheKey(n.bucket, key), meta{size: aws.ToInt64(o.Size), mtime: mtime(o.LastModified), etag: aws.ToString(o.ETag)})
-		d.buf = append(d.buf, fuse.DirEntry{Name: name, Mode: syscall.S_IFREG, Ino: ino(n.bucket, key, false)})
+		e := fuse.DirEntry{Name: name, Mode: syscall.S_IFREG, Ino: ino(n.bucket, key, false)}
+		d.buf = append(d.buf, e)
+		d.all = append(d.all, e)
 	}
 	return 0
 }
@@ -413,6 +436,9 @@ func (d *dirStream) HasNext() bool {
 		cancel()
 	}
 	if len(d.buf) == 0 && !d.more && d.err == 0 && !d.writers {
+		if !d.cached {
+			d.n.f.dirs.put(cacheKey(d.n.bucket, d.n.key), d.all, d.gen, d.at)
+		}
 		// Files being written in this mount, not yet in S3's listing.
 		d.writers = true
 		for name, w := range d.n.f.writersUnder(d.n.bucket, d.n.key) {

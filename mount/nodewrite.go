@@ -174,6 +174,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	w.dirty = true
 	f.setWriter(ck, w)
 	f.stats.del(ck)
+	f.dirs.bump()
 	in := n.child(ctx, name, w.meta(), out)
 	return in, in.Operations().(*node).newWriteHandle(w), 0, 0
 }
@@ -261,6 +262,7 @@ func (f *FS) unlink(ctx context.Context, bucket, key string) syscall.Errno {
 		return toErrno(err)
 	}
 	f.stats.putMissing(ck)
+	f.dirs.bump()
 	return 0
 }
 
@@ -290,6 +292,7 @@ func (f *FS) mkdir(ctx context.Context, bucket, key string) syscall.Errno {
 		return toErrno(err)
 	}
 	f.stats.put(cacheKey(bucket, key), meta{dir: true})
+	f.dirs.bump()
 	return 0
 }
 
@@ -333,6 +336,7 @@ func (f *FS) rmdir(ctx context.Context, bucket, key string) syscall.Errno {
 		return toErrno(err)
 	}
 	f.stats.putMissing(cacheKey(bucket, key))
+	f.dirs.bump()
 	return 0
 }
 
@@ -402,6 +406,7 @@ func (f *FS) rename(ctx context.Context, sb, sk, db, dk string, noReplace bool) 
 		return toErrno(err)
 	}
 	f.stats.del(dck)
+	f.dirs.bump()
 	err = f.do(ctx, "DeleteObject", func(ctx context.Context) error {
 		_, err := f.api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &sb, Key: &sk})
 		return err

@@ -580,6 +580,7 @@ func (w *writer) release() {
 	ck := cacheKey(w.bucket, w.key)
 	w.f.dropWriter(ck, w)
 	w.f.stats.del(ck)
+	w.f.dirs.bump()
 }
 
 // discard is an unlink of the file being written: the upload is aborted,
@@ -628,7 +629,7 @@ func killedStat(stat string) bool {
 
 // wrote forgets what the stat cache knew of a path this mount changed, so
 // that the next stat asks S3 (exact size, mtime and ETag).
-func (f *FS) wrote(bucket, key string) { f.stats.del(cacheKey(bucket, key)) }
+func (f *FS) wrote(bucket, key string) { f.stats.del(cacheKey(bucket, key)); f.dirs.bump() }
 
 var errShutdown = errors.New("the mount is shutting down with the file open; upload aborted")
 
