@@ -62,6 +62,7 @@ type Member struct {
 	hs     *http.Server
 	client *http.Client
 	store  *raftboltdb.BoltStore
+	stream *stream
 	trans  *raft.NetworkTransport
 	done   chan struct{}
 	wg     sync.WaitGroup
@@ -100,8 +101,9 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		return nil, fmt.Errorf("catalog: advertise address %s: %w", cfg.Advertise, err)
 	}
 	m.mux = newMux(ln, cfg.TLS)
+	m.stream = &stream{raw: m.mux.raft, adv: adv, tls: cfg.TLS}
 	m.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: &stream{raw: m.mux.raft, adv: adv, tls: cfg.TLS}, MaxPool: 2, Timeout: 10 * time.Second,
+		Stream: m.stream, MaxPool: 2, Timeout: 10 * time.Second,
 		Logger: cfg.Logger.Named("transport"),
 		// No pipelined replication: see regionstate.NoPipelining.
 		MaxRPCsInFlight: 1})
@@ -197,6 +199,13 @@ func (m *Member) closeNet() {
 		_ = m.trans.Close()
 	}
 	_ = m.mux.Close()
+	if m.stream != nil {
+		// A heartbeat that came in just before Raft shut down may still
+		// be handled: it writes the term to the store, and hashicorp/raft
+		// panics if the store is closed by then. Its connection is closed
+		// here and the store waits for its handler to let go of it.
+		m.stream.drain(5 * time.Second)
+	}
 	if m.store != nil {
 		_ = m.store.Close()
 	}
@@ -440,16 +449,71 @@ func (m *Member) Status() Status {
 	return s
 }
 
-// stream is the Raft side of the catalog port.
+// stream is the Raft side of the catalog port. It keeps the connections
+// it accepted until their handlers close them, so that Close can wait for
+// the handlers to end (drain).
 type stream struct {
 	raw net.Listener
 	adv net.Addr
 	tls *tls.Config
+
+	mu    sync.Mutex
+	conns map[*acceptedConn]struct{}
+	wg    sync.WaitGroup
 }
 
-func (s *stream) Accept() (net.Conn, error) { return s.raw.Accept() }
-func (s *stream) Close() error              { return s.raw.Close() }
-func (s *stream) Addr() net.Addr            { return s.adv }
+func (s *stream) Accept() (net.Conn, error) {
+	c, err := s.raw.Accept()
+	if err != nil {
+		return nil, err
+	}
+	ac := &acceptedConn{Conn: c, s: s}
+	s.mu.Lock()
+	if s.conns == nil {
+		s.conns = map[*acceptedConn]struct{}{}
+	}
+	s.conns[ac] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	return ac, nil
+}
+
+// drain closes the accepted connections and waits, at most d, until
+// their handlers have closed them too.
+func (s *stream) drain(d time.Duration) {
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.Conn.Close()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+}
+
+// acceptedConn is a connection stream accepted; its first Close lets go.
+type acceptedConn struct {
+	net.Conn
+	s    *stream
+	once sync.Once
+}
+
+func (c *acceptedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.s.mu.Lock()
+		delete(c.s.conns, c)
+		c.s.mu.Unlock()
+		c.s.wg.Done()
+	})
+	return err
+}
+
+func (s *stream) Close() error   { return s.raw.Close() }
+func (s *stream) Addr() net.Addr { return s.adv }
 
 func (s *stream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout}
