@@ -239,7 +239,7 @@ func TestEgressAdviseLearnsKeepFromLedger(t *testing.T) {
 	for i := range 4 {
 		put(fmt.Sprintf("train/epochs/shard-%d", i))
 	}
-	const days = 6
+	const days = 9 // a learned keep needs more than egress.KeepEvidenceHours (192 h) of history
 	scans := 0
 	for h := 0; h < days*24; h += 2 {
 		clock.set(t0.Add(time.Duration(h) * time.Hour))
