@@ -27,6 +27,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/internal/testserver"
 )
 
@@ -62,23 +63,6 @@ const (
 	treeFileLen = 16
 )
 
-// needFUSE skips a mount benchmark without root or /dev/fuse, and fails it
-// when CI is set (the helper pattern of internal/testenv).
-func needFUSE(b *testing.B) {
-	b.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "not root"
-	} else if f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0); err != nil {
-		why = "no /dev/fuse: " + err.Error()
-	} else {
-		f.Close()
-	}
-	if why != "" {
-		unavailableTool(b, "the mount benchmarks need root and /dev/fuse: "+why, "run as root on Linux with /dev/fuse")
-	}
-}
-
 // needTool returns path when it is executable; otherwise it skips (fails
 // under CI) naming the Debian package that installs it.
 func needTool(b *testing.B, path, pkg string) string {
@@ -95,22 +79,6 @@ func unavailableTool(b *testing.B, msg, hint string) {
 		b.Fatalf("%s (CI is set, so this fails instead of skipping; %s)", msg, hint)
 	}
 	b.Skipf("%s; %s", msg, hint)
-}
-
-// isMounted reports whether dir is a mount point (/proc/self/mountinfo).
-func isMounted(dir string) bool {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) > 4 && fields[4] == dir {
-			return true
-		}
-	}
-	return false
 }
 
 // procMount is a file system served by a child process (fedgate mount,
@@ -143,7 +111,7 @@ func startProcMount(b *testing.B, name, dir string, cmd *exec.Cmd) (*procMount, 
 			_ = cmd.Process.Kill()
 			<-m.exited
 		}
-		if isMounted(dir) {
+		if testenv.Mounted(dir) {
 			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
 		}
 		if b.Failed() {
@@ -151,7 +119,7 @@ func startProcMount(b *testing.B, name, dir string, cmd *exec.Cmd) (*procMount, 
 		}
 	})
 	deadline := time.Now().Add(60 * time.Second)
-	for !isMounted(dir) {
+	for !testenv.Mounted(dir) {
 		select {
 		case <-m.exited:
 			return m, false
@@ -351,7 +319,7 @@ func smallKey(i int) string { return fmt.Sprintf("small/c%02d/f%05d.bin", i%10, 
 // Each prints throughput and CPU seconds per GiB (or per 100k files) of
 // client + file system daemon + fedgate server. Run with -benchtime 1x.
 func BenchmarkMountRead(b *testing.B) {
-	needFUSE(b)
+	testenv.FUSE(b)
 	rclone := needTool(b, "/usr/bin/rclone", "rclone")
 	s3fsBin := needTool(b, "/usr/bin/s3fs", "s3fs")
 	needTool(b, "/usr/bin/fusermount3", "fuse3") // rclone mount mounts through it
@@ -785,7 +753,7 @@ func runFind(dir string, want int) (float64, error) {
 // benchmark waits for the drain between them. While the mount refuses
 // writes (EROFS), it reports "skipped: the mount is read-only".
 func BenchmarkMountWrite(b *testing.B) {
-	needFUSE(b)
+	testenv.FUSE(b)
 	size := envInt(b, "FEDGATE_BENCH_MOUNT_WRITE", 4<<30)
 	r := startRegion(b, regionOptions{args: []string{"--staging-size", "12GiB"}})
 	leader := r.leader(b)

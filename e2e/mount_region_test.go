@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/internal/testserver"
 )
 
@@ -242,7 +243,7 @@ func compareTree(t *testing.T, dir string, want map[string][]byte) {
 // region. One region, mounts on each node, one subtest per item; the
 // node-killing one is last.
 func TestMountRegion(t *testing.T) {
-	needFUSE(t)
+	testenv.FUSE(t)
 	py := mountPython(t)
 	r, sockets := startMountRegion(t)
 	n1, n2, n3 := r.nodes[0], r.nodes[1], r.nodes[2]
@@ -506,29 +507,7 @@ func TestMountRegion(t *testing.T) {
 			i++
 		}
 		m := startMount(t, n1, rootAK, rootSK, "--local-socket", sockets[0])
-		reads := m.metric(t, "fedgate_mount_fuse_reads_total")
-		for k, b := range want {
-			got, err := os.ReadFile(filepath.Join(m.dir, "datasets", k))
-			if err != nil || !bytes.Equal(got, b) {
-				t.Fatalf("read datasets/%s through node 1's socket: %v (equal %v)", k, err, bytes.Equal(got, b))
-			}
-		}
-		f, err := os.Open(filepath.Join(m.dir, "datasets/pt/big.bin"))
-		mustOK(t, err)
-		data, err := syscall.Mmap(int(f.Fd()), 0, len(want["pt/big.bin"]), syscall.PROT_READ, syscall.MAP_SHARED)
-		mustOK(t, err)
-		if !bytes.Equal(data, want["pt/big.bin"]) {
-			t.Error("mmap of a passthrough file differs")
-		}
-		syscall.Munmap(data)
-		f.Close()
-		opens := func(path string) float64 { return m.metric(t, `fedgate_mount_opens_total{path="`+path+`"}`) }
-		if p := opens("passthrough"); p < float64(len(want)+1) {
-			t.Errorf("%v passthrough opens of %d whole-file objects (local %v, s3 %v)", p, len(want)+1, opens("local"), opens("s3"))
-		}
-		if d := m.metric(t, "fedgate_mount_fuse_reads_total") - reads; d != 0 {
-			t.Errorf("passthrough files made %v FUSE reads in the daemon; want 0", d)
-		}
+		checkPassthrough(t, m, "datasets", want, "pt/big.bin")
 		m.stop(t)
 	})
 

@@ -21,45 +21,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"golang.org/x/sys/unix"
+
+	"github.com/fedgate/fedgate/internal/testenv"
 )
-
-// needFUSE skips a mount test on a machine without root or /dev/fuse, and
-// fails it when CI is set: CI must not go green by skipping the mount.
-func needFUSE(t *testing.T) {
-	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "not root"
-	} else if f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0); err != nil {
-		why = "no /dev/fuse: " + err.Error()
-	} else {
-		f.Close()
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("fedgate mount needs root and /dev/fuse: %s (CI is set, so this fails instead of skipping)", why)
-	}
-	t.Skipf("fedgate mount needs root and /dev/fuse: %s", why)
-}
-
-// mounted reports whether dir is a mount point (from /proc/self/mountinfo).
-func mounted(t *testing.T, dir string) bool {
-	t.Helper()
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) > 4 && fields[4] == dir {
-			return true
-		}
-	}
-	return false
-}
 
 // fuseMount is one `fedgate mount` process.
 type fuseMount struct {
@@ -103,7 +67,7 @@ func startMount(t *testing.T, s *server, ak, sk string, args ...string) *fuseMou
 			_ = m.cmd.Process.Kill()
 			<-m.exited
 		}
-		if mounted(t, dir) {
+		if testenv.Mounted(dir) {
 			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
 		}
 		if t.Failed() {
@@ -116,7 +80,7 @@ func startMount(t *testing.T, s *server, ak, sk string, args ...string) *fuseMou
 			t.Fatalf("fedgate mount exited: %v\n%s", m.err, m.log.String())
 		default:
 		}
-		return mounted(t, dir)
+		return testenv.Mounted(dir)
 	})
 	return m
 }
@@ -153,7 +117,7 @@ func seededBytes(r *rand.Rand, n int) []byte {
 // TestMountReadOnly is issue 36's first slice: a bucket of class folders
 // and a large file read through `fedgate mount --read-only` (every write EROFS).
 func TestMountReadOnly(t *testing.T) {
-	needFUSE(t)
+	testenv.FUSE(t)
 	s := startServer(t)
 	c := s.root()
 	mustOK(t, must(c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("train")})))
@@ -448,7 +412,7 @@ func (m *fuseMount) stop(t *testing.T) {
 	if m.err != nil {
 		t.Errorf("fedgate mount exited with %v after SIGTERM", m.err)
 	}
-	if mounted(t, m.dir) {
+	if testenv.Mounted(m.dir) {
 		t.Errorf("%s is still mounted", m.dir)
 	}
 	if es, err := os.ReadDir(m.dir); err != nil || len(es) != 0 {
@@ -462,7 +426,7 @@ func (m *fuseMount) stop(t *testing.T) {
 // counter does not move while it is read end to end, mmap included. An
 // object of several cached chunks is read with pread of the descriptors.
 func TestMountLocalSocket(t *testing.T) {
-	needFUSE(t)
+	testenv.FUSE(t)
 	tree := t.TempDir()
 	r := rand.New(rand.NewPCG(36, 2))
 	shard := seededBytes(r, 20<<20+4321) // 3 cache chunks
@@ -488,28 +452,7 @@ func TestMountLocalSocket(t *testing.T) {
 	opens := func(path string) float64 {
 		return m.metric(t, `fedgate_mount_opens_total{path="`+path+`"}`)
 	}
-	reads := m.metric(t, "fedgate_mount_fuse_reads_total")
-	for k, b := range want {
-		got, err := os.ReadFile(filepath.Join(m.dir, "scratch", k))
-		if err != nil || !bytes.Equal(got, b) {
-			t.Fatalf("read scratch/%s through passthrough: %v (equal %v)", k, err, bytes.Equal(got, b))
-		}
-	}
-	f, err := os.Open(filepath.Join(m.dir, "scratch/big.bin"))
-	mustOK(t, err)
-	data, err := syscall.Mmap(int(f.Fd()), 0, len(want["big.bin"]), syscall.PROT_READ, syscall.MAP_SHARED)
-	mustOK(t, err)
-	if !bytes.Equal(data, want["big.bin"]) {
-		t.Error("mmap of a passthrough file differs")
-	}
-	syscall.Munmap(data)
-	f.Close()
-	if p := opens("passthrough"); p < float64(len(want)+1) {
-		t.Errorf("%v passthrough opens of %d whole-file objects", p, len(want)+1)
-	}
-	if d := m.metric(t, "fedgate_mount_fuse_reads_total") - reads; d != 0 {
-		t.Errorf("passthrough files made %v FUSE reads in the daemon; want 0", d)
-	}
+	checkPassthrough(t, m, "scratch", want, "big.bin")
 
 	got, err := os.ReadFile(filepath.Join(m.dir, "datasets/train/shard-0.tar"))
 	if err != nil || !bytes.Equal(got, shard) {
@@ -563,7 +506,7 @@ func openUploadsIn(t *testing.T, c *s3.Client, bucket string) int {
 // seen through S3, refused writes with their errno, and a writer killed
 // by SIGKILL leaving no object and no multipart upload.
 func TestMountWrite(t *testing.T) {
-	needFUSE(t)
+	testenv.FUSE(t)
 	s := startServer(t, "--config", writeBackPolicy(t, t.TempDir()))
 	c := s.root()
 	mustOK(t, must(c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("scratch")})))
@@ -877,4 +820,37 @@ time.sleep(600)
 		}
 	})
 	m.stop(t)
+}
+
+// checkPassthrough reads every file of want (keys under bucket) through m
+// and maps big whole: every byte right, each opened by FUSE passthrough
+// (the opens counter), and the daemon's read counter unmoved.
+func checkPassthrough(t *testing.T, m *fuseMount, bucket string, want map[string][]byte, big string) {
+	t.Helper()
+	opens := func(path string) float64 {
+		return m.metric(t, `fedgate_mount_opens_total{path="`+path+`"}`)
+	}
+	before := opens("passthrough")
+	reads := m.metric(t, "fedgate_mount_fuse_reads_total")
+	for k, b := range want {
+		got, err := os.ReadFile(filepath.Join(m.dir, bucket, k))
+		if err != nil || !bytes.Equal(got, b) {
+			t.Fatalf("read %s/%s through passthrough: %v (equal %v)", bucket, k, err, bytes.Equal(got, b))
+		}
+	}
+	f, err := os.Open(filepath.Join(m.dir, bucket, big))
+	mustOK(t, err)
+	data, err := syscall.Mmap(int(f.Fd()), 0, len(want[big]), syscall.PROT_READ, syscall.MAP_SHARED)
+	mustOK(t, err)
+	if !bytes.Equal(data, want[big]) {
+		t.Error("mmap of a passthrough file differs")
+	}
+	syscall.Munmap(data)
+	f.Close()
+	if p := opens("passthrough") - before; p < float64(len(want)+1) {
+		t.Errorf("%v passthrough opens of %d whole-file objects (local %v, s3 %v)", p, len(want)+1, opens("local"), opens("s3"))
+	}
+	if d := m.metric(t, "fedgate_mount_fuse_reads_total") - reads; d != 0 {
+		t.Errorf("passthrough files made %v FUSE reads in the daemon; want 0", d)
+	}
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fedgate/fedgate/internal/testenv"
 )
 
 // fedgate called as mount.fedgate, with the arguments mount(8) gives a
@@ -20,7 +22,7 @@ import (
 // prefix is mounted, the daemon goes on in the background with its log in
 // log=FILE, an umount ends it; a bad option mounts nothing.
 func TestMountHelperFstab(t *testing.T) {
-	needFUSE(t)
+	testenv.FUSE(t)
 	s := startServer(t)
 	c := s.root()
 	if _, err := c.CreateBucket(ctx(t), &s3.CreateBucketInput{Bucket: aws.String("dsets")}); err != nil {
@@ -53,14 +55,14 @@ func TestMountHelperFstab(t *testing.T) {
 		return string(out), err
 	}
 	t.Cleanup(func() {
-		if mounted(t, dir) {
+		if testenv.Mounted(dir) {
 			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
 		}
 	})
 
 	out, err := run("rw,stat-ttl=2s,_netdev,x-systemd.automount,stat_tll=1s,endpoint=" + s.Endpoint)
 	var ee *exec.ExitError
-	if err == nil || !strings.Contains(out, `unknown option "stat_tll=1s"`) || mounted(t, dir) {
+	if err == nil || !strings.Contains(out, `unknown option "stat_tll=1s"`) || testenv.Mounted(dir) {
 		t.Fatalf("a misspelt option: %v\n%s", err, out)
 	} else if !(errors.As(err, &ee) && ee.ExitCode() == 1) {
 		t.Errorf("a misspelt option: exit %v, want 1 (usage)", err)
@@ -71,7 +73,7 @@ func TestMountHelperFstab(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mount.fedgate: %v\n%s", err, out)
 	}
-	if !mounted(t, dir) {
+	if !testenv.Mounted(dir) {
 		t.Fatalf("mount.fedgate returned 0 after %v but %s is not mounted", time.Since(start), dir)
 	}
 	got, err := os.ReadFile(filepath.Join(dir, "x", "0001.txt"))
@@ -91,7 +93,7 @@ func TestMountHelperFstab(t *testing.T) {
 
 	// The daemon refuses its flags: the helper exits 32 with its log.
 	out, err = run("part_size=1,endpoint=" + s.Endpoint + ",credentials=" + creds + ",log=" + logFile)
-	if err == nil || !(errors.As(err, &ee) && ee.ExitCode() == 32) || !strings.Contains(out, "--part-size 1: must be 5 MiB") || mounted(t, dir) {
+	if err == nil || !(errors.As(err, &ee) && ee.ExitCode() == 32) || !strings.Contains(out, "--part-size 1: must be 5 MiB") || testenv.Mounted(dir) {
 		t.Errorf("a daemon that exits at once: %v (want exit 32 and its log)\n%s", err, out)
 	}
 }

@@ -23,14 +23,15 @@ func sameETag(a, b string) bool { return strings.Trim(a, `"`) == strings.Trim(b,
 // handle reads the passed descriptors with pread. ok false: the node
 // cannot (NotLocal, no socket, any error); the caller reads over S3.
 func (n *node) openLocal(ctx context.Context, m meta) (fs.FileHandle, uint32, bool) {
+	p := n.at()
 	f := n.f
 	lctx, cancel := context.WithTimeout(ctx, f.cfg.RequestTimeout)
-	lf, err := f.cfg.Local.OpenLocal(lctx, n.bucket, n.key)
+	lf, err := f.cfg.Local.OpenLocal(lctx, p.bucket, p.key)
 	cancel()
 	if err != nil {
 		var le *localread.Error
 		if !errors.As(err, &le) || le.Code != "NotLocal" {
-			f.log.Debug("short-circuit open failed; reading over S3", "bucket", n.bucket, "key", n.key, "err", err)
+			f.log.Debug("short-circuit open failed; reading over S3", "bucket", p.bucket, "key", p.key, "err", err)
 		}
 		f.metrics.opens.WithLabelValues("s3").Inc()
 		return nil, 0, false
@@ -39,9 +40,9 @@ func (n *node) openLocal(ctx context.Context, m meta) (fs.FileHandle, uint32, bo
 	if m.etag != "" && sameETag(lm.etag, m.etag) {
 		lm.etag, lm.mtime = m.etag, m.mtime // one spelling and precision per file
 	} else {
-		f.stats.put(cacheKey(n.bucket, n.key), lm) // the object changed since the stat: the node's view is newer
+		f.stats.put(cacheKey(p.bucket, p.key), lm) // the object changed since the stat: the node's view is newer
 	}
-	h := newHandle(f, n.bucket, n.key, lm)
+	h := newHandle(f, p.bucket, p.key, lm)
 	h.local = lf
 	exts, files := lf.Extents()
 	if len(exts) == 1 && len(files) == 1 && exts[0].FileOffset == 0 && exts[0].ObjectOffset == 0 && exts[0].Length == lm.size {

@@ -212,13 +212,11 @@ func Start(dir string, cfg Config) (*Mounted, error) {
 	if err != nil {
 		return nil, err
 	}
-	root := &node{f: f, dir: true}
-	if cfg.Bucket != "" {
-		root.bucket = cfg.Bucket
-		if cfg.Prefix != "" {
-			root.key = f.cfg.Prefix + "/"
-		}
+	var rootKey string
+	if cfg.Bucket != "" && cfg.Prefix != "" {
+		rootKey = f.cfg.Prefix + "/"
 	}
+	root := newNode(f, cfg.Bucket, rootKey, true)
 	flags := uintptr(syscall.MS_NOSUID | syscall.MS_NODEV)
 	if cfg.ReadOnly {
 		// Read-only at the VFS: every write gets EROFS from the kernel.

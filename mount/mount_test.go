@@ -392,7 +392,7 @@ func TestDirCache(t *testing.T) {
 		put(t, c.Client, k, []byte(k))
 	}
 	f := testFS(t, c, Config{StatTTL: 300 * time.Millisecond})
-	d := &node{f: f, dir: true, bucket: "data", key: "d/"}
+	d := newNode(f, "data", "d/", true)
 	want := "[sub a b]"
 	if got := fmt.Sprint(readdirNames(t, d)); got != want || c.lists.Load() != 1 {
 		t.Fatalf("first readdir: %s after %d lists, want %s after 1", got, c.lists.Load(), want)
@@ -415,7 +415,7 @@ func TestDirCache(t *testing.T) {
 		t.Errorf("readdir after the TTL: %s after %d lists, want [sub b e] listed again", got, c.lists.Load())
 	}
 	f0 := testFS(t, c, Config{StatTTL: -1})
-	d0 := &node{f: f0, dir: true, bucket: "data", key: "d/"}
+	d0 := newNode(f0, "data", "d/", true)
 	n := c.lists.Load()
 	readdirNames(t, d0)
 	readdirNames(t, d0)

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,11 +19,10 @@ import (
 type node struct {
 	fs.Inode
 	f *FS
-	// bucket is "" only for the root of a mount of every bucket.
-	bucket string
-	// key is the object's key, or the directory's prefix with its
-	// trailing slash ("" for a bucket's root).
-	key string
+	// loc is where the node is: set at construction, and replaced (never
+	// changed in place) when a file is renamed, while other operations on
+	// the inode may run.
+	loc atomic.Pointer[objPath]
 	dir bool
 
 	mu       sync.Mutex
@@ -30,6 +30,24 @@ type node struct {
 	passOpen int    // open passthrough handles, all of passETag
 	passETag string
 }
+
+// objPath is a node's place in the namespace.
+type objPath struct {
+	// bucket is "" only for the root of a mount of every bucket.
+	bucket string
+	// key is the object's key, or the directory's prefix with its
+	// trailing slash ("" for a bucket's root).
+	key string
+}
+
+func newNode(f *FS, bucket, key string, dir bool) *node {
+	n := &node{f: f, dir: dir}
+	n.loc.Store(&objPath{bucket: bucket, key: key})
+	return n
+}
+
+// at is where the node is now.
+func (n *node) at() objPath { return *n.loc.Load() }
 
 var (
 	_ fs.NodeLookuper  = (*node)(nil)
@@ -102,23 +120,25 @@ func (n *node) fill(a *fuse.Attr, m meta) {
 }
 
 func (n *node) child(ctx context.Context, name string, m meta, out *fuse.EntryOut) *fs.Inode {
-	c := &node{f: n.f, bucket: n.bucket, dir: m.dir}
+	p := n.at()
+	cp := objPath{bucket: p.bucket}
 	mode := uint32(syscall.S_IFREG)
-	if n.bucket == "" {
-		c.bucket = name
+	if p.bucket == "" {
+		cp.bucket = name
 	} else {
-		c.key = n.key + name
+		cp.key = p.key + name
 	}
 	if m.dir {
 		mode = syscall.S_IFDIR
-		if n.bucket != "" {
-			c.key += "/"
+		if p.bucket != "" {
+			cp.key += "/"
 		}
 	}
+	c := newNode(n.f, cp.bucket, cp.key, m.dir)
 	n.fill(&out.Attr, m)
-	out.Ino = ino(c.bucket, c.key, m.dir)
+	out.Ino = ino(cp.bucket, cp.key, m.dir)
 	in := n.NewInode(ctx, c, fs.StableAttr{Mode: mode, Ino: out.Ino})
-	if got, ok := in.Operations().(*node); ok && (got.bucket != c.bucket || got.key != c.key) {
+	if got, ok := in.Operations().(*node); ok && got.at() != cp {
 		// The inode of this number was renamed away (it keeps the number
 		// of its old path): this path gets a number of its own.
 		in = n.NewInode(ctx, c, fs.StableAttr{Mode: mode})
@@ -130,11 +150,12 @@ func (n *node) child(ctx context.Context, name string, m meta, out *fuse.EntryOu
 // Lookup answers from the stat cache (filled by listings and earlier
 // lookups) or asks S3.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	p := n.at()
 	var ck string
-	if n.bucket == "" {
+	if p.bucket == "" {
 		ck = cacheKey(name, "")
 	} else {
-		ck = cacheKey(n.bucket, n.key+name)
+		ck = cacheKey(p.bucket, p.key+name)
 		if w := n.f.activeWriter(ck); w != nil {
 			return n.child(ctx, name, w.meta(), out), 0
 		}
@@ -150,17 +171,17 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	n.f.metrics.statCache.WithLabelValues("miss").Inc()
 	var m meta
 	var err error
-	if n.bucket == "" {
+	if p.bucket == "" {
 		m, err = n.f.statBucket(ctx, name)
 	} else {
-		m, err = n.f.statPath(ctx, n.bucket, n.key+name)
+		m, err = n.f.statPath(ctx, p.bucket, p.key+name)
 	}
 	if err != nil {
 		errno := toErrno(err)
 		if errno == syscall.ENOENT {
 			n.f.stats.putMissing(ck)
 		} else if errno != syscall.EINTR {
-			n.f.log.Warn("lookup failed", "bucket", n.bucket, "key", n.key+name, "err", err)
+			n.f.log.Warn("lookup failed", "bucket", p.bucket, "key", p.key+name, "err", err)
 		}
 		return nil, errno
 	}
@@ -171,6 +192,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 // Getattr of a file: the stat cache, else HEAD; of an open file, what was
 // pinned at open.
 func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	p := n.at()
 	if h, ok := fh.(*handle); ok {
 		n.fill(&out.Attr, h.m)
 		return 0
@@ -183,11 +205,11 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 		n.fill(&out.Attr, wh.w.meta())
 		return 0
 	}
-	if w := n.f.activeWriter(cacheKey(n.bucket, n.key)); w != nil {
+	if w := n.f.activeWriter(cacheKey(p.bucket, p.key)); w != nil {
 		n.fill(&out.Attr, w.meta())
 		return 0
 	}
-	m, err := n.f.fileMeta(ctx, n.bucket, n.key)
+	m, err := n.f.fileMeta(ctx, p.bucket, p.key)
 	if err != nil {
 		return toErrno(err)
 	}
@@ -211,17 +233,18 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 // fresh HEAD) for every read through this handle, and keeps the kernel's
 // page cache when the ETag is the one of the last open.
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	p := n.at()
 	if n.dir {
 		return nil, 0, syscall.EISDIR
 	}
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return n.openWrite(ctx, flags)
 	}
-	if n.f.activeWriter(cacheKey(n.bucket, n.key)) != nil {
-		n.f.log.Warn("open for reading refused: the file is being written in this mount; open it after the writer closes it", "bucket", n.bucket, "key", n.key)
+	if n.f.activeWriter(cacheKey(p.bucket, p.key)) != nil {
+		n.f.log.Warn("open for reading refused: the file is being written in this mount; open it after the writer closes it", "bucket", p.bucket, "key", p.key)
 		return nil, 0, syscall.EBUSY
 	}
-	m, err := n.f.fileMeta(ctx, n.bucket, n.key)
+	m, err := n.f.fileMeta(ctx, p.bucket, p.key)
 	if err != nil {
 		return nil, 0, toErrno(err)
 	}
@@ -235,7 +258,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	} else {
 		n.f.metrics.opens.WithLabelValues("s3").Inc()
 	}
-	return newHandle(n.f, n.bucket, n.key, m), n.keepCache(m.etag), 0
+	return newHandle(n.f, p.bucket, p.key, m), n.keepCache(m.etag), 0
 }
 
 // keepCache is FOPEN_KEEP_CACHE when etag is the one of the last open.
@@ -330,7 +353,8 @@ func (f *FS) statBucket(ctx context.Context, bucket string) (meta, error) {
 // delimiter), filling the stat cache so that READDIRPLUS and the stats
 // of `ls -l` cost no request per entry.
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	if n.bucket == "" {
+	p := n.at()
+	if p.bucket == "" {
 		var out *s3.ListBucketsOutput
 		err := n.f.do(ctx, "ListBuckets", func(ctx context.Context) error {
 			var err error
@@ -348,7 +372,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		}
 		return fs.NewListDirStream(es), 0
 	}
-	dk := cacheKey(n.bucket, n.key)
+	dk := cacheKey(p.bucket, p.key)
 	if es, ok := n.f.dirs.get(dk); ok {
 		n.f.metrics.dirCache.WithLabelValues("hit").Inc()
 		d := &dirStream{n: n, seen: make(map[string]bool, len(es)), cached: true}
@@ -389,40 +413,41 @@ type dirStream struct {
 
 func (d *dirStream) page(ctx context.Context) syscall.Errno {
 	n := d.n
+	loc := n.at()
 	var out *s3.ListObjectsV2Output
 	err := n.f.do(ctx, "ListObjectsV2", func(ctx context.Context) error {
 		var err error
 		out, err = n.f.api.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
-			Bucket: &n.bucket, Prefix: &n.key, Delimiter: aws.String("/"), ContinuationToken: d.token,
+			Bucket: &loc.bucket, Prefix: &loc.key, Delimiter: aws.String("/"), ContinuationToken: d.token,
 		})
 		return err
 	})
 	if err != nil {
-		n.f.log.Warn("listing failed", "bucket", n.bucket, "prefix", n.key, "err", err)
+		n.f.log.Warn("listing failed", "bucket", loc.bucket, "prefix", loc.key, "err", err)
 		return toErrno(err)
 	}
 	d.token = out.NextContinuationToken
 	d.more = aws.ToBool(out.IsTruncated) && d.token != nil
-	for _, p := range out.CommonPrefixes {
-		name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(p.Prefix), n.key), "/")
+	for _, cp := range out.CommonPrefixes {
+		name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(cp.Prefix), loc.key), "/")
 		if name == "" || strings.Contains(name, "/") || d.seen[name] {
 			continue
 		}
 		d.seen[name] = true
-		n.f.stats.put(cacheKey(n.bucket, n.key+name), meta{dir: true})
-		e := fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: ino(n.bucket, n.key+name+"/", true)}
+		n.f.stats.put(cacheKey(loc.bucket, loc.key+name), meta{dir: true})
+		e := fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: ino(loc.bucket, loc.key+name+"/", true)}
 		d.buf = append(d.buf, e)
 		d.all = append(d.all, e)
 	}
 	for _, o := range out.Contents {
 		key := aws.ToString(o.Key)
-		name := strings.TrimPrefix(key, n.key)
+		name := strings.TrimPrefix(key, loc.key)
 		if name == "" || strings.Contains(name, "/") || d.seen[name] {
 			continue
 		}
 		d.seen[name] = true
-		n.f.stats.put(cacheKey(n.bucket, key), meta{size: aws.ToInt64(o.Size), mtime: mtime(o.LastModified), etag: aws.ToString(o.ETag)})
-		e := fuse.DirEntry{Name: name, Mode: syscall.S_IFREG, Ino: ino(n.bucket, key, false)}
+		n.f.stats.put(cacheKey(loc.bucket, key), meta{size: aws.ToInt64(o.Size), mtime: mtime(o.LastModified), etag: aws.ToString(o.ETag)})
+		e := fuse.DirEntry{Name: name, Mode: syscall.S_IFREG, Ino: ino(loc.bucket, key, false)}
 		d.buf = append(d.buf, e)
 		d.all = append(d.all, e)
 	}
@@ -430,6 +455,7 @@ func (d *dirStream) page(ctx context.Context) syscall.Errno {
 }
 
 func (d *dirStream) HasNext() bool {
+	dp := d.n.at()
 	for len(d.buf) == 0 && d.more && d.err == 0 {
 		ctx, cancel := context.WithTimeout(d.n.f.ctx, time.Duration(d.n.f.cfg.Tries)*d.n.f.cfg.RequestTimeout)
 		d.err = d.page(ctx)
@@ -437,11 +463,11 @@ func (d *dirStream) HasNext() bool {
 	}
 	if len(d.buf) == 0 && !d.more && d.err == 0 && !d.writers {
 		if !d.cached {
-			d.n.f.dirs.put(cacheKey(d.n.bucket, d.n.key), d.all, d.gen, d.at)
+			d.n.f.dirs.put(cacheKey(dp.bucket, dp.key), d.all, d.gen, d.at)
 		}
 		// Files being written in this mount, not yet in S3's listing.
 		d.writers = true
-		for name, w := range d.n.f.writersUnder(d.n.bucket, d.n.key) {
+		for name, w := range d.n.f.writersUnder(dp.bucket, dp.key) {
 			if !d.seen[name] {
 				d.seen[name] = true
 				d.buf = append(d.buf, fuse.DirEntry{Name: name, Mode: syscall.S_IFREG, Ino: ino(w.bucket, w.key, false)})

@@ -124,20 +124,21 @@ func (h *writeHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Er
 // refused (EOPNOTSUPP) until the file is truncated to 0: an object cannot
 // be changed in place; reads through an O_RDWR handle read the object.
 func (n *node) openWrite(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	p := n.at()
 	f := n.f
 	if f.cfg.ReadOnly {
 		return nil, 0, syscall.EROFS
 	}
-	ck := cacheKey(n.bucket, n.key)
+	ck := cacheKey(p.bucket, p.key)
 	if f.activeWriter(ck) != nil {
-		f.log.Warn("open for writing refused: the file is being written by another open in this mount", "bucket", n.bucket, "key", n.key)
+		f.log.Warn("open for writing refused: the file is being written by another open in this mount", "bucket", p.bucket, "key", p.key)
 		return nil, 0, syscall.EBUSY
 	}
-	w := f.newWriter(n.bucket, n.key)
+	w := f.newWriter(p.bucket, p.key)
 	var rd *handle
 	if flags&syscall.O_TRUNC == 0 {
 		w.needTrunc = true
-		m, err := f.fileMeta(ctx, n.bucket, n.key)
+		m, err := f.fileMeta(ctx, p.bucket, p.key)
 		if err != nil {
 			return nil, 0, toErrno(err)
 		}
@@ -145,7 +146,7 @@ func (n *node) openWrite(ctx context.Context, flags uint32) (fs.FileHandle, uint
 		w.mtime.Store(m.mtime.Unix())
 		w.committed = true
 		if flags&syscall.O_ACCMODE == syscall.O_RDWR {
-			rd = newHandle(f, n.bucket, n.key, m)
+			rd = newHandle(f, p.bucket, p.key, m)
 		}
 	} else {
 		w.dirty = true
@@ -158,19 +159,20 @@ func (n *node) openWrite(ctx context.Context, flags uint32) (fs.FileHandle, uint
 
 // Create makes a new file, written at close.
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	p := n.at()
 	f := n.f
 	if f.cfg.ReadOnly {
 		return nil, nil, 0, syscall.EROFS
 	}
-	if n.bucket == "" {
+	if p.bucket == "" {
 		return nil, nil, 0, syscall.EPERM // the root of every bucket holds buckets only
 	}
-	key := n.key + name
-	ck := cacheKey(n.bucket, key)
+	key := p.key + name
+	ck := cacheKey(p.bucket, key)
 	if f.activeWriter(ck) != nil {
 		return nil, nil, 0, syscall.EBUSY
 	}
-	w := f.newWriter(n.bucket, key)
+	w := f.newWriter(p.bucket, key)
 	w.dirty = true
 	f.setWriter(ck, w)
 	f.stats.del(ck)
@@ -184,6 +186,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 // utimes are accepted and change nothing (S3 keeps no modes, owners or
 // times), so that cp -p and rsync -a work.
 func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	p := n.at()
 	f := n.f
 	if f.cfg.ReadOnly {
 		return syscall.EROFS
@@ -195,14 +198,14 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		var w *writer
 		if wh, ok := fh.(*writeHandle); ok {
 			w = wh.w
-		} else if aw := f.writer(cacheKey(n.bucket, n.key)); aw != nil && aw.active() {
+		} else if aw := f.writer(cacheKey(p.bucket, p.key)); aw != nil && aw.active() {
 			w = aw
 		}
 		if w != nil {
 			if errno := w.truncate(ctx, int64(size)); errno != 0 {
 				return errno
 			}
-		} else if errno := f.truncateClosed(ctx, n.bucket, n.key, int64(size)); errno != 0 {
+		} else if errno := f.truncateClosed(ctx, p.bucket, p.key, int64(size)); errno != 0 {
 			return errno
 		}
 	}
@@ -238,13 +241,14 @@ func (f *FS) truncateClosed(ctx context.Context, bucket, key string, size int64)
 // Unlink deletes the object (DeleteObject). A file being written in this
 // mount is dropped: its upload is aborted and its close keeps nothing.
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	p := n.at()
 	if n.f.cfg.ReadOnly {
 		return syscall.EROFS
 	}
-	if n.bucket == "" {
+	if p.bucket == "" {
 		return syscall.EPERM
 	}
-	return n.f.unlink(ctx, n.bucket, n.key+name)
+	return n.f.unlink(ctx, p.bucket, p.key+name)
 }
 
 func (f *FS) unlink(ctx context.Context, bucket, key string) syscall.Errno {
@@ -269,13 +273,14 @@ func (f *FS) unlink(ctx context.Context, bucket, key string) syscall.Errno {
 // Mkdir puts a zero-byte "dir/" marker object, so that an empty directory
 // persists; listings do not show markers.
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	p := n.at()
 	if n.f.cfg.ReadOnly {
 		return nil, syscall.EROFS
 	}
-	if n.bucket == "" {
+	if p.bucket == "" {
 		return nil, syscall.EPERM // buckets are made with `fedgate` or S3, not mkdir
 	}
-	if errno := n.f.mkdir(ctx, n.bucket, n.key+name); errno != 0 {
+	if errno := n.f.mkdir(ctx, p.bucket, p.key+name); errno != 0 {
 		return nil, errno
 	}
 	return n.child(ctx, name, meta{dir: true, mtime: time.Now().Truncate(time.Second)}, out), 0
@@ -299,13 +304,14 @@ func (f *FS) mkdir(ctx context.Context, bucket, key string) syscall.Errno {
 // Rmdir deletes the directory's marker; ENOTEMPTY while any key (or a
 // file being written) is under it.
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	p := n.at()
 	if n.f.cfg.ReadOnly {
 		return syscall.EROFS
 	}
-	if n.bucket == "" {
+	if p.bucket == "" {
 		return syscall.EPERM
 	}
-	return n.f.rmdir(ctx, n.bucket, n.key+name)
+	return n.f.rmdir(ctx, p.bucket, p.key+name)
 }
 
 func (f *FS) rmdir(ctx context.Context, bucket, key string) syscall.Errno {
@@ -346,12 +352,17 @@ func (f *FS) rmdir(ctx context.Context, bucket, key string) syscall.Errno {
 // leaves both. A directory is EXDEV (mv then copies and deletes file by
 // file); RENAME_EXCHANGE is EINVAL; RENAME_NOREPLACE is honoured.
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	p := n.at()
 	f := n.f
 	if f.cfg.ReadOnly {
 		return syscall.EROFS
 	}
-	np, ok := newParent.(*node)
-	if !ok || n.bucket == "" || np.bucket == "" {
+	npn, ok := newParent.(*node)
+	if !ok {
+		return syscall.EPERM
+	}
+	np := npn.at()
+	if p.bucket == "" || np.bucket == "" {
 		return syscall.EPERM
 	}
 	if flags&fs.RENAME_EXCHANGE != 0 {
@@ -362,13 +373,14 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			return syscall.EXDEV
 		}
 	}
-	src, dst := n.key+name, np.key+newName
-	errno := f.rename(ctx, n.bucket, src, np.bucket, dst, flags&unix.RENAME_NOREPLACE != 0)
+	src, dst := p.key+name, np.key+newName
+	errno := f.rename(ctx, p.bucket, src, np.bucket, dst, flags&unix.RENAME_NOREPLACE != 0)
 	if errno == 0 {
 		if ch := n.GetChild(name); ch != nil {
 			if cn, ok := ch.Operations().(*node); ok {
-				// go-fuse moves the inode to the new name: its ops use its key.
-				cn.bucket, cn.key = np.bucket, dst
+				// go-fuse moves the inode to the new name: its ops use its
+				// place, which other operations may be reading now.
+				cn.loc.Store(&objPath{bucket: np.bucket, key: dst})
 			}
 		}
 	}
