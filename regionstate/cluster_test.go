@@ -381,16 +381,38 @@ func TestReadIndex(t *testing.T) {
 	}
 
 	c.partition(old.ID())
-	// A heartbeat sent before the cut and answered after it still counts
-	// for hashicorp/raft's VerifyLeader: let those land first.
-	time.Sleep(5 * time.Millisecond)
+	// hashicorp/raft's VerifyLeader counts an answer to a heartbeat or an
+	// append sent before the cut, so the first ReadIndex calls after it
+	// may still succeed (safe: the others cannot have elected anyone in
+	// that time). Without a verification every call would succeed until
+	// the old leader steps down; with it, at most those in flight (one
+	// heartbeat and one append per follower). A fixed 5 ms wait for them
+	// failed under load in a .ci/run.
+	var early int
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		_, err := old.ReadIndex(ctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		if early++; early > 4 {
+			t.Fatalf("a leader cut off from the others handed out %d read indexes", early)
+		}
+	}
+	// Once the others have elected a leader and it has written, the old
+	// one cannot hand out a read index (it would miss that write).
+	nl := c.leader()
+	after, err := nl.ApplyIndex(t.Context(), SetSetting{Key: "after-cut", Value: "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
 	if idx, err := old.ReadIndex(ctx); err == nil {
-		t.Fatalf("a leader cut off from the others handed out read index %d", idx)
+		t.Fatalf("a leader cut off from the others handed out read index %d after the new leader wrote at %d", idx, after)
 	}
-	nl := c.leader()
-	if idx, err := nl.ReadIndex(t.Context()); err != nil || idx < last {
-		t.Fatalf("the new leader's ReadIndex = %d, %v; want at least %d", idx, err, last)
+	if idx, err := nl.ReadIndex(t.Context()); err != nil || idx < after {
+		t.Fatalf("the new leader's ReadIndex = %d, %v; want at least %d", idx, err, after)
 	}
 }
