@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fedgate/fedgate/internal/mountinfo"
 )
 
 // mount.fedgate: fedgate called under that name (a symlink in /sbin) is the
@@ -230,23 +232,6 @@ func isFedgateMount(dir string) bool {
 	if r, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = r
 	}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPER
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 || fields[4] != abs {
-			continue
-		}
-		for i, fl := range fields {
-			if fl == "-" && i+1 < len(fields) && fields[i+1] == "fuse.fedgate" {
-				return true
-			}
-		}
-	}
-	return false
+	typ, ok := mountinfo.FSType(abs)
+	return ok && typ == "fuse.fedgate"
 }

@@ -1,10 +1,10 @@
 package testenv
 
 import (
-	"bufio"
 	"os"
-	"strings"
 	"testing"
+
+	"github.com/fedgate/fedgate/internal/mountinfo"
 )
 
 // FUSE skips a test that mounts a FUSE file system on a machine without
@@ -28,16 +28,6 @@ func FUSE(t testing.TB) {
 // Mounted reports whether dir is a mount point (from /proc/self/mountinfo;
 // false when that cannot be read).
 func Mounted(dir string) bool {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) > 4 && fields[4] == dir {
-			return true
-		}
-	}
-	return false
+	_, ok := mountinfo.FSType(dir)
+	return ok
 }
