@@ -93,8 +93,11 @@ type Config struct {
 	Catalog Catalog
 	// Lifecycle configures the lifecycle runner (RunLifecycle).
 	Lifecycle LifecycleConfig
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// Ready is the readiness check Namespace.Ready reports (e.g. "Raft
+	// has a leader"; nil: always ready).
+	Ready  func(context.Context) error
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // ChunkCache is the region's chunk cache as the namespace uses it; a
@@ -226,7 +229,7 @@ func New(cfg Config) (*Namespace, error) {
 		cfg.WriteBack.PeerStall = 2 * time.Second
 	}
 	rs := regionState{cfg.State}
-	n := &Namespace{rs: rs, log: cfg.Logger, now: cfg.Now,
+	n := &Namespace{rs: rs, log: cfg.Logger, now: cfg.Now, ready: cfg.Ready,
 		created: cfg.Now(), cache: cfg.Cache, fill: cfg.FillConcurrency,
 		region: cfg.Region, catalog: cfg.Catalog, wb: cfg.WriteBack, metrics: newDrainMetrics(), drainWake: make(chan struct{}, 1),
 		degraded: newDegradedTracker(), lc: cfg.Lifecycle, lcMetrics: newLifecycleMetrics(), lcWake: make(chan struct{}, 1)}
@@ -385,10 +388,7 @@ func (n *Namespace) awaitPolicy() bool {
 // Users gives the namespace's credential and grant operations.
 func (n *Namespace) Users() *Users { return n.users }
 
-// SetReady installs the readiness check (e.g. "Raft has a leader").
-func (n *Namespace) SetReady(f func(context.Context) error) { n.ready = f }
-
-// Ready reports whether this node can serve requests.
+// Ready reports whether this node can serve requests (Config.Ready).
 func (n *Namespace) Ready(ctx context.Context) error {
 	if n.ready == nil {
 		return nil

@@ -10,7 +10,7 @@ import (
 // regionErrCluster and regionErrPolicy hand the gateway the region's
 // errors as backend sentinels (federation.RegionError), as its Cluster and
 // PolicyAdmin contracts say.
-type regionErrCluster struct{ c *cluster }
+type regionErrCluster struct{ c gateway.Cluster }
 
 func (r regionErrCluster) ClusterStatus(ctx context.Context) (gateway.AdminCluster, error) {
 	st, err := r.c.ClusterStatus(ctx)

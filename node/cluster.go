@@ -21,14 +21,12 @@ import (
 )
 
 // cluster is this node's side of its region: discovery, forming and
-// joining, the Forward hook, what the internal API answers for this node
-// (peerapi.Backend), the namespace's federation.Region, the cache's
-// cachetier.PeerClient and the admin API's cluster operations.
-//
-// Its fields are set in Open in this order, and each is read only by code
-// that Open starts, or lets run, after setting it: raft before
-// peerapi.Server.Start (handlers wait for it), ns before the gateway is
-// built (ClusterStatus runs only in gateway handlers).
+// joining, the Forward hook, the Raft operations the internal API answers
+// for this node (through member, which adds the node's usage), the
+// namespace's federation.Region, the cache's cachetier.PeerClient and the
+// admin API's member operations (through regionAdmin, which adds the
+// namespace's status). newCluster builds it once the Raft state is open;
+// nothing in it is set afterwards.
 type cluster struct {
 	id       string
 	httpAddr string                   // this node's S3 address, "http://host:port" (https with TLS)
@@ -39,22 +37,46 @@ type cluster struct {
 	log      *slog.Logger
 	client   *peerapi.Client
 	internal string // this node's internal API URL ("": none)
-	cache    *cachetier.Cache
-	stage    *staging.Area
+	raft     *regionstate.Node
+	members  memberCache
+	now      func() time.Time // the wall clock peers are told (Config.Now)
+	clocks   *clockWatch
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error) // Config.Dial
+}
 
-	raft    *regionstate.Node
-	ns      *federation.Namespace
-	members memberCache
-	now     func() time.Time // the wall clock peers are told (Config.Now)
-	clocks  *clockWatch
-	dial    func(ctx context.Context, network, addr string) (net.Conn, error) // Config.Dial
+// newCluster is this node's side of its region over its opened Raft
+// state rn, reached through what the listen phase opened (l).
+func newCluster(cfg *Config, log *slog.Logger, l links, rn *regionstate.Node) *cluster {
+	c := &cluster{id: cfg.NodeID, log: log, tcp: cfg.clustered(), now: cfg.Now, clocks: newClockWatch(), s3URL: cfg.s3URL,
+		dial: cfg.Dial, httpAddr: l.httpAddr, internal: l.internal, client: l.client, raft: rn}
+	if cfg.clustered() {
+		c.join, c.expect, c.log = cfg.Join, cfg.BootstrapExpect, clusterLog(log)
+	}
+	return c
+}
+
+// clusterLog is the logger of a multi-node node's cluster and internal API.
+func clusterLog(log *slog.Logger) *slog.Logger { return log.With("component", "cluster") }
+
+// member is this node as the internal API answers for it: the cluster's
+// Raft operations, and an Info that reports the node's usage.
+type member struct {
+	*cluster
+	usage nodeUsage
+}
+
+// regionAdmin is the admin API's cluster operations: the cluster's, and a
+// status that includes the namespace's drain backlog and lifecycle runs.
+type regionAdmin struct {
+	*member
+	ns *federation.Namespace
 }
 
 var (
 	_ federation.Region    = (*cluster)(nil)
 	_ cachetier.PeerClient = (*cluster)(nil)
-	_ gateway.Cluster      = (*cluster)(nil)
-	_ peerapi.Backend      = (*cluster)(nil)
+	_ gateway.Cluster      = (*regionAdmin)(nil)
+	_ peerapi.Backend      = (*member)(nil)
 )
 
 // KnownHTTP is id's S3 address from the Raft settings or what peers told
@@ -281,8 +303,8 @@ func (c *cluster) register(ctx context.Context) error {
 
 // --- what the internal API answers for this node (peerapi.Backend) ---
 
-// Info implements peerapi.Backend.
-func (c *cluster) Info() peerapi.Info {
+// info is what the internal API's info says of this node, but its usage.
+func (c *cluster) info() peerapi.Info {
 	st := c.raft.Status()
 	in := peerapi.Info{ID: c.id, RaftAddr: c.raft.Addr(), HTTPAddr: c.httpAddr, State: st.State,
 		LeaderID: st.LeaderID, Term: st.Term, Applied: st.AppliedIndex, Commit: st.CommitIndex, Members: st.Members,
@@ -290,7 +312,13 @@ func (c *cluster) Info() peerapi.Info {
 	if in.LeaderID != "" {
 		in.LeaderHTTP = c.KnownHTTP(in.LeaderID)
 	}
-	in.NodeUsage = c.usage()
+	return in
+}
+
+// Info implements peerapi.Backend.
+func (m *member) Info() peerapi.Info {
+	in := m.info()
+	in.NodeUsage = m.usage.report()
 	return in
 }
 
@@ -298,17 +326,25 @@ func (c *cluster) Info() peerapi.Info {
 // its Info.
 const maxDegradedObjects = 100
 
-// usage is this node's cache and staging use and its degraded data.
-func (c *cluster) usage() gateway.NodeUsage {
-	cs, ss := c.cache.Stats(), c.stage.Stats()
-	u := gateway.NodeUsage{}
-	if c.ns != nil {
-		if d, err := c.ns.Degraded(context.Background()); err == nil {
-			u = gateway.DegradedUsage(d, maxDegradedObjects)
+// nodeUsage is what a node reports of itself: its cache's and staging's
+// use and its degraded data.
+type nodeUsage struct {
+	cache *cachetier.Cache
+	stage *staging.Area
+	ns    func() *federation.Namespace // nil result: not built yet (no degraded data to report)
+}
+
+// report is this node's cache and staging use and its degraded data.
+func (u nodeUsage) report() gateway.NodeUsage {
+	cs, ss := u.cache.Stats(), u.stage.Stats()
+	r := gateway.NodeUsage{}
+	if ns := u.ns(); ns != nil {
+		if d, err := ns.Degraded(context.Background()); err == nil {
+			r = gateway.DegradedUsage(d, maxDegradedObjects)
 		}
 	}
-	u.CacheUsed, u.CacheCapacity, u.StagingUsed, u.StagingCapacity = cs.Used, cs.Capacity, ss.Used+ss.Reserved, ss.Capacity
-	return u
+	r.CacheUsed, r.CacheCapacity, r.StagingUsed, r.StagingCapacity = cs.Used, cs.Capacity, ss.Used+ss.Reserved, ss.Capacity
+	return r
 }
 
 // AddVoter implements peerapi.Backend: it adds a member as the leader, or
@@ -349,7 +385,7 @@ func (c *cluster) ReadIndex(ctx context.Context) (uint64, error) { return c.raft
 // --- the admin API's cluster operations (gateway.Cluster) ---
 
 // ClusterStatus implements gateway.Cluster.
-func (c *cluster) ClusterStatus(ctx context.Context) (gateway.AdminCluster, error) {
+func (c *regionAdmin) ClusterStatus(ctx context.Context) (gateway.AdminCluster, error) {
 	members, err := c.raft.Members()
 	if err != nil {
 		return gateway.AdminCluster{}, err
@@ -393,14 +429,12 @@ func (c *cluster) ClusterStatus(ctx context.Context) (gateway.AdminCluster, erro
 		})
 	}
 	wg.Wait()
-	if c.ns != nil {
-		b := c.ns.Backlog()
-		out.DrainBacklog = gateway.AdminBacklog{Objects: b.Entries, Bytes: b.Bytes, OldestSeconds: b.OldestAge.Seconds()}
-		lc := c.ns.LifecycleStatus()
-		out.Lifecycle = gateway.AdminLifecycle{LastStart: lc.Last.Start, LastEnd: lc.Last.End, LastNode: lc.Last.Node, Next: lc.Next,
-			EverySeconds: lc.Every.Seconds(), Scanned: lc.Last.Scanned, Expired: lc.Last.Expired, Aborted: lc.Last.Aborted,
-			Skipped: lc.Last.Skipped, Errors: lc.Last.Errors}
-	}
+	b := c.ns.Backlog()
+	out.DrainBacklog = gateway.AdminBacklog{Objects: b.Entries, Bytes: b.Bytes, OldestSeconds: b.OldestAge.Seconds()}
+	lc := c.ns.LifecycleStatus()
+	out.Lifecycle = gateway.AdminLifecycle{LastStart: lc.Last.Start, LastEnd: lc.Last.End, LastNode: lc.Last.Node, Next: lc.Next,
+		EverySeconds: lc.Every.Seconds(), Scanned: lc.Last.Scanned, Expired: lc.Last.Expired, Aborted: lc.Last.Aborted,
+		Skipped: lc.Last.Skipped, Errors: lc.Last.Errors}
 	return out, nil
 }
 

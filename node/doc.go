@@ -26,7 +26,9 @@
 //
 // A multi-node node serves its S3 port and internal API before Raft opens,
 // so peers can discover each other while the region forms. Those handlers
-// need no atomics either: what they read later is set before a channel is
-// closed (peerapi.Server.Start and ServeData; the front handler's gateway),
-// and a handler that finds the channel open answers 503.
+// are built once, with what they serve later given as late-bound funcs
+// (peerapi.ServerConfig.Backend and Data, the front handler's gateway):
+// each reads an atomic pointer of the node's handoff (open.go) that the
+// phase which builds the value stores once, and a handler that finds it
+// nil answers 503. docs/architecture.md ("The node") lists the phases.
 package node

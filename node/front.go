@@ -16,18 +16,11 @@ import (
 type frontHandler struct {
 	internal http.Handler // nil: no internal API
 	domain   string
-	ready    chan struct{}   // closed by setGateway
-	gw       *gateway.Server // set before ready is closed
+	gw       func() *gateway.Server // bound late: nil until the gateway is built, then always it
 }
 
-func newFrontHandler(internal http.Handler, domain string) *frontHandler {
-	return &frontHandler{internal: internal, domain: strings.ToLower(strings.TrimSuffix(domain, ".")), ready: make(chan struct{})}
-}
-
-// setGateway makes the handler serve gw; it is called once.
-func (h *frontHandler) setGateway(gw *gateway.Server) {
-	h.gw = gw
-	close(h.ready)
+func newFrontHandler(internal http.Handler, domain string, gw func() *gateway.Server) *frontHandler {
+	return &frontHandler{internal: internal, domain: strings.ToLower(strings.TrimSuffix(domain, ".")), gw: gw}
 }
 
 func (h *frontHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -35,11 +28,9 @@ func (h *frontHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.internal.ServeHTTP(w, r)
 		return
 	}
-	select {
-	case <-h.ready:
-		h.gw.ServeHTTP(w, r)
+	if gw := h.gw(); gw != nil {
+		gw.ServeHTTP(w, r)
 		return
-	default:
 	}
 	w.Header().Set("Retry-After", "1")
 	if r.URL.Path == gateway.ReservedPrefix+"healthz" {

@@ -14,13 +14,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/cachetier/staging"
@@ -49,6 +45,7 @@ type Node struct {
 	conns     *gateway.ConnLimiter // the S3 port's unauthenticated connections per address
 	serving   bool                 // hs serves ln (a multi-node node serves before Raft opens)
 	errc      chan error
+	client    *peerapi.Client
 	cl        *cluster
 	peer      *peerapi.Server // nil: no internal API
 	rn        *regionstate.Node
@@ -62,6 +59,8 @@ type Node struct {
 	defStore  string
 	creds     federation.Credentials
 	generated bool
+
+	late handoff // what serves before it is built gets it here (open.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -92,382 +91,6 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	return n, nil
-}
-
-func (n *Node) open(ctx context.Context) error {
-	cfg, log := &n.cfg, n.log
-	var fileData []byte
-	if cfg.PolicyFile != "" {
-		// Validate before touching any state: a bad file changes nothing.
-		var err error
-		if fileData, err = os.ReadFile(cfg.PolicyFile); err != nil {
-			return fmt.Errorf("--config: %w", err)
-		}
-		if _, err := policies.Parse(cfg.PolicyFile, fileData, ServedFeatures()); err != nil {
-			return err
-		}
-	}
-	if cfg.tls() {
-		// A certificate that cannot be served fails the start, before
-		// anything is touched, naming the file at fault.
-		var err error
-		if n.cert, err = newS3Cert(cfg.CertFile, cfg.KeyFile, log.With("component", "tls")); err != nil {
-			return err
-		}
-	}
-	for _, d := range []string{cfg.DataDir, cfg.CacheDir} {
-		if err := os.MkdirAll(d, 0o750); err != nil {
-			return fmt.Errorf("create %s: %w", d, err)
-		}
-	}
-	// One process per data dir (and cache dir), refused at once with the
-	// holder's PID; one node id per data dir for ever (datadir.go).
-	dirs := []struct{ dir, flag string }{{cfg.DataDir, "--data-dir"}}
-	if rel, err := filepath.Rel(cfg.DataDir, cfg.CacheDir); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		dirs = append(dirs, struct{ dir, flag string }{cfg.CacheDir, "--cache-dir"})
-	}
-	for _, d := range dirs {
-		f, err := lockDir(d.dir, d.flag, cfg.Now())
-		if err != nil {
-			return err
-		}
-		n.locks = append(n.locks, f)
-	}
-	newIdentity, ierr := checkIdentity(cfg.DataDir, cfg.NodeID, cfg.Region, cfg.Now())
-	if ierr != nil {
-		return ierr
-	}
-	if n.ln == nil {
-		ln, err := net.Listen("tcp", cfg.Listen)
-		if err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-		}
-		n.ln = ln
-	}
-
-	rcfg := regionstate.Config{NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, "raft"), Logger: log.With("component", "raft"),
-		SnapshotThreshold: cfg.RaftSnapshotThreshold, TrailingLogs: cfg.RaftTrailingLogs, ElectionTimeout: cfg.RaftElectionTimeout,
-		LogStore: cfg.RaftLogStore}
-	cl := &cluster{id: cfg.NodeID, log: log, tcp: cfg.clustered(), now: cfg.Now, clocks: newClockWatch(), s3URL: cfg.s3URL, dial: cfg.Dial}
-	n.cl = cl
-	var s3TLS *tls.Config
-	if cfg.clustered() {
-		if cfg.joins() && fileData != nil {
-			if p, _ := policies.Parse(cfg.PolicyFile, fileData, ServedFeatures()); p == nil || len(p.Stores) == 0 {
-				return errors.New(SharedStoreMsg)
-			}
-		}
-		cl.httpAddr, cl.join, cl.expect = advertisedURL(cfg.s3Scheme(), n.ln.Addr(), cfg.RaftAddr), cfg.Join, cfg.BootstrapExpect
-		cl.log = log.With("component", "cluster")
-		rcfg.BindAddr = cfg.RaftAddr
-		rcfg.Forward = cl.forward
-		rcfg.Dial = cfg.Dial
-		switch {
-		case cfg.BootstrapExpect > 1:
-			rcfg.BootstrapExpect = cfg.BootstrapExpect
-		case len(cfg.Join) > 0 && !cfg.Bootstrap:
-			rcfg.BootstrapExpect = 2 // never bootstrap alone: wait to be added
-		default:
-			rcfg.Bootstrap = true // --bootstrap, or a one-node region over TCP
-		}
-		if cfg.PeerCertFile != "" {
-			var err error
-			if rcfg.TLS, err = regionstate.PeerTLSConfig(cfg.PeerCertFile, cfg.PeerKeyFile, cfg.PeerCAFile, cfg.PeerServerName); err != nil {
-				return err
-			}
-		}
-		// The Raft transport opens later; check its port first, so that a
-		// collision with another node's internal API names both flags.
-		if err := checkRaftAddrFree(cfg.RaftAddr); err != nil {
-			return err
-		}
-		iln, err := listenInternal(cfg, rcfg.TLS)
-		if err != nil {
-			return err
-		}
-		n.iln = iln
-		cl.internal = advertisedInternal(iln.Addr(), cfg.RaftAddr, rcfg.TLS != nil)
-		// Other nodes' S3 ports (their discovery answers) may serve https.
-		pool, err := s3CAPool(cfg)
-		if err != nil {
-			return err
-		}
-		s3TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	}
-	cl.client = peerapi.NewClient(peerapi.ClientConfig{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey,
-		SigningRegion: cfg.SigningRegion, Self: cl.httpAddr, SelfInternal: cl.internal, Join: cfg.Join, TLS: rcfg.TLS, S3TLS: s3TLS, Dial: cfg.Dial})
-
-	// The cache and staging open before any server starts: the internal
-	// API's info reports their use.
-	var peers cachetier.PeerClient
-	if cfg.clustered() {
-		peers = cl
-	}
-	var err error
-	if n.cache, err = openCache(cfg, log, peers, statfs); err != nil {
-		return err
-	}
-	if n.stage, err = openStaging(cfg, log, statfs); err != nil {
-		return err
-	}
-	cl.cache, cl.stage = n.cache, n.stage
-
-	var internal http.Handler
-	if cfg.clustered() {
-		// Serve the internal API on its own port (mutual TLS with the peer
-		// certificates), and the discovery answer (info) plus 503 for the
-		// rest on the S3 port, while the region forms.
-		n.peer = peerapi.NewServer(peerapi.ServerConfig{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey,
-			SigningRegion: cfg.SigningRegion, Logger: cl.log})
-		internal = n.peer.Discovery()
-		n.ihs = &http.Server{Handler: n.peer.Handler(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-		go func() { n.errc <- n.ihs.Serve(n.iln) }()
-	}
-	n.front = newFrontHandler(internal, cfg.Domain)
-	limit := cfg.UnauthenticatedConns
-	if limit == 0 {
-		limit = gateway.DefaultUnauthenticatedConns
-	}
-	n.conns = gateway.NewConnLimiter(limit)
-	n.hs = &http.Server{
-		Handler:           n.front,
-		ConnContext:       gateway.ConnContext,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	if n.cert != nil {
-		// HTTPS only, HTTP/1.1 only: AWS S3 speaks HTTP/1.1, and S3
-		// clients (whose transports would try h2) behave as they do there.
-		n.hs.TLSConfig = n.cert.serverConfig()
-		n.hs.Protocols = new(http.Protocols)
-		n.hs.Protocols.SetHTTP1(true)
-		n.hs.ErrorLog = quietHandshakes(log)
-	}
-	if cfg.clustered() {
-		n.serve()
-	}
-
-	openCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	rn, err := regionstate.Open(openCtx, rcfg)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("open region state: %w", err)
-	}
-	n.rn, cl.raft = rn, rn
-	if newIdentity {
-		// A data dir from before the identity record: its Raft state
-		// says whose it is.
-		if m, err := rn.Members(); err == nil {
-			ids, addrs := make([]string, len(m)), make([]string, len(m))
-			for i, x := range m {
-				ids[i], addrs[i] = x.ID, x.Address
-			}
-			if err := checkMembership(cfg.DataDir, cfg.NodeID, rn.Addr(), ids, addrs); err != nil {
-				return err
-			}
-		}
-	}
-	if cfg.clustered() {
-		n.peer.Start(cl)
-		m, err := rn.Members()
-		if err != nil {
-			return fmt.Errorf("read the region's members: %w", err)
-		}
-		switch {
-		case len(m) > 0 && cfg.joins():
-			log.Info("this node already has Raft state: --bootstrap-expect and --join are ignored; rejoining", "members", len(m))
-		case len(m) == 0 && cfg.joins() && fileData == nil:
-			return errors.New(SharedStoreMsg + ", and start every new node with it (--config FILE)")
-		}
-		if err := cl.form(ctx); err != nil {
-			return err
-		}
-		if err := cl.register(ctx); err != nil {
-			return err
-		}
-	}
-
-	_, hadPolicy := rn.State().Policy()
-	pol, err := activePolicy(ctx, rn, cfg.PolicyFile, fileData, log)
-	for try := 0; cfg.clustered() && try < 3 && (errors.Is(err, regionstate.ErrStalePolicy) || errors.Is(err, regionstate.ErrLeadershipLost)); try++ {
-		// Another founding node seeded the policy first, or the leader
-		// changed while this node's seed was in flight (it may have
-		// landed): catch up and use what the region has.
-		if err = cl.register(ctx); err == nil {
-			pol, err = activePolicy(ctx, rn, cfg.PolicyFile, fileData, log)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	if cfg.clustered() && cfg.joins() && (pol == nil || len(pol.Stores) == 0) {
-		return errors.New(SharedStoreMsg)
-	}
-	if n.region, err = regionName(pol, cfg.Region); err != nil {
-		return err
-	}
-	regionID, err := ensureRegionID(ctx, rn)
-	if err != nil {
-		return err
-	}
-	rcat, err := newRegionCatalog(pol, n.region, cfg, log.With("component", "catalog"))
-	if err != nil {
-		return err
-	}
-	n.rcat = rcat
-	stores, defStore, err := openStores(ctx, cfg.DataDir, pol, n.region, cfg.LookupEnv)
-	if err != nil {
-		return err
-	}
-	if err := claimStore(ctx, stores[defStore], cfg.DataDir, regionMarker{RegionID: regionID, Region: n.region, Node: cfg.NodeID,
-		Created: time.Now().UTC()}); err != nil {
-		return err
-	}
-	n.defStore = defStore
-	activeVersion := uint64(0)
-	if pol != nil {
-		if a, ok := rn.State().Policy(); ok {
-			activeVersion = a.Version
-		}
-	}
-	var fcat federation.Catalog
-	if rcat != nil {
-		fcat = rcat
-	}
-	ns, err := federation.New(federation.Config{State: rn, Stores: stores, DefaultStore: defStore, Policy: pol, PolicyVersion: activeVersion,
-		Catalog: fcat,
-		Cache:   n.cache, FillConcurrency: cfg.FillConcurrency, Logger: log.With("component", "federation"),
-		Region:          cl,
-		RegionLocation:  regionLocation(pol, cfg.Region),
-		EgressRetention: cfg.EgressRetention,
-		ReuseObjects:    reuseObjects(cfg.EgressReuseObjects),
-		BudgetRefresh:   cfg.EgressBudgetRefresh,
-		Lifecycle:       federation.LifecycleConfig{Every: cfg.LifecycleEvery, Rate: cfg.LifecycleRate, IsLeader: rn.IsLeader},
-		WriteBack: federation.WriteBackConfig{Staging: n.stage, Copies: cfg.WriteBackCopies, Wait: cfg.StagingWait,
-			PeerStall: peerStall(cfg.RaftElectionTimeout)}})
-	if err != nil {
-		return err
-	}
-	n.ns, cl.ns = ns, ns
-	n.unsub = append(n.unsub, rn.Subscribe(ns.OnApply))
-	if n.peer != nil {
-		n.peer.ServeData(ns)
-	}
-	pm := newPolicyManager(rn, ns, cfg, pol, stores, activeVersion, log.With("component", "policy"))
-	n.unsub = append(n.unsub, rn.Subscribe(pm.onApply))
-	if !hadPolicy && pol != nil && activeVersion == 1 && fileData != nil {
-		// This node seeded the region's policy: preload what it asks to.
-		for _, line := range pm.preloadOnApply(ctx, nil, pol) {
-			log.Info("policy seeded: " + line)
-		}
-	}
-	ns.StartPins()
-	n.startLoops(ctx, pm)
-	ns.SetReady(func(context.Context) error {
-		if cfg.clustered() {
-			if id, _ := rn.Leader(); id == "" {
-				return errors.New("the region has no Raft leader")
-			}
-			return nil
-		}
-		if !rn.IsLeader() {
-			return errors.New("this node is not the region's Raft leader")
-		}
-		return nil
-	})
-	if n.creds, n.generated, err = rootCredentials(ctx, ns, cfg); err != nil {
-		return err
-	}
-	if rcat != nil {
-		if err := rcat.resolveCredential(cfg, n.creds); err != nil {
-			return err
-		}
-		if err := rcat.open(cfg); err != nil {
-			return err
-		}
-		rcat.registerExisting(rn.State(), filepath.Join(cfg.DataDir, "catalog"))
-	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), n.conns.Collector())
-	reg.MustRegister(raftMetrics(rn)...)
-	if err := n.cache.RegisterMetrics(reg); err != nil {
-		return err
-	}
-	if err := reg.Register(n.cl.clocks.offsets); err != nil {
-		return err
-	}
-	if n.cert != nil {
-		if err := reg.Register(n.cert.notAfterGauge()); err != nil {
-			return err
-		}
-	}
-	if err := ns.RegisterMetrics(reg); err != nil {
-		return err
-	}
-	if err := pm.register(reg); err != nil {
-		return err
-	}
-	n.gw, err = gateway.New(gateway.Config{Backend: ns.Backend(), Region: cfg.SigningRegion, Domain: cfg.Domain, Logger: log, Registry: reg,
-		Version: cfg.Version, Cluster: regionErrCluster{cl}, Policy: regionErrPolicy{pm}, RegionName: n.region, Batch: cfg.Batch,
-		LocalLease: cfg.LocalLease, Regions: regionsOf(rcat, ns), BodyTimeout: cfg.BodyTimeout,
-		NodeID: cfg.NodeID, ChartInterval: cfg.ChartInterval})
-	if err != nil {
-		return err
-	}
-	n.front.setGateway(n.gw)
-	chartsCtx, stopCharts := context.WithCancel(context.WithoutCancel(ctx))
-	go n.gw.RunCharts(chartsCtx) // the console's charts sample the registry
-	n.unsub = append(n.unsub, stopCharts)
-	if cfg.LocalSocket != "" {
-		if n.lln, err = listenLocal(cfg.LocalSocket, cfg.LocalSocketMode, cfg.LocalSocketGroup); err != nil {
-			return err
-		}
-		n.lhs = &http.Server{Handler: n.front, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	}
-
-	if cfg.DebugListen != "" {
-		if n.debug, err = serveDebug(cfg.DebugListen, log); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// startLoops starts the namespace's drainer, preloader, lifecycle
-// runner and egress flusher, the policy manager and (multi-node) the cache ring's member
-// sync; n.halt stops them.
-func (n *Node) startLoops(ctx context.Context, pm *policyManager) {
-	ns := n.ns
-	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	drainerDone, egressDone := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(drainerDone)
-		ns.RunDrainer(loopCtx)
-	}()
-	go ns.RunPreloader(loopCtx)
-	go ns.RunVersionCollector(loopCtx)
-	go ns.CheckStoresEvery(loopCtx, federation.StoreCheckInterval)
-	go ns.RunLifecycle(loopCtx) // passes only while this node leads the region
-	go pm.run(loopCtx)
-	go func() {
-		defer close(egressDone)
-		ns.RunEgress(loopCtx)
-	}()
-	pm.notify() // a newer policy may have been applied while this node was starting
-	if n.cfg.clustered() {
-		go n.cl.syncMembers(loopCtx)
-		go n.cl.watchClocks(loopCtx)
-	}
-	n.halt = sync.OnceFunc(func() {
-		stop()
-		<-drainerDone
-		<-egressDone // its last flush goes through Raft before the node closes
-	})
 }
 
 // peerStall is how long a write-back copy or a staged read waits on a peer
@@ -570,8 +193,8 @@ func (n *Node) Close() error {
 		if n.cache != nil {
 			_ = n.cache.Close()
 		}
-		if n.cl != nil && n.cl.client != nil {
-			n.cl.client.CloseIdle()
+		if n.client != nil {
+			n.client.CloseIdle()
 		}
 		for _, ln := range []net.Listener{n.ln, n.iln} {
 			if ln != nil {

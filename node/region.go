@@ -171,8 +171,8 @@ func (c *cluster) leaderCommit(ctx context.Context) (uint64, error) {
 // while the question was pending.
 var errLeaderChanged = errors.New("the leader changed while it was asked for its commit index")
 
-// syncMembers keeps the cache's ring in step with the Raft membership.
-func (c *cluster) syncMembers(ctx context.Context) {
+// syncMembers keeps cache's ring in step with the Raft membership.
+func (c *cluster) syncMembers(ctx context.Context, cache *cachetier.Cache) {
 	var last string
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
@@ -180,7 +180,7 @@ func (c *cluster) syncMembers(ctx context.Context) {
 		ids := slices.Clone(c.Members())
 		slices.Sort(ids)
 		if key := strings.Join(ids, ","); key != last {
-			c.cache.SetMembers(ids)
+			cache.SetMembers(ids)
 			c.log.Info("cache ring members", "members", ids)
 			last = key
 		}

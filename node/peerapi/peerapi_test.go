@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,17 +171,37 @@ func (d *fakeData) ServeChunk(_ context.Context, k cachetier.ChunkKey, off, n in
 
 // peer is one fake node: its S3 port (discovery only) and internal port.
 type peer struct {
-	srv      *Server
-	b        *fakeBackend
-	d        *fakeData
-	s3, intl *httptest.Server
+	srv              *Server
+	b                *fakeBackend
+	d                *fakeData
+	s3, intl         *httptest.Server
+	started, hasData atomic.Bool // what the server's late-bound Backend and Data see
 }
+
+// start makes the server answer for p.b (its Backend func returns it).
+func (p *peer) start() { p.started.Store(true) }
+
+// serveData makes the staging and chunk routes serve p.d.
+func (p *peer) serveData() { p.hasData.Store(true) }
 
 func (p *peer) base() string { return p.s3.URL }
 
 func newPeer(t *testing.T, id string) *peer {
 	t.Helper()
-	p := &peer{srv: NewServer(ServerConfig{AccessKey: testAK, SecretKey: testSK, SigningRegion: testRegion})}
+	p := &peer{}
+	p.srv = NewServer(ServerConfig{AccessKey: testAK, SecretKey: testSK, SigningRegion: testRegion,
+		Backend: func() Backend {
+			if p.started.Load() {
+				return p.b
+			}
+			return nil
+		},
+		Data: func() Data {
+			if p.hasData.Load() {
+				return p.d
+			}
+			return nil
+		}})
 	p.s3 = httptest.NewServer(p.srv.Discovery())
 	p.intl = httptest.NewServer(p.srv.Handler())
 	t.Cleanup(p.s3.Close)
@@ -208,13 +229,13 @@ func TestBeforeStartEverythingIsUnavailable(t *testing.T) {
 	_, err := c.Info(ctx, p.base())
 	se := (*StatusError)(nil)
 	if !errors.As(err, &se) || se.Status != http.StatusServiceUnavailable || !errors.Is(err, regionstate.ErrClosed) {
-		t.Fatalf("Info before Start: %v, want a 503 StatusError that is regionstate.ErrClosed", err)
+		t.Fatalf("Info before there is a Backend: %v, want a 503 StatusError that is regionstate.ErrClosed", err)
 	}
 	// The internal port answers the same; a client that knows it skips
 	// discovery.
 	c.learnInternal(p.base(), p.intl.URL)
 	if _, err := c.ReadIndex(ctx, p.base()); !errors.Is(err, regionstate.ErrClosed) {
-		t.Fatalf("ReadIndex before Start: %v, want regionstate.ErrClosed", err)
+		t.Fatalf("ReadIndex before there is a Backend: %v, want regionstate.ErrClosed", err)
 	}
 }
 
@@ -222,8 +243,8 @@ func TestInfoAndForward(t *testing.T) {
 	ctx := ctxT(t)
 	leader, follower := newPeer(t, "b"), newPeer(t, "a")
 	leader.b.leader = true
-	leader.srv.Start(leader.b)
-	follower.srv.Start(follower.b)
+	leader.start()
+	follower.start()
 	c := newClient()
 
 	in, err := c.Info(ctx, leader.base())
@@ -271,7 +292,7 @@ func TestForwardToAClosedPortIsNotSent(t *testing.T) {
 	ctx := ctxT(t)
 	p := newPeer(t, "a")
 	p.b.leader = true
-	p.srv.Start(p.b)
+	p.start()
 	c := newClient()
 	if _, err := c.Info(ctx, p.base()); err != nil { // learn its internal URL
 		t.Fatal(err)
@@ -288,8 +309,8 @@ func TestJoinFollowsTheLeader(t *testing.T) {
 	leader, follower := newPeer(t, "b"), newPeer(t, "a")
 	leader.b.leader = true
 	follower.b.known["b"] = leader.base()
-	leader.srv.Start(leader.b)
-	follower.srv.Start(follower.b)
+	leader.start()
+	follower.start()
 	c := newClient()
 
 	j := JoinRequest{ID: "c", RaftAddr: "raft-c", HTTPAddr: "http://c:9000"}
@@ -317,14 +338,14 @@ func TestJoinFollowsTheLeader(t *testing.T) {
 func TestStagingAndChunks(t *testing.T) {
 	ctx := ctxT(t)
 	p := newPeer(t, "a")
-	p.srv.Start(p.b)
+	p.start()
 	c := newClient()
 
 	body := []byte("staged bytes of a write-back write")
 	if err := c.StageTo(ctx, p.base(), "obj1", bytes.NewReader(body), int64(len(body))); err == nil {
-		t.Fatal("StageTo before ServeData succeeded")
+		t.Fatal("StageTo before there is Data succeeded")
 	}
-	p.srv.ServeData(p.d)
+	p.serveData()
 	if err := c.StageTo(ctx, p.base(), "obj1", bytes.NewReader(body), int64(len(body))); err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +404,7 @@ func TestStagingAndChunks(t *testing.T) {
 func TestRefusesOtherCredentials(t *testing.T) {
 	ctx := ctxT(t)
 	p := newPeer(t, "a")
-	p.srv.Start(p.b)
+	p.start()
 	bad := NewClient(ClientConfig{AccessKey: testAK, SecretKey: "another-secret", SigningRegion: testRegion})
 	_, err := bad.Info(ctx, p.base())
 	se := (*StatusError)(nil)
@@ -409,7 +430,7 @@ func TestDiscoveryAnswersOnlyInfo(t *testing.T) {
 	ctx := ctxT(t)
 	p := newPeer(t, "a")
 	p.b.leader = true
-	p.srv.Start(p.b)
+	p.start()
 	c := newClient()
 	// The S3 port is asked directly (as if it were the internal API).
 	c.learnInternal(p.base(), p.base())
@@ -426,7 +447,7 @@ func TestDiscoveryAnswersOnlyInfo(t *testing.T) {
 func TestAskPeersRemembers(t *testing.T) {
 	ctx := ctxT(t)
 	a, b := newPeer(t, "a"), newPeer(t, "b")
-	a.srv.Start(a.b)
+	a.start()
 	// b has not started: it does not answer, and is not remembered.
 	c := NewClient(ClientConfig{AccessKey: testAK, SecretKey: testSK, SigningRegion: testRegion,
 		Join: []string{a.base(), b.base()}})
@@ -491,7 +512,7 @@ func TestForwardWithoutAnAnswerHasAnUnknownOutcome(t *testing.T) {
 		applied = true
 		panic(http.ErrAbortHandler) // the connection breaks before the answer
 	}
-	p.srv.Start(p.b)
+	p.start()
 	c := newClient()
 	_, err := c.Forward(ctx, "a", p.base(), []byte("cmd"))
 	if !errors.Is(err, regionstate.ErrLeadershipLost) {

@@ -56,26 +56,31 @@ type ServerConfig struct {
 	// ones the server accepts. SigningRegion is the S3 signing region.
 	AccessKey, SecretKey, SigningRegion string
 	Logger                              *slog.Logger
+	// Backend is the node's Raft side, bound late: the server serves from
+	// the moment it is built, before the node's Raft state is open, and
+	// Backend returns nil until it is. Until then the server answers info
+	// (on Discovery) and everything else with 503 and the code
+	// regionstate.CodeClosed. Once it returns a Backend it must keep
+	// returning that one.
+	Backend func() Backend
+	// Data is what the staging and chunk routes serve, bound late like
+	// Backend: nil until the node's namespace is built (those routes
+	// answer 503 until then); once non-nil, always the same.
+	Data func() Data
 }
 
-// Server answers the internal API. Its handlers serve from the moment it
-// is built, before the node's Raft state is open: until Start they answer
-// info (on Discovery) and everything else with 503 and the code
-// regionstate.CodeClosed; until ServeData the staging and chunk routes do. Start
-// and ServeData are each called once; a handler sees what they were given
-// because it reads it only after the channel they close is closed.
+// Server answers the internal API. It is built once, with everything it
+// will serve given as late-bound funcs (ServerConfig.Backend and Data).
 type Server struct {
 	verifier *sigv4.Verifier
 	log      *slog.Logger
 	mux      *http.ServeMux
-
-	started chan struct{} // closed by Start
-	b       Backend       // set before started is closed
-	hasData chan struct{} // closed by ServeData
-	d       Data          // set before hasData is closed
+	getB     func() Backend
+	getD     func() Data
 }
 
-// NewServer returns a server that answers 503 until Start.
+// NewServer returns a server that answers 503 until cfg.Backend returns
+// a Backend.
 func NewServer(cfg ServerConfig) *Server {
 	log := cfg.Logger
 	if log == nil {
@@ -86,40 +91,29 @@ func NewServer(cfg ServerConfig) *Server {
 		verifier: &sigv4.Verifier{Region: cfg.SigningRegion, Service: "s3", Lookup: func(k string) (string, bool) {
 			return sk, k == ak
 		}},
-		log: log, started: make(chan struct{}), hasData: make(chan struct{}),
+		log: log, getB: cfg.Backend, getD: cfg.Data,
+	}
+	if s.getB == nil {
+		s.getB = func() Backend { return nil }
+	}
+	if s.getD == nil {
+		s.getD = func() Data { return nil }
 	}
 	s.mux = s.routes()
 	return s
 }
 
-// Start makes the server answer for b.
-func (s *Server) Start(b Backend) {
-	s.b = b
-	close(s.started)
-}
-
-// ServeData makes the staging and chunk routes serve from d.
-func (s *Server) ServeData(d Data) {
-	s.d = d
-	close(s.hasData)
-}
-
 func (s *Server) backend() (Backend, bool) {
-	select {
-	case <-s.started:
-		return s.b, true
-	default:
-		return nil, false
-	}
+	b := s.getB()
+	return b, b != nil
 }
+
+// b is the Backend in a route: the routes run only once it is there.
+func (s *Server) b() Backend { return s.getB() }
 
 func (s *Server) data() (Data, bool) {
-	select {
-	case <-s.hasData:
-		return s.d, true
-	default:
-		return nil, false
-	}
+	d := s.getD()
+	return d, d != nil
 }
 
 const deniedMsg = "the internal API needs a request signed with the root credentials given to this node"
@@ -174,11 +168,12 @@ func (s *Server) Discovery() http.Handler {
 	})
 }
 
-// routes are the internal API's routes; they run only after Start.
+// routes are the internal API's routes; they run only once there is a
+// Backend.
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+Prefix+"info", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, s.b.Info())
+		writeJSON(w, http.StatusOK, s.b().Info())
 	})
 	mux.HandleFunc("POST "+Prefix+"join", func(w http.ResponseWriter, r *http.Request) {
 		var j JoinRequest
@@ -186,12 +181,12 @@ func (s *Server) routes() *http.ServeMux {
 			s.fail(w, fmt.Errorf("%w: malformed join request: %v", regionstate.ErrInvalid, err))
 			return
 		}
-		if err := s.b.AddVoter(r.Context(), j); err != nil {
+		if err := s.b().AddVoter(r.Context(), j); err != nil {
 			s.fail(w, err)
 			return
 		}
 		s.log.Info("cluster: added a member", "id", j.ID, "raft_addr", j.RaftAddr, "http_addr", j.HTTPAddr)
-		writeJSON(w, http.StatusOK, s.b.Info())
+		writeJSON(w, http.StatusOK, s.b().Info())
 	})
 	mux.HandleFunc("POST "+Prefix+"remove", func(w http.ResponseWriter, r *http.Request) {
 		var j RemoveRequest
@@ -199,7 +194,7 @@ func (s *Server) routes() *http.ServeMux {
 			s.fail(w, fmt.Errorf("%w: remove needs an id", regionstate.ErrInvalid))
 			return
 		}
-		if err := s.b.RemoveServer(r.Context(), j.ID); err != nil {
+		if err := s.b().RemoveServer(r.Context(), j.ID); err != nil {
 			s.fail(w, err)
 			return
 		}
@@ -212,7 +207,7 @@ func (s *Server) routes() *http.ServeMux {
 			s.fail(w, err)
 			return
 		}
-		idx, err := s.b.ApplyEncoded(r.Context(), data)
+		idx, err := s.b().ApplyEncoded(r.Context(), data)
 		if err != nil {
 			s.fail(w, err)
 			return
@@ -220,11 +215,11 @@ func (s *Server) routes() *http.ServeMux {
 		writeJSON(w, http.StatusOK, indexAnswer{Index: idx})
 	})
 	mux.HandleFunc("GET "+Prefix+"readindex", func(w http.ResponseWriter, r *http.Request) {
-		if !s.b.IsLeader() {
+		if !s.b().IsLeader() {
 			s.fail(w, &regionstate.NotLeaderError{})
 			return
 		}
-		idx, err := s.b.ReadIndex(r.Context())
+		idx, err := s.b().ReadIndex(r.Context())
 		if err != nil {
 			s.fail(w, err)
 			return
@@ -246,7 +241,7 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	case regionstate.CodeNotLeader:
 		status = http.StatusMisdirectedRequest
 		if eb.LeaderID != "" {
-			eb.LeaderHTTP = s.b.KnownHTTP(eb.LeaderID)
+			eb.LeaderHTTP = s.b().KnownHTTP(eb.LeaderID)
 		}
 	case regionstate.CodeNoLeader, regionstate.CodeClosed, regionstate.CodeLeadershipLost:
 		status = http.StatusServiceUnavailable
