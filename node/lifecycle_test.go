@@ -58,6 +58,14 @@ defaults:`, 1)
 	put(l, "keep/first")
 	waitGone(l, "tmp/first")
 	first := r.Node(l).Namespace().LifecycleStatus().Last.Node
+	// Stop the node that ran the pass: under load the leader may have
+	// changed since WaitForLeader, and stopping another one would leave
+	// the runner where it was.
+	for i := range r.Len() {
+		if r.Node(i).ID() == first {
+			l = i
+		}
+	}
 
 	r.Stop(l)
 	l2 := r.WaitForLeader()

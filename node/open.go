@@ -54,7 +54,8 @@ func (n *Node) open(ctx context.Context) error {
 		discovery = n.peer.Discovery()
 	}
 	n.front = newFrontHandler(discovery, cfg.Domain, n.late.gw.Load)
-	if n.hs, n.conns = newS3Server(cfg, log, n.cert, n.front); cfg.clustered() {
+	n.hs, n.conns = newS3Server(cfg, log, n.cert, n.front)
+	if cfg.clustered() {
 		n.serve() // discovery while the region forms; 503 for the rest
 	}
 	if n.rn, n.cl, err = openRaft(ctx, cfg, log, l, newIdentity); err != nil {
@@ -63,7 +64,8 @@ func (n *Node) open(ctx context.Context) error {
 	if n.cache, n.stage, err = openCacheStaging(cfg, log, cachePeers(cfg, n.cl)); err != nil {
 		return err
 	}
-	n.late.member.Store(&member{n.cl, nodeUsage{n.cache, n.stage, n.late.ns.Load}})
+	self := &member{n.cl, nodeUsage{n.cache, n.stage, n.late.ns.Load}}
+	n.late.member.Store(self) // the internal API answers for this node from here on
 	if cfg.clustered() {
 		if err := joinRegion(ctx, cfg, log, n.cl, pre.policy); err != nil {
 			return err
@@ -79,7 +81,7 @@ func (n *Node) open(ctx context.Context) error {
 		return err
 	}
 	n.ns, n.defStore = built.ns, built.defStore
-	n.late.ns.Store(n.ns)
+	n.late.ns.Store(n.ns) // the internal API's staging and chunk routes serve from here on
 	pm, unsub := startPolicy(ctx, cfg, log, n.rn, built, reg)
 	n.unsub = append(n.unsub, unsub)
 	n.halt = startLoops(ctx, cfg, n.ns, pm, n.cl, n.cache)
@@ -93,13 +95,13 @@ func (n *Node) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	admin := regionErrCluster{&regionAdmin{&member{n.cl, nodeUsage{n.cache, n.stage, n.late.ns.Load}}, n.ns}}
+	admin := regionErrCluster{&regionAdmin{self, n.ns}}
 	gw, stopCharts, err := buildGateway(ctx, cfg, log, gatewayInputs{n.ns, metrics, admin, pm, reg.name, n.rcat})
 	if err != nil {
 		return err
 	}
 	n.gw, n.unsub = gw, append(n.unsub, stopCharts)
-	n.late.gw.Store(gw)
+	n.late.gw.Store(gw) // the S3 port serves S3 from here on
 	n.lln, n.lhs, n.debug, err = openExtras(cfg, log, n.front)
 	return err
 }
