@@ -29,6 +29,14 @@ import (
 type Backend interface {
 	// Ready reports whether the node can serve (nil) or why not.
 	Ready(ctx context.Context) error
+	// AwaitAcked returns once this node has applied every write it
+	// acknowledged before applying it (a follower's multipart session
+	// writes: regionstate.Node.ApplyAcked), so a request served after it
+	// reads the writes its client saw acknowledged (read-your-writes on
+	// followers). The gateway calls it before every S3 and batch request;
+	// it costs an atomic load when the node has caught up. ErrBehind when
+	// the node could not catch up in time, or another region error.
+	AwaitAcked(ctx context.Context) error
 	// Users holds access keys, users and grants.
 	Users() Users
 	// Bucket returns the named bucket, or ErrNoSuchBucket.

@@ -22,9 +22,9 @@ func (n *Namespace) Backend() *NamespaceBackend { return &NamespaceBackend{n: n}
 // NamespaceBackend is a Namespace seen through the backend contract.
 type NamespaceBackend struct{ n *Namespace }
 
-// AwaitAcked is Namespace.AwaitAcked: the gateway calls it before serving
-// a request.
-func (b *NamespaceBackend) AwaitAcked(ctx context.Context) error { return b.n.AwaitAcked(ctx) }
+// AwaitAcked is Namespace.AwaitAcked (backend.Backend): the gateway calls
+// it before serving a request.
+func (nb *NamespaceBackend) AwaitAcked(ctx context.Context) error { return nb.n.AwaitAcked(ctx) }
 
 var (
 	_ backend.Backend = (*NamespaceBackend)(nil)

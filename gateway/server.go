@@ -282,27 +282,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.serveS3(rec, r, ri)
 }
 
-// ackedAwaiter is implemented by a backend whose node acknowledges some
-// writes before it has applied them itself (federation.NamespaceBackend:
-// regionstate.Node.ApplyAcked).
-type ackedAwaiter interface {
-	AwaitAcked(ctx context.Context) error
-}
-
-// awaitAcked makes this node apply every write it acknowledged before the
-// request is served, so a client reads its own writes on the node that
-// took them; it costs an atomic load when the node has caught up.
-func (s *Server) awaitAcked(ctx context.Context) error {
-	if a, ok := s.be.(ackedAwaiter); ok {
-		return a.AwaitAcked(ctx) // bounded there; a node far behind answers 503
-	}
-	return nil
-}
-
-// refuseBehind runs awaitAcked before an S3 or batch request and answers
-// its error when the node is too far behind (true: answered).
+// refuseBehind makes this node apply every write it acknowledged before an
+// S3 or batch request is served (Backend.AwaitAcked), so a client reads
+// its own writes on the node that took them, and answers its error when
+// the node is too far behind (true: answered).
 func (s *Server) refuseBehind(w http.ResponseWriter, r *http.Request, ri *requestInfo) bool {
-	err := s.awaitAcked(r.Context())
+	err := s.be.AwaitAcked(r.Context()) // bounded there; a node far behind answers 503
 	if err == nil {
 		return false
 	}

@@ -36,6 +36,7 @@ import (
 // backend interfaces. Users' methods are prefixed "Users.".
 const (
 	OpReady          = "Ready"
+	OpAwaitAcked     = "AwaitAcked"
 	OpBucket         = "Bucket"
 	OpCreateBucket   = "CreateBucket"
 	OpDeleteBucket   = "DeleteBucket"
@@ -95,6 +96,16 @@ type Fake struct {
 	forgotten map[string]int
 	// openHook runs before every Open (SetOpenHook).
 	openHook func(bucket, key string)
+	// pending are writes acknowledged but not applied yet (Acknowledge),
+	// applied by the next AwaitAcked; awaited counts AwaitAcked calls.
+	pending []pendingWrite
+	awaited int
+}
+
+// pendingWrite is an object put a follower acknowledged before applying.
+type pendingWrite struct {
+	bucket, key string
+	data        []byte
 }
 
 type user struct {
@@ -289,6 +300,43 @@ func (b *bucket) commit(key string, data []byte, etag string, meta store.Metadat
 		Validator: store.Validator(fmt.Sprintf("v%d", b.f.seq)), Metadata: meta}
 	b.objects[key] = &object{data: data, info: info}
 	return info
+}
+
+// Acknowledge stands for a write this node acknowledged before applying it
+// (a follower's ApplyAcked): bucket/key holds data only once AwaitAcked
+// has run, so a handler that reads without calling it first misses it.
+func (f *Fake) Acknowledge(bucketName, key string, data []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.buckets[bucketName]; !ok {
+		panic("gatewaytest: Acknowledge into missing bucket " + bucketName)
+	}
+	f.pending = append(f.pending, pendingWrite{bucketName, key, bytes.Clone(data)})
+}
+
+// AwaitAckedCalls reports how many times AwaitAcked was called.
+func (f *Fake) AwaitAckedCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.awaited
+}
+
+// AwaitAcked applies the writes Acknowledge left pending, unless
+// Fail(OpAwaitAcked) says otherwise (then they stay pending).
+func (f *Fake) AwaitAcked(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.awaited++
+	if err := f.failure(OpAwaitAcked); err != nil {
+		return err
+	}
+	for _, w := range f.pending {
+		if b, ok := f.buckets[w.bucket]; ok {
+			b.store(w.key, w.data, store.Metadata{})
+		}
+	}
+	f.pending = nil
+	return nil
 }
 
 // Ready is nil unless Fail(OpReady) says otherwise.
