@@ -40,20 +40,6 @@ type attrObjectParts struct {
 	PartsCount int `xml:"PartsCount"`
 }
 
-// routeAttributes routes GET ?attributes on an object; fn is nil for other
-// requests.
-func (s *Server) routeAttributes(m string, has func(string) bool, bucket, key string) (string, handlerFunc) {
-	if bucket == "" || key == "" || !has("attributes") {
-		return "", nil
-	}
-	if m == http.MethodGet {
-		return "GetObjectAttributes", s.getObjectAttributes
-	}
-	return "Unsupported", func(*request) error {
-		return s3err.New(s3err.CodeMethodNotAllowed, "The specified method is not allowed against this resource.")
-	}
-}
-
 // requestedAttributes reads x-amz-object-attributes (comma-separated, and
 // possibly repeated): InvalidRequest when it names nothing, InvalidArgument
 // for a name S3 does not know.

@@ -3,9 +3,7 @@ package gateway
 import (
 	"encoding/xml"
 	"errors"
-	"mime"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,31 +19,6 @@ import (
 // Access-Control-* headers it adds to the answers of cross-origin
 // requests.
 
-// routeBrowser routes what browsers send: CORS preflights (OPTIONS on a
-// bucket or an object), the ?cors configuration of a bucket, and POST
-// form uploads to a bucket. fn is nil for other requests.
-func (s *Server) routeBrowser(r *http.Request, q url.Values, bucket, key string) (string, handlerFunc) {
-	if bucket == "" {
-		return "", nil
-	}
-	m := r.Method
-	switch {
-	case m == http.MethodOptions:
-		return "PreflightCors", s.preflightCORS
-	case key == "" && m == http.MethodPost && !q.Has("delete") && isPostForm(r):
-		return "PostObject", s.postObject
-	case !q.Has("cors"):
-		return "", nil
-	case key == "" && m == http.MethodGet:
-		return "GetBucketCors", s.getBucketCORS
-	case key == "" && m == http.MethodPut:
-		return "PutBucketCors", s.putBucketCORS
-	case key == "" && m == http.MethodDelete:
-		return "DeleteBucketCors", s.deleteConfig(backend.ConfCORS)
-	}
-	return "Unsupported", func(*request) error { return errMethodNotAllowed }
-}
-
 // authenticate is SigV4 verification for every operation but the two
 // that S3 answers without header authentication: a preflight (browsers
 // never sign one) and a POST form (signed in its fields, checked by
@@ -55,12 +28,6 @@ func (s *Server) authenticate(r *http.Request, op string) (sigv4.Result, error) 
 		return sigv4.Result{Anonymous: true, Body: r.Body, DecodedLength: r.ContentLength}, nil
 	}
 	return s.verifier.Verify(r)
-}
-
-// isPostForm reports a browser-form POST: multipart/form-data.
-func isPostForm(r *http.Request) bool {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	return err == nil && mt == "multipart/form-data"
 }
 
 // CORS configuration limits (S3's).

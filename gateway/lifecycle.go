@@ -21,19 +21,6 @@ import (
 // rules of a few hundred bytes each).
 const maxLifecycleBody = 1 << 20
 
-// routeLifecycle picks the ?lifecycle handler of a bucket request.
-func (s *Server) routeLifecycle(m string) (string, handlerFunc) {
-	switch m {
-	case http.MethodGet:
-		return "GetBucketLifecycleConfiguration", s.getBucketLifecycle
-	case http.MethodPut:
-		return "PutBucketLifecycleConfiguration", s.putBucketLifecycle
-	case http.MethodDelete:
-		return "DeleteBucketLifecycle", s.deleteConfig(backend.ConfLifecycle)
-	}
-	return "Unsupported", func(*request) error { return errMethodNotAllowed }
-}
-
 // lifecycleError is the S3 error of a configuration package lifecycle
 // refused.
 func lifecycleError(err error) error {

@@ -51,32 +51,6 @@ type legalHoldDoc struct {
 
 var errNoLockConfig = s3err.New(s3err.CodeInvalidRequest, "Bucket is missing Object Lock Configuration")
 
-// routeObjectLock routes ?object-lock, ?retention and ?legal-hold; fn is
-// nil for other requests.
-func (s *Server) routeObjectLock(m string, has func(string) bool, bucket, key string) (string, handlerFunc) {
-	switch {
-	case bucket == "":
-		return "", nil
-	case key == "" && has("object-lock") && m == http.MethodGet:
-		return "GetObjectLockConfiguration", s.getObjectLockConfiguration
-	case key == "" && has("object-lock") && m == http.MethodPut:
-		return "PutObjectLockConfiguration", s.putObjectLockConfiguration
-	case key != "" && has("retention") && m == http.MethodGet:
-		return "GetObjectRetention", s.getObjectRetention
-	case key != "" && has("retention") && m == http.MethodPut:
-		return "PutObjectRetention", s.putObjectRetention
-	case key != "" && has("legal-hold") && m == http.MethodGet:
-		return "GetObjectLegalHold", s.getObjectLegalHold
-	case key != "" && has("legal-hold") && m == http.MethodPut:
-		return "PutObjectLegalHold", s.putObjectLegalHold
-	case has("object-lock") || has("retention") || has("legal-hold"):
-		return "Unsupported", func(*request) error {
-			return s3err.New(s3err.CodeMethodNotAllowed, "The specified method is not allowed against this resource.")
-		}
-	}
-	return "", nil
-}
-
 // lockConfig returns the bucket's object lock configuration (ok false:
 // object lock is not enabled).
 func lockConfig(b backend.Bucket) (objectLockConfiguration, bool) {

@@ -39,16 +39,6 @@ type request struct {
 
 type handlerFunc func(*request) error
 
-// Subresources S3 has and fedgate does not implement yet. A request naming
-// one gets NotImplemented instead of being mistaken for a plain operation.
-var unsupportedSubresources = []string{
-	"accelerate", "analytics", "encryption", "intelligent-tiering",
-	"inventory", "logging", "metadataTable", "metrics", "notification",
-	"ownershipControls",
-	"replication", "requestPayment", "restore", "select", "torrent",
-	"website", "renameObject", "session",
-}
-
 func (s *Server) isVirtualHost(r *http.Request) bool {
 	_, ok := s.hostBucket(r)
 	return ok
@@ -91,113 +81,14 @@ func (s *Server) resolve(r *http.Request) (bucket, key string) {
 	return bucket, key
 }
 
-// route picks the operation for a request from its method, bucket, key and
-// query; the name is what metrics and logs use.
+// route picks the operation for a request from its method, bucket, key,
+// query and headers (the table s3Routes, else refuse); the name is what
+// metrics and logs use.
 func (s *Server) route(r *http.Request, q url.Values, bucket, key string) (string, handlerFunc) {
-	if op, fn := s.routeBrowser(r, q, bucket, key); fn != nil {
-		return op, fn
+	if rt := findRoute(r, q, bucket, key); rt != nil {
+		return rt.op, func(req *request) error { return rt.handle(s, req) }
 	}
-	if op, fn := s.routeAccess(r.Method, func(k string) bool { _, ok := q[k]; return ok }, bucket, key); fn != nil {
-		return op, fn
-	}
-	for _, sub := range unsupportedSubresources {
-		if _, ok := q[sub]; ok {
-			op := r.Method + "-" + sub
-			return op, func(*request) error { return errNotImplemented("The " + sub + " subresource") }
-		}
-	}
-	has := func(k string) bool { _, ok := q[k]; return ok }
-	m := r.Method
-	if op, fn := s.routeObjectLock(m, has, bucket, key); fn != nil {
-		return op, fn
-	}
-	if key != "" && has("versionId") {
-		if op, fn := s.routeVersion(r, q); fn != nil {
-			return op, fn
-		}
-	}
-	if op, fn := s.routeTagging(m, has, bucket, key); fn != nil {
-		return op, fn
-	}
-	if op, fn := s.routeAttributes(m, has, bucket, key); fn != nil {
-		return op, fn
-	}
-	if key != "" && m == http.MethodPut && has("partNumber") != has("uploadId") {
-		return "UploadPart", func(*request) error {
-			return s3err.New(s3err.CodeInvalidRequest, "UploadPart needs both partNumber and uploadId.")
-		}
-	}
-	switch {
-	case bucket == "":
-		if m == http.MethodGet {
-			return "ListBuckets", s.listBuckets
-		}
-	case key == "":
-		switch {
-		case m == http.MethodGet && has("location"):
-			return "GetBucketLocation", s.getBucketLocation
-		case m == http.MethodGet && has("versioning"):
-			return "GetBucketVersioning", s.getBucketVersioning
-		case m == http.MethodGet && has("versions"):
-			return "ListObjectVersions", s.listObjectVersions
-		case m == http.MethodGet && has("uploads"):
-			return "ListMultipartUploads", s.listMultipartUploads
-		case m == http.MethodGet && q.Get("list-type") == "2":
-			return "ListObjectsV2", s.listObjectsV2
-		case m == http.MethodGet && len(q) > 0 && !onlyListV1Params(q):
-			return "GetBucket-unknown", func(*request) error { return errNotImplemented("This bucket GET subresource") }
-		case m == http.MethodGet:
-			return "ListObjects", s.listObjectsV1
-		case m == http.MethodPut && plain(q):
-			return "CreateBucket", s.createBucket
-		case m == http.MethodHead:
-			return "HeadBucket", s.headBucket
-		case m == http.MethodDelete && plain(q):
-			return "DeleteBucket", s.deleteBucket
-		case m == http.MethodPost && has("delete"):
-			return "DeleteObjects", s.deleteObjects
-		}
-	default:
-		switch {
-		case m == http.MethodGet && has("uploadId"):
-			return "ListParts", s.listParts
-		case m == http.MethodGet:
-			return "GetObject", s.getObject
-		case m == http.MethodHead:
-			return "HeadObject", s.headObject
-		case m == http.MethodPut && has("partNumber") && has("uploadId"):
-			if r.Header.Get("x-amz-copy-source") != "" {
-				return "UploadPartCopy", s.uploadPartCopy
-			}
-			return "UploadPart", s.uploadPart
-		case m == http.MethodPut && r.Header.Get("x-amz-copy-source") != "":
-			return "CopyObject", s.copyObject
-		case m == http.MethodPut:
-			return "PutObject", s.putObject
-		case m == http.MethodDelete && has("uploadId"):
-			return "AbortMultipartUpload", s.abortMultipartUpload
-		case m == http.MethodDelete:
-			return "DeleteObject", s.deleteObject
-		case m == http.MethodPost && has("uploads"):
-			return "CreateMultipartUpload", s.createMultipartUpload
-		case m == http.MethodPost && has("uploadId"):
-			return "CompleteMultipartUpload", s.completeMultipartUpload
-		}
-	}
-	return "Unsupported", func(*request) error {
-		return errNotImplemented("The operation " + m + " on this resource")
-	}
-}
-
-// plain reports a query with no subresource: empty, or only the x-id that
-// AWS SDKs add to name the operation.
-func plain(q url.Values) bool {
-	for k := range q {
-		if k != "x-id" && !authParam(k) {
-			return false
-		}
-	}
-	return true
+	return refuse(r, q, bucket, key)
 }
 
 // authParam reports a query parameter of a presigned URL (SigV4, or SigV2
@@ -210,19 +101,6 @@ func authParam(k string) bool {
 		return true
 	}
 	return false
-}
-
-func onlyListV1Params(q url.Values) bool {
-	for k := range q {
-		switch k {
-		case "prefix", "delimiter", "marker", "max-keys", "encoding-type", "x-id":
-		default:
-			if !authParam(k) {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 func (s *Server) serveS3(w http.ResponseWriter, r *http.Request, ri *requestInfo) {

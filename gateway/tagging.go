@@ -53,31 +53,6 @@ func taggingDoc(tags []tag) tagging {
 	return tagging{Xmlns: s3NS, TagSet: &tagSet{Tags: tags}}
 }
 
-// routeTagging routes ?tagging on a bucket or an object; fn is nil for
-// other requests.
-func (s *Server) routeTagging(m string, has func(string) bool, bucket, key string) (string, handlerFunc) {
-	if bucket == "" || !has("tagging") {
-		return "", nil
-	}
-	switch {
-	case key != "" && m == http.MethodGet:
-		return "GetObjectTagging", s.getObjectTagging
-	case key != "" && m == http.MethodPut:
-		return "PutObjectTagging", s.putObjectTagging
-	case key != "" && m == http.MethodDelete:
-		return "DeleteObjectTagging", s.deleteObjectTagging
-	case key == "" && m == http.MethodGet:
-		return "GetBucketTagging", s.getBucketTagging
-	case key == "" && m == http.MethodPut:
-		return "PutBucketTagging", s.putBucketTagging
-	case key == "" && m == http.MethodDelete:
-		return "DeleteBucketTagging", s.deleteConfig(backend.ConfTagging)
-	}
-	return "Unsupported", func(*request) error {
-		return s3err.New(s3err.CodeMethodNotAllowed, "The specified method is not allowed against this resource.")
-	}
-}
-
 // checkTags applies S3's rules to a tag set of at most max tags: keys of
 // 1 to 128 and values of at most 256 Unicode characters, both of letters,
 // digits, white space and + - = . _ : / @; keys unique and not starting

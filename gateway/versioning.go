@@ -5,56 +5,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
-	"strings"
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/s3err"
 )
-
-// routeVersion routes an object request naming a versionId: GET, HEAD and
-// DELETE of one version. Other operations on a version are not
-// implemented yet (a nil fn for "null" lets them through as the null
-// version is the object itself in an unversioned bucket).
-func (s *Server) routeVersion(r *http.Request, q url.Values) (string, handlerFunc) {
-	if !onlyVersionParams(q) {
-		if q.Get("versionId") == nullVersion {
-			return "", nil
-		}
-		return r.Method + "-version", func(*request) error {
-			return errNotImplemented("This operation on a specific object version")
-		}
-	}
-	switch r.Method {
-	case http.MethodGet:
-		return "GetObjectVersion", func(q *request) error { return s.serveVersion(q, true) }
-	case http.MethodHead:
-		return "HeadObjectVersion", func(q *request) error { return s.serveVersion(q, false) }
-	case http.MethodDelete:
-		return "DeleteObjectVersion", s.deleteObjectVersion
-	case http.MethodPut:
-		if r.Header.Get("x-amz-copy-source") == "" && q.Get("versionId") == nullVersion {
-			return "", nil
-		}
-	}
-	return r.Method + "-version", func(*request) error {
-		return errNotImplemented("This operation on a specific object version")
-	}
-}
-
-// onlyVersionParams reports a query whose only subresource is versionId
-// (GET's response-* overrides and partNumber are fine).
-func onlyVersionParams(q url.Values) bool {
-	for k := range q {
-		switch {
-		case k == "versionId", k == "x-id", k == "partNumber", strings.HasPrefix(k, "response-"), authParam(k):
-		default:
-			return false
-		}
-	}
-	return true
-}
 
 // serveVersion answers GET and HEAD of one version.
 func (s *Server) serveVersion(q *request, withBody bool) error {
