@@ -71,7 +71,7 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 150m ./bench/
 	$(GO) test -run '^$$' -bench ErasureRead -benchtime 3x -timeout 10m ./federation/placement/
-	$(GO) test -count=1 -v -run '^TestSimulatorShapes$$' ./federation/egress/
+	$(GO) test -count=1 -v -run '^TestSimulatorShapes$$' ./egress/
 
 ## soak: large objects and long runs kept out of `make test`, and the 15-minute chaos test (needs root)
 soak:

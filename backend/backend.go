@@ -3,8 +3,8 @@
 // interfaces the gateway calls, the value types that cross them and the
 // sentinel errors the gateway maps to S3 answers.
 //
-// It imports only leaf packages (federation/store for object types,
-// federation/egress, federation/placement and policies for admin answers),
+// It imports only leaf packages (store for object types,
+// egress, federation/placement and policies for admin answers),
 // never the region's replicated state, so the gateway can be built and its
 // handlers tested against a fake without a Raft node. federation.Namespace
 // satisfies Backend and Admin through Namespace.Backend.
@@ -17,15 +17,14 @@ import (
 	"os"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/egress"
-	"github.com/fedgate/fedgate/federation/placement"
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Backend is one region's namespace as the S3 handlers use it. Every
 // method is safe for concurrent use. Errors are the sentinels of this
-// package or of federation/store (compare with errors.Is).
+// package or of store (compare with errors.Is).
 type Backend interface {
 	// Ready reports whether the node can serve (nil) or why not.
 	Ready(ctx context.Context) error
@@ -196,8 +195,11 @@ type Admin interface {
 	// HasPolicy reports whether a policy file is in force.
 	HasPolicy() bool
 	// Repair restores the copies or shards of bucket/prefix:
-	// ErrNothingToRepair for a single-store bucket.
-	Repair(ctx context.Context, bucket, prefix string, progress func(placement.RepairProgress)) (placement.RepairStats, error)
+	// ErrNothingToRepair for a single-store bucket. With found not nil it
+	// is a dry run: nothing is written, and found is called with each
+	// object that needs repair and the stores lacking its copy, shards or
+	// manifest.
+	Repair(ctx context.Context, bucket, prefix string, progress func(RepairProgress), found func(key string, stores []string)) (RepairStats, error)
 	// Degraded reports this node's store health checks and the data it
 	// read degraded.
 	Degraded(ctx context.Context) (Degraded, error)
@@ -224,4 +226,28 @@ func ReadIntent(ctx context.Context) bool {
 type Extent struct {
 	File                             *os.File
 	FileOffset, Length, ObjectOffset int64
+}
+
+// RepairProgress is how far a repair is: objects examined of Total, and
+// the bytes read from stores so far.
+type RepairProgress struct {
+	Objects, Total, BytesRead int64
+}
+
+// RepairStats is what a repair did (placement.RepairStats, field for
+// field; the admin API sends it as JSON with these names).
+type RepairStats struct {
+	Objects int64 // objects examined
+	Healthy int64 // objects that needed nothing
+	// Repaired: objects that needed something and got all of it.
+	Repaired int64
+	// Failed: objects that could not be fully repaired (a store still down,
+	// too few intact shards); the error returned names them.
+	Failed    int64
+	Shards    int64 // shards re-created (erasure)
+	Manifests int64 // manifests re-created or brought up to date (erasure)
+	Copies    int64 // copies re-created or brought up to date (replicated)
+	// OldVersions: superseded versions whose shards were removed (erasure).
+	OldVersions int64
+	BytesRead   int64 // bytes read from stores to check and rebuild
 }

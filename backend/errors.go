@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Errors of the namespace (federation re-exports them under the same

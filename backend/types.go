@@ -3,7 +3,7 @@ package backend
 import (
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // VersionListOptions selects a version listing (ListObjectVersions).

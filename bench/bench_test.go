@@ -32,9 +32,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/store"
 )
 
 const ceilingEnv = "FEDGATE_BENCH_CEILING_DIR"

@@ -13,12 +13,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/faulty"
-	s3store "github.com/fedgate/fedgate/federation/store/s3"
 	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/internal/testserver"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/faulty"
+	s3store "github.com/fedgate/fedgate/store/s3"
 )
 
 // BenchmarkColdWarmOrigin reads one object whose origin is MinIO behind

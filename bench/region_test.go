@@ -22,7 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/internal/testserver"
 )
 
@@ -141,8 +141,8 @@ func startRegion(b *testing.B, opts regionOptions) *region {
 }
 
 // status runs `fedgate cluster status --json` against the first live node.
-func (r *region) status() (gateway.AdminCluster, error) {
-	var st gateway.AdminCluster
+func (r *region) status() (adminapi.Cluster, error) {
+	var st adminapi.Cluster
 	var last error
 	for _, s := range r.nodes {
 		if s.Exited() {

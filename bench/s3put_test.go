@@ -16,17 +16,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/fedgate/fedgate/federation/store"
-	s3store "github.com/fedgate/fedgate/federation/store/s3"
 	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
+	s3store "github.com/fedgate/fedgate/store/s3"
 )
 
 // s3PutSizeEnv overrides BenchmarkS3StorePut's object size (bytes).
 const s3PutSizeEnv = "FEDGATE_BENCH_S3PUT_SIZE"
 
 // BenchmarkS3StorePut compares, in one run, a large PUT through fedgate's
-// s3 store (federation/store/s3: parts of 16 MiB, 4 in flight, the
+// s3 store (store/s3: parts of 16 MiB, 4 in flight, the
 // store's defaults) with aws-sdk-go-v2's upload manager (feature/s3/manager,
 // the same part size and concurrency, its other settings default) sending
 // the same bytes straight to MinIO. Both reach MinIO through the same

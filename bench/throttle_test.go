@@ -11,7 +11,7 @@ import (
 // startThrottleProxy forwards TCP connections to target, each capped at
 // rate bytes per second in each direction: how one connection to a cloud
 // behaves, for servers in other processes, where the in-process
-// federation/store/faulty wrapper cannot be used. It returns the proxy's
+// store/faulty wrapper cannot be used. It returns the proxy's
 // address; it stops when the benchmark ends.
 func startThrottleProxy(b *testing.B, target string, rate int64) string {
 	return startDelayProxy(b, target, rate, 0)

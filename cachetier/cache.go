@@ -38,7 +38,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Errors returned by the cache. Fetch errors are returned wrapped, so

@@ -7,7 +7,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // (7) A fetch that fails mid-chunk fails the read (never a short success),

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 const testChunk = 4096

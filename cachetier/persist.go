@@ -17,7 +17,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 	"golang.org/x/sys/unix"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // The index is mirrored to a bbolt file, index.db: bucket "chunks" maps a

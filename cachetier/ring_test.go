@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // ringKey is the i-th of a set of chunk keys shaped like a dataset's: 16

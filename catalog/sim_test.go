@@ -15,8 +15,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/federation"
-	"github.com/fedgate/fedgate/federation/egress"
 	"github.com/fedgate/fedgate/policies"
 )
 

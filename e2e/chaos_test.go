@@ -29,9 +29,9 @@ import (
 	smithy "github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/fedgate/fedgate/federation/store/posix"
-	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store/posix"
 )
 
 // The chaos test: a 3-node region of real processes, each in its own
@@ -250,8 +250,8 @@ func (r *chaosRegion) waitReady(n *chaosNode, timeout time.Duration) error {
 
 // status is `fedgate cluster status --json` through n, given up after 3 s
 // (n may be frozen).
-func (r *chaosRegion) status(n *chaosNode) (gateway.AdminCluster, error) {
-	var st gateway.AdminCluster
+func (r *chaosRegion) status(n *chaosNode) (adminapi.Cluster, error) {
+	var st adminapi.Cluster
 	c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(c, binary, "cluster", "status", "--json")

@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/internal/testserver"
 )
 
@@ -39,8 +39,8 @@ func freeAddrs(t *testing.T, n int) []string {
 }
 
 // clusterStatus runs `fedgate cluster status --json` against s.
-func clusterStatus(s *server) (gateway.AdminCluster, error) {
-	var st gateway.AdminCluster
+func clusterStatus(s *server) (adminapi.Cluster, error) {
+	var st adminapi.Cluster
 	out, err := s.fedgate("cluster", "status", "--json")
 	if err != nil {
 		return st, fmt.Errorf("%v: %s", err, out)
@@ -49,7 +49,7 @@ func clusterStatus(s *server) (gateway.AdminCluster, error) {
 }
 
 // settled reports whether st shows want members, all healthy, and a leader.
-func settled(st gateway.AdminCluster, want int) bool {
+func settled(st adminapi.Cluster, want int) bool {
 	if st.Leader == "" || len(st.Members) != want {
 		return false
 	}
@@ -64,7 +64,7 @@ func settled(st gateway.AdminCluster, want int) bool {
 // startCluster starts three real processes that form a region with
 // --bootstrap-expect and --join over a shared NAS default store, and
 // waits for 3 healthy members and a leader.
-func startCluster(t *testing.T) ([]*server, map[string]*server, gateway.AdminCluster) {
+func startCluster(t *testing.T) ([]*server, map[string]*server, adminapi.Cluster) {
 	t.Helper()
 	nas := t.TempDir()
 	policy := writePolicy(t, nas)
@@ -89,7 +89,7 @@ func startCluster(t *testing.T) ([]*server, map[string]*server, gateway.AdminClu
 	for _, n := range nodes {
 		n.WaitReady(t)
 	}
-	var st gateway.AdminCluster
+	var st adminapi.Cluster
 	waitFor(t, 20*time.Second, "3 healthy members and a leader", func() bool {
 		var err error
 		st, err = clusterStatus(nodes[0])

@@ -14,7 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/internal/testserver"
 )
@@ -65,7 +65,7 @@ func TestConsoleInChromium(t *testing.T) {
 	for _, n := range nodes {
 		n.WaitReady(t)
 	}
-	var st gateway.AdminCluster
+	var st adminapi.Cluster
 	waitFor(t, 20*time.Second, "3 healthy members and a leader", func() bool {
 		var err error
 		st, err = clusterStatus(nodes[0])

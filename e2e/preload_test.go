@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/internal/testenv"
 )
 
@@ -75,13 +75,13 @@ func (s *server) fedgateWithin(timeout time.Duration, args ...string) (string, e
 }
 
 // jobs runs `fedgate cache jobs --json`.
-func (s *server) jobs() []gateway.AdminJob {
+func (s *server) jobs() []adminapi.Job {
 	s.t.Helper()
 	out, err := s.fedgate("cache", "jobs", "--json")
 	if err != nil {
 		s.t.Fatalf("cache jobs: %v\n%s", err, out)
 	}
-	var jobs []gateway.AdminJob
+	var jobs []adminapi.Job
 	if err := json.Unmarshal([]byte(out), &jobs); err != nil {
 		s.t.Fatalf("cache jobs --json: %v\n%s", err, out)
 	}
@@ -89,13 +89,13 @@ func (s *server) jobs() []gateway.AdminJob {
 }
 
 // pins runs `fedgate cache pins --json`.
-func (s *server) pins() []gateway.AdminPin {
+func (s *server) pins() []adminapi.Pin {
 	s.t.Helper()
 	out, err := s.fedgate("cache", "pins", "--json")
 	if err != nil {
 		s.t.Fatalf("cache pins: %v\n%s", err, out)
 	}
-	var pins []gateway.AdminPin
+	var pins []adminapi.Pin
 	if err := json.Unmarshal([]byte(out), &pins); err != nil {
 		s.t.Fatalf("cache pins --json: %v\n%s", err, out)
 	}
@@ -204,7 +204,7 @@ func TestPreloadResumesAfterKill(t *testing.T) {
 	if err != nil || !strings.Contains(out, "started") {
 		t.Fatalf("cache preload --detach: %v\n%s", err, out)
 	}
-	var before gateway.AdminJob
+	var before adminapi.Job
 	waitFor(t, 60*time.Second, "the preload to record progress", func() bool {
 		jobs := s.jobs()
 		if len(jobs) != 1 {
@@ -219,7 +219,7 @@ func TestPreloadResumesAfterKill(t *testing.T) {
 	s.restart(syscall.SIGKILL)
 	proxy.setRate(0)
 
-	var j gateway.AdminJob
+	var j adminapi.Job
 	waitFor(t, 60*time.Second, "the resumed preload to finish", func() bool {
 		j = s.jobs()[0]
 		return j.Done

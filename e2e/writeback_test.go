@@ -21,10 +21,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/fedgate/fedgate/federation/store/posix"
-	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/internal/testserver"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store/posix"
 )
 
 // region is a multi-node fedgate region of real processes on loopback.
@@ -99,9 +99,9 @@ func startRegionWith(t *testing.T, n int, policy, nas string, extra ...string) *
 
 // settle waits until want members are healthy and there is a leader, and
 // returns the status.
-func (r *region) settle(want int) gateway.AdminCluster {
+func (r *region) settle(want int) adminapi.Cluster {
 	r.t.Helper()
-	var st gateway.AdminCluster
+	var st adminapi.Cluster
 	waitFor(r.t, 60*time.Second, fmt.Sprintf("%d healthy members and a leader", want), func() bool {
 		for _, s := range r.nodes {
 			if s.Exited() {

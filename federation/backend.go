@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/egress"
+	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/federation/placement"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Backend returns the namespace as the gateway uses it: the returned value
@@ -136,8 +136,16 @@ func (nb *NamespaceBackend) Degraded(ctx context.Context) (backend.Degraded, err
 	return nb.n.Degraded(ctx)
 }
 
-func (nb *NamespaceBackend) Repair(ctx context.Context, bucket, prefix string, progress func(placement.RepairProgress)) (placement.RepairStats, error) {
-	return nb.n.Repair(ctx, bucket, prefix, progress)
+func (nb *NamespaceBackend) Repair(ctx context.Context, bucket, prefix string, progress func(backend.RepairProgress), found func(key string, stores []string)) (backend.RepairStats, error) {
+	if found != nil {
+		ctx = placement.DryRun(ctx, found)
+	}
+	var p func(placement.RepairProgress)
+	if progress != nil {
+		p = func(rp placement.RepairProgress) { progress(backend.RepairProgress(rp)) }
+	}
+	st, err := nb.n.Repair(ctx, bucket, prefix, p)
+	return backend.RepairStats(st), err
 }
 
 func toPreloadStatus(st PreloadStatus) backend.PreloadStatus {

@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"github.com/fedgate/fedgate/cachetier"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
 )
 
 // The region's cache across nodes: a chunk is cached only by the node the

@@ -15,13 +15,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fedgate/fedgate/federation"
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/azure"
-	"github.com/fedgate/fedgate/federation/store/gcs"
-	"github.com/fedgate/fedgate/federation/store/posix"
-	s3store "github.com/fedgate/fedgate/federation/store/s3"
 	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/azure"
+	"github.com/fedgate/fedgate/store/gcs"
+	"github.com/fedgate/fedgate/store/posix"
+	s3store "github.com/fedgate/fedgate/store/s3"
 )
 
 // lockedBuffer is a log sink the namespace's goroutines may share.

@@ -11,9 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/internal/backoff"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
 )
 
 // The drainer: every node uploads the journal entries it holds a staged

@@ -6,8 +6,8 @@ import (
 	"iter"
 
 	"github.com/fedgate/fedgate/federation/placement"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Composite placements read and write several stores in several clouds for

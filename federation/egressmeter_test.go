@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/federation"
-	"github.com/fedgate/fedgate/federation/egress"
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/posix"
 )
 
 // meterFixture is a region in gcp:us-central1 (no cache: reads go to the

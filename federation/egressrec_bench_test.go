@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // BenchmarkEgressOpenRead is the recorder's hot path: one GET of a small

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/cachetier"
-	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store/posix"
 )
 
 // Test helpers shared by the federation tests.

@@ -10,10 +10,10 @@ import (
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation"
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/lifecycle"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/posix"
 )
 
 // testClock is a settable clock for the namespace (Config.Now).

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
 )
 
 // overlayItem is what the write-back journal adds to (or, as a tombstone,

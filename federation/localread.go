@@ -8,7 +8,7 @@ import (
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/cachetier"
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // LocalExtents is the short-circuit read (docs/gpu-data-path.md): the

@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
 )
 
 // MinPartSize is the smallest part S3 accepts, except for the last one.

@@ -22,10 +22,10 @@ import (
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/cachetier"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/lifecycle"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Errors the namespace returns besides the store sentinels. They are the

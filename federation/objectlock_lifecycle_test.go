@@ -9,7 +9,7 @@ import (
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/federation"
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Lifecycle and Object Lock: NoncurrentVersionExpiration skips a version

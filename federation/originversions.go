@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Versions of a bucket mounted from an existing cloud bucket (policy

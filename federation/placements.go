@@ -9,11 +9,11 @@ import (
 	"strings"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/egress"
+	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/federation/placement"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Composite placements (replicate, erasure) are stores made of the

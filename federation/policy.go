@@ -5,8 +5,8 @@ import (
 	"strings"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
 )
 
 // ErrPolicyChange: a new policy would strand data (a bucket it removes or

@@ -10,10 +10,10 @@ import (
 
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/federation"
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/faulty"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/faulty"
 )
 
 // fixture is one region sharing one Raft node: a bucket "data" mounted from

@@ -8,9 +8,9 @@ import (
 
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/federation"
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/faulty"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/faulty"
 )
 
 // The policy's cache.priority reaches the cache when the namespace starts

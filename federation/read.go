@@ -11,8 +11,8 @@ import (
 
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/cachetier"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/internal/backoff"
+	"github.com/fedgate/fedgate/store"
 )
 
 // CacheRules is how a bucket's reads use the region's cache.
@@ -61,7 +61,7 @@ var readBackoff = backoff.Policy{Initial: 50 * time.Millisecond, Max: 2 * time.S
 
 // retryable reports whether a store error may go away on its own and no
 // layer below has retried it yet (store.WasRetried: the cloud stores' SDKs
-// retry their requests themselves, see federation/store/retry.go).
+// retry their requests themselves, see store/retry.go).
 func retryable(err error) bool {
 	switch {
 	case err == nil, store.WasRetried(err), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/federation"
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/faulty"
-	s3store "github.com/fedgate/fedgate/federation/store/s3"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/faulty"
+	s3store "github.com/fedgate/fedgate/store/s3"
 )
 
 // readAttempts is federation's budget for one read (federation/read.go).

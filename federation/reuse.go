@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fedgate/fedgate/federation/egress"
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/egress"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Reuse distances (docs/egress.md): for each object a client reads through

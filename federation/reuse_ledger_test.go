@@ -12,12 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fedgate/fedgate/cachetier"
+	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/federation"
-	"github.com/fedgate/fedgate/federation/egress"
-	"github.com/fedgate/fedgate/federation/store"
-	s3store "github.com/fedgate/fedgate/federation/store/s3"
 	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
+	s3store "github.com/fedgate/fedgate/store/s3"
 )
 
 // reuseOf is a Counts.Reuse of (bucket, bytes) pairs.

@@ -8,7 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 var reuseT0 = time.Date(2026, 11, 2, 8, 0, 0, 0, time.UTC)

@@ -3,8 +3,8 @@ package federation
 import (
 	"testing"
 
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
 )
 
 // A conditional write names the newest version by the validator a Stat

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Versioned buckets (docs/versioning.md). A version's bytes are an object

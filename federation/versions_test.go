@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/federation"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Issue 12's lifecycle story: NoncurrentVersionExpiration 1 day with 2

@@ -20,8 +20,8 @@ import (
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/cachetier/staging"
 	"github.com/fedgate/fedgate/federation/placement"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Write-back: a PUT to a write-back bucket is acknowledged once its bytes

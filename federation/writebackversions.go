@@ -6,8 +6,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Versions of write-back buckets (docs/versioning.md). A version's bytes

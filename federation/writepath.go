@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
 )
 
 // writePath is how a bucket's objects are written, deleted, listed and

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fedgate/fedgate/federation/egress"
+	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/gateway/gatewaytest"
 )

@@ -7,9 +7,9 @@ import (
 	"net/http"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/access"
 	"github.com/fedgate/fedgate/gateway/s3err"
+	"github.com/fedgate/fedgate/store"
 )
 
 // deleteConfig is the handler of DeleteBucketPolicy, DeletePublicAccessBlock,

@@ -9,39 +9,12 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/backend"
 )
 
 // The admin API (what `fedgate user ...` talks to). Requests are SigV4-signed
 // with root credentials; bodies and answers are JSON.
-
-// AdminUser is one user as the admin API lists it.
-type AdminUser struct {
-	Name      string            `json:"name"`
-	AccessKey string            `json:"access_key"`
-	Root      bool              `json:"root,omitempty"`
-	Created   string            `json:"created"`
-	Grants    map[string]string `json:"grants,omitempty"`
-}
-
-// AdminAddUser is the body of POST /_fedgate/admin/users.
-type AdminAddUser struct {
-	Name      string `json:"name"`
-	AccessKey string `json:"access_key,omitempty"`
-	SecretKey string `json:"secret_key,omitempty"`
-}
-
-// AdminGrant is the body of POST /_fedgate/admin/users/{name}/grants.
-type AdminGrant struct {
-	Bucket string `json:"bucket"`
-	Perm   string `json:"perm"`
-}
-
-// AdminError is every admin API error body.
-type AdminError struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
-}
 
 func (s *Server) adminRoutes(r chi.Router) {
 	r.Use(s.adminAuth)
@@ -72,12 +45,12 @@ func (s *Server) adminAuth(next http.Handler) http.Handler {
 		res, err := s.verifier.Verify(r)
 		if err != nil {
 			se := toS3(err)
-			writeJSON(w, se.Status, AdminError{Error: se.Message, Code: se.Code})
+			writeJSON(w, se.Status, adminapi.Error{Error: se.Message, Code: se.Code})
 			return
 		}
 		u, ok := s.be.Users().ByAccessKey(res.AccessKey)
 		if res.Anonymous || !ok || !u.Root {
-			writeJSON(w, http.StatusForbidden, AdminError{Error: "the admin API needs the root user's credentials", Code: "AccessDenied"})
+			writeJSON(w, http.StatusForbidden, adminapi.Error{Error: "the admin API needs the root user's credentials", Code: "AccessDenied"})
 			return
 		}
 		ri.setUser(u.Name)
@@ -117,7 +90,7 @@ func adminFail(w http.ResponseWriter, err error, user, bucket string) {
 	case errors.Is(err, backend.ErrAccessDenied):
 		status, code = http.StatusForbidden, "AccessDenied"
 	}
-	writeJSON(w, status, AdminError{Error: msg, Code: code})
+	writeJSON(w, status, adminapi.Error{Error: msg, Code: code})
 }
 
 func readJSON(r *http.Request, v any) error {
@@ -130,15 +103,15 @@ func readJSON(r *http.Request, v any) error {
 }
 
 func (s *Server) adminListUsers(w http.ResponseWriter, _ *http.Request) {
-	out := []AdminUser{}
+	out := []adminapi.User{}
 	for _, u := range s.be.Users().List() {
-		out = append(out, AdminUser{Name: u.Name, AccessKey: u.AccessKey, Root: u.Root, Created: s3Time(u.Created), Grants: u.Grants})
+		out = append(out, adminapi.User{Name: u.Name, AccessKey: u.AccessKey, Root: u.Root, Created: s3Time(u.Created), Grants: u.Grants})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) adminAddUser(w http.ResponseWriter, r *http.Request) {
-	var req AdminAddUser
+	var req adminapi.AddUser
 	if err := readJSON(r, &req); err != nil {
 		adminFail(w, err, "", "")
 		return
@@ -165,7 +138,7 @@ func (s *Server) rootUser() backend.User {
 }
 
 func (s *Server) adminGrant(w http.ResponseWriter, r *http.Request) {
-	var req AdminGrant
+	var req adminapi.Grant
 	name := chi.URLParam(r, "name")
 	if err := readJSON(r, &req); err != nil {
 		adminFail(w, err, name, "")

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/access"
 	"github.com/fedgate/fedgate/gateway/s3err"
+	"github.com/fedgate/fedgate/store"
 )
 
 // grantActions are what `fedgate user grant` levels allow: read, and what

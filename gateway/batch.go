@@ -22,17 +22,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/s3err"
 	"github.com/fedgate/fedgate/gateway/sigv4"
 	"github.com/fedgate/fedgate/shard"
+	"github.com/fedgate/fedgate/store"
 )
 
 // BatchPath is the batch GET endpoint: POST a JSON list of objects (or
 // members of tar/zip shards), get one tar stream of them in request order
 // (docs/training.md).
-const BatchPath = ReservedPrefix + "v1/batch"
+const BatchPath = adminapi.ReservedPrefix + "v1/batch"
 
 // BatchErrorsDir is the folder of the tar entries that stand for failed
 // entries: __errors__/<bucket>/<key>[/<archpath>] holds the S3 error XML.

@@ -23,9 +23,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/gateway/gatewaytest"
+	"github.com/fedgate/fedgate/store"
 )
 
 // batchEnv is newEnv with the batch endpoint tuned.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/store"
 )
 
 // safeTarName: a name that no extractor writes outside its folder: local

@@ -7,11 +7,11 @@ import (
 	"strings"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/access"
 	"github.com/fedgate/fedgate/gateway/checksum"
 	"github.com/fedgate/fedgate/gateway/s3err"
 	"github.com/fedgate/fedgate/gateway/sigv4"
+	"github.com/fedgate/fedgate/store"
 )
 
 func (s *Server) listBuckets(q *request) error {

@@ -9,80 +9,20 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/backend"
 )
 
 // The admin API's cache routes (what `fedgate cache ...` talks to):
 //
-//	POST   /_fedgate/admin/cache/jobs       AdminPreload -> AdminJob (201)
-//	GET    /_fedgate/admin/cache/jobs       -> []AdminJob, oldest first
-//	GET    /_fedgate/admin/cache/jobs/{id}  -> AdminJob
-//	DELETE /_fedgate/admin/cache/jobs/{id}  -> AdminCancel: cancels a running
+//	POST   /_fedgate/admin/cache/jobs       adminapi.Preload -> adminapi.Job (201)
+//	GET    /_fedgate/admin/cache/jobs       -> []adminapi.Job, oldest first
+//	GET    /_fedgate/admin/cache/jobs/{id}  -> adminapi.Job
+//	DELETE /_fedgate/admin/cache/jobs/{id}  -> adminapi.Cancel: cancels a running
 //	                                           job, forgets a finished one
-//	GET    /_fedgate/admin/cache/pins       -> []AdminPin
-//	POST   /_fedgate/admin/cache/pins       AdminPin -> AdminPin (201)
-//	DELETE /_fedgate/admin/cache/pins       AdminPin -> 204
-
-// AdminPreload is the body of POST /_fedgate/admin/cache/jobs.
-type AdminPreload struct {
-	Bucket string `json:"bucket"`
-	Prefix string `json:"prefix,omitempty"`
-	// Pin pins bucket/prefix before the job starts.
-	Pin bool `json:"pin,omitempty"`
-}
-
-// AdminJob is one preload job with its progress summed over the region.
-type AdminJob struct {
-	ID      string `json:"id"`
-	Bucket  string `json:"bucket"`
-	Prefix  string `json:"prefix"`
-	Pin     bool   `json:"pin,omitempty"`
-	Created string `json:"created"`
-	// State is "running", "done" or "canceled".
-	State    string `json:"state"`
-	Done     bool   `json:"done"`
-	Canceled bool   `json:"canceled,omitempty"`
-	// Objects is how many objects every node has finished; TotalObjects
-	// and TotalBytes are what the job found to read (0 while unknown).
-	Objects      int64 `json:"objects"`
-	TotalObjects int64 `json:"total_objects"`
-	// Bytes is the bytes of chunks warmed, over all nodes.
-	Bytes      int64 `json:"bytes"`
-	TotalBytes int64 `json:"total_bytes"`
-	// Errors counts chunks that could not be cached.
-	Errors int64 `json:"errors,omitempty"`
-	// Pending names the members that have not finished their share.
-	Pending []string `json:"pending,omitempty"`
-	// Note says why there is nothing to do, when so.
-	Note  string                  `json:"note,omitempty"`
-	Nodes map[string]AdminJobNode `json:"nodes,omitempty"`
-}
-
-// AdminJobNode is one node's share of a preload job.
-type AdminJobNode struct {
-	After   string `json:"after,omitempty"` // the last key it finished
-	Objects int64  `json:"objects"`
-	Bytes   int64  `json:"bytes"`
-	Errors  int64  `json:"errors,omitempty"`
-	Done    bool   `json:"done"`
-	Updated string `json:"updated"`
-}
-
-// AdminCancel is the answer of DELETE /_fedgate/admin/cache/jobs/{id}.
-type AdminCancel struct {
-	ID string `json:"id"`
-	// Removed: the job had finished (or was canceled) and is forgotten;
-	// otherwise it is now canceled.
-	Removed bool `json:"removed"`
-}
-
-// AdminPin is a cache pin (and the body of POST and DELETE
-// /_fedgate/admin/cache/pins).
-type AdminPin struct {
-	Bucket  string `json:"bucket"`
-	Prefix  string `json:"prefix"`
-	Created string `json:"created,omitempty"`
-}
+//	GET    /_fedgate/admin/cache/pins       -> []adminapi.Pin
+//	POST   /_fedgate/admin/cache/pins       adminapi.Pin -> adminapi.Pin (201)
+//	DELETE /_fedgate/admin/cache/pins       adminapi.Pin -> 204
 
 func (s *Server) cacheRoutes(r chi.Router) {
 	r.Post("/cache/jobs", s.adminStartPreload)
@@ -94,17 +34,17 @@ func (s *Server) cacheRoutes(r chi.Router) {
 	r.Delete("/cache/pins", s.adminUnpin)
 }
 
-func adminJob(st backend.PreloadStatus) AdminJob {
-	j := AdminJob{ID: st.ID, Bucket: st.Bucket, Prefix: st.Prefix, Pin: st.Pin, Created: s3Time(st.Created),
+func adminJob(st backend.PreloadStatus) adminapi.Job {
+	j := adminapi.Job{ID: st.ID, Bucket: st.Bucket, Prefix: st.Prefix, Pin: st.Pin, Created: s3Time(st.Created),
 		State: st.State(), Done: st.Done, Canceled: st.Canceled, Objects: st.Objects, TotalObjects: st.TotalObjects,
 		Bytes: st.Bytes, TotalBytes: st.TotalBytes, Errors: st.Errors, Pending: st.Pending}
 	if st.Uncached {
 		j.Note = fmt.Sprintf("bucket %q is read directly from a local directory and never cached: there is nothing to preload", st.Bucket)
 	}
 	if len(st.Nodes) > 0 {
-		j.Nodes = make(map[string]AdminJobNode, len(st.Nodes))
+		j.Nodes = make(map[string]adminapi.JobNode, len(st.Nodes))
 		for id, p := range st.Nodes {
-			j.Nodes[id] = AdminJobNode{After: p.After, Objects: p.Objects, Bytes: p.Bytes, Errors: p.Errors, Done: p.Done, Updated: s3Time(p.Updated)}
+			j.Nodes[id] = adminapi.JobNode{After: p.After, Objects: p.Objects, Bytes: p.Bytes, Errors: p.Errors, Done: p.Done, Updated: s3Time(p.Updated)}
 		}
 	}
 	return j
@@ -115,11 +55,11 @@ func adminJob(st backend.PreloadStatus) AdminJob {
 func cacheFail(w http.ResponseWriter, err error, bucket, prefix, id string) {
 	switch {
 	case errors.Is(err, backend.ErrNoSuchJob):
-		writeJSON(w, http.StatusNotFound, AdminError{Error: fmt.Sprintf("preload job %q does not exist", id), Code: "NoSuchJob"})
+		writeJSON(w, http.StatusNotFound, adminapi.Error{Error: fmt.Sprintf("preload job %q does not exist", id), Code: "NoSuchJob"})
 	case errors.Is(err, backend.ErrNoSuchPin):
-		writeJSON(w, http.StatusNotFound, AdminError{Error: fmt.Sprintf("bucket %q has no pin with prefix %q", bucket, prefix), Code: "NoSuchPin"})
+		writeJSON(w, http.StatusNotFound, adminapi.Error{Error: fmt.Sprintf("bucket %q has no pin with prefix %q", bucket, prefix), Code: "NoSuchPin"})
 	case errors.Is(err, backend.ErrInvalidPrefix):
-		writeJSON(w, http.StatusBadRequest, AdminError{Error: fmt.Sprintf("prefix %q: want at most 1024 bytes and no NUL", prefix), Code: "InvalidArgument"})
+		writeJSON(w, http.StatusBadRequest, adminapi.Error{Error: fmt.Sprintf("prefix %q: want at most 1024 bytes and no NUL", prefix), Code: "InvalidArgument"})
 	case regionError(err) != nil, errors.Is(err, context.DeadlineExceeded):
 		clusterFail(w, err)
 	default:
@@ -128,7 +68,7 @@ func cacheFail(w http.ResponseWriter, err error, bucket, prefix, id string) {
 }
 
 func (s *Server) adminStartPreload(w http.ResponseWriter, r *http.Request) {
-	var req AdminPreload
+	var req adminapi.Preload
 	if err := readJSON(r, &req); err != nil {
 		cacheFail(w, err, "", "", "")
 		return
@@ -146,7 +86,7 @@ func (s *Server) adminStartPreload(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) adminListJobs(w http.ResponseWriter, _ *http.Request) {
-	out := []AdminJob{}
+	out := []adminapi.Job{}
 	for _, st := range s.admin.Jobs() {
 		out = append(out, adminJob(st))
 	}
@@ -170,13 +110,13 @@ func (s *Server) adminCancelJob(w http.ResponseWriter, r *http.Request) {
 		cacheFail(w, err, "", "", id)
 		return
 	}
-	writeJSON(w, http.StatusOK, AdminCancel{ID: id, Removed: removed})
+	writeJSON(w, http.StatusOK, adminapi.Cancel{ID: id, Removed: removed})
 }
 
 func (s *Server) adminListPins(w http.ResponseWriter, _ *http.Request) {
-	out := []AdminPin{}
+	out := []adminapi.Pin{}
 	for _, p := range s.admin.Pins() {
-		out = append(out, AdminPin{Bucket: p.Bucket, Prefix: p.Prefix, Created: s3Time(p.Created)})
+		out = append(out, adminapi.Pin{Bucket: p.Bucket, Prefix: p.Prefix, Created: s3Time(p.Created)})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		return out[i].Bucket < out[j].Bucket || out[i].Bucket == out[j].Bucket && out[i].Prefix < out[j].Prefix
@@ -185,7 +125,7 @@ func (s *Server) adminListPins(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) adminPin(w http.ResponseWriter, r *http.Request) {
-	var req AdminPin
+	var req adminapi.Pin
 	if err := readJSON(r, &req); err != nil {
 		cacheFail(w, err, "", "", "")
 		return
@@ -199,11 +139,11 @@ func (s *Server) adminPin(w http.ResponseWriter, r *http.Request) {
 		cacheFail(w, err, req.Bucket, req.Prefix, "")
 		return
 	}
-	writeJSON(w, http.StatusCreated, AdminPin{Bucket: p.Bucket, Prefix: p.Prefix, Created: s3Time(p.Created)})
+	writeJSON(w, http.StatusCreated, adminapi.Pin{Bucket: p.Bucket, Prefix: p.Prefix, Created: s3Time(p.Created)})
 }
 
 func (s *Server) adminUnpin(w http.ResponseWriter, r *http.Request) {
-	var req AdminPin
+	var req adminapi.Pin
 	if err := readJSON(r, &req); err != nil {
 		cacheFail(w, err, "", "", "")
 		return

@@ -19,8 +19,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/egress"
+	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/policies"
 )
 
@@ -42,7 +43,7 @@ import (
 
 const (
 	// ConsolePath is where the console lives on the S3 port.
-	ConsolePath = ReservedPrefix + "ui"
+	ConsolePath = adminapi.ReservedPrefix + "ui"
 
 	consoleCookie  = "fedgate_console"
 	consoleSession = 12 * time.Hour
@@ -433,8 +434,8 @@ type overviewPage struct {
 type membersView struct {
 	Err     string
 	Leader  string
-	Backlog AdminBacklog
-	Members []AdminMember
+	Backlog adminapi.Backlog
+	Members []adminapi.Member
 	Healthy int
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/gateway/gatewaytest"
@@ -22,25 +23,25 @@ import (
 // that does not follow redirects (so each answer is seen).
 
 type fakeCluster struct {
-	st  gateway.AdminCluster
+	st  adminapi.Cluster
 	err error
 }
 
-func (c *fakeCluster) ClusterStatus(context.Context) (gateway.AdminCluster, error) {
+func (c *fakeCluster) ClusterStatus(context.Context) (adminapi.Cluster, error) {
 	return c.st, c.err
 }
-func (c *fakeCluster) AddMember(context.Context, string) (gateway.AdminMember, error) {
-	return gateway.AdminMember{}, nil
+func (c *fakeCluster) AddMember(context.Context, string) (adminapi.Member, error) {
+	return adminapi.Member{}, nil
 }
-func (c *fakeCluster) RemoveMember(context.Context, string) error              { return nil }
-func (c *fakeCluster) Snapshot(context.Context) (uint64, error)                { return 0, nil }
-func (p fakePolicy) ActivePolicy(context.Context) (gateway.AdminPolicy, error) { return p.p, p.err }
-func (p fakePolicy) ApplyPolicy(context.Context, gateway.AdminPolicyApply) (gateway.AdminPolicy, error) {
+func (c *fakeCluster) RemoveMember(context.Context, string) error          { return nil }
+func (c *fakeCluster) Snapshot(context.Context) (uint64, error)            { return 0, nil }
+func (p fakePolicy) ActivePolicy(context.Context) (adminapi.Policy, error) { return p.p, p.err }
+func (p fakePolicy) ApplyPolicy(context.Context, adminapi.PolicyApply) (adminapi.Policy, error) {
 	return p.p, nil
 }
 
 type fakePolicy struct {
-	p   gateway.AdminPolicy
+	p   adminapi.Policy
 	err error
 }
 
@@ -78,14 +79,14 @@ func newConsoleEnv(t *testing.T) *consoleEnv {
 	e.fake.AddBucket("ckpt", backend.RootUser)
 	e.fake.AddBucket("scratch", backend.RootUser)
 	e.fake.SetPolicy("")
-	e.cluster = &fakeCluster{st: gateway.AdminCluster{Leader: "n1", Members: []gateway.AdminMember{
+	e.cluster = &fakeCluster{st: adminapi.Cluster{Leader: "n1", Members: []adminapi.Member{
 		{ID: "n1", Address: "127.0.0.1:7001", HTTP: "http://127.0.0.1:9001", Voter: true, Healthy: true, State: "Leader"},
 		{ID: "n2", Address: "127.0.0.1:7002", HTTP: "http://127.0.0.1:9002", Voter: true, Healthy: true, State: "Follower",
-			NodeUsage: gateway.NodeUsage{DegradedReads: 4, UnhealthyStores: []gateway.AdminStoreProblem{{Store: "b", Error: "gone"}}}},
+			NodeUsage: adminapi.NodeUsage{DegradedReads: 4, UnhealthyStores: []adminapi.StoreProblem{{Store: "b", Error: "gone"}}}},
 		{ID: "n3", Address: "127.0.0.1:7003", HTTP: "http://127.0.0.1:9003", Voter: true, Healthy: false, Problem: "no answer"},
 	}}}
 	srv, err := gateway.New(gateway.Config{Backend: e.fake, Cluster: e.cluster, RegionName: "lab",
-		Policy: fakePolicy{p: gateway.AdminPolicy{Version: 1, YAML: consolePolicy}}, Now: e.clock})
+		Policy: fakePolicy{p: adminapi.Policy{Version: 1, YAML: consolePolicy}}, Now: e.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +374,7 @@ func TestConsoleShowsRegionBucketsAndDegraded(t *testing.T) {
 	})
 	// n2 read another object degraded: a read is counted where the store
 	// was read (a cached chunk's owner), so the page lists every member's.
-	e.cluster.st.Members[1].DegradedObjects = []gateway.AdminDegradedObject{{Bucket: "ckpt", Key: "read/by/n2", Stores: []string{"b"}, Seen: e.now}}
+	e.cluster.st.Members[1].DegradedObjects = []adminapi.DegradedObject{{Bucket: "ckpt", Key: "read/by/n2", Stores: []string{"b"}, Seen: e.now}}
 	page := e.overview(e.signedIn(gatewaytest.RootAccessKey, gatewaytest.RootSecretKey))
 
 	members := section(t, page, "members")

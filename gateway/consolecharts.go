@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/fedgate/fedgate/federation/egress"
+	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/policies"
 )
 

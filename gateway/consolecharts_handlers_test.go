@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/gateway/gatewaytest"
@@ -123,7 +124,7 @@ func TestConsoleChartsAdminJSON(t *testing.T) {
 
 	const path = "/_fedgate/admin/console/panels/requests"
 	resp, body := ce.get(http.DefaultClient, path)
-	var ae gateway.AdminError
+	var ae adminapi.Error
 	if resp.StatusCode != http.StatusForbidden || json.Unmarshal([]byte(body), &ae) != nil || ae.Code != "AccessDenied" {
 		t.Errorf("unsigned: %d %s, want 403 AccessDenied", resp.StatusCode, body)
 	}

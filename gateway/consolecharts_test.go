@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fedgate/fedgate/federation/egress"
+	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/policies"
 )
 

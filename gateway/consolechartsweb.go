@@ -8,7 +8,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/fedgate/fedgate/federation/egress"
+	"github.com/fedgate/fedgate/adminapi"
+	"github.com/fedgate/fedgate/egress"
 )
 
 // The charts page (/_fedgate/ui/charts) and the panels' JSON, for scripts:
@@ -61,7 +62,7 @@ func chartWindow(w http.ResponseWriter, r *http.Request) (string, bool) {
 		win = "hour"
 	}
 	if !chartWindowOK(win) {
-		writeJSON(w, http.StatusBadRequest, AdminError{Error: "window must be hour or day, not " + quoteShort(win), Code: "InvalidArgument"})
+		writeJSON(w, http.StatusBadRequest, adminapi.Error{Error: "window must be hour or day, not " + quoteShort(win), Code: "InvalidArgument"})
 		return "", false
 	}
 	return win, true
@@ -99,7 +100,7 @@ func (c *console) writePanels(w http.ResponseWriter, r *http.Request) {
 func (c *console) writePanel(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "panel")
 	if !chartPanelName(name) {
-		writeJSON(w, http.StatusNotFound, AdminError{Error: "no panel " + quoteShort(name) + "; the panels are requests, bytes-served, hit-ratio, egress-bytes, egress-cost, backlog-bytes, backlog-objects and latency", Code: "NoSuchPanel"})
+		writeJSON(w, http.StatusNotFound, adminapi.Error{Error: "no panel " + quoteShort(name) + "; the panels are requests, bytes-served, hit-ratio, egress-bytes, egress-cost, backlog-bytes, backlog-objects and latency", Code: "NoSuchPanel"})
 		return
 	}
 	win, ok := chartWindow(w, r)
@@ -118,14 +119,14 @@ func (c *console) writePanel(w http.ResponseWriter, r *http.Request) {
 func (c *console) apiUser(w http.ResponseWriter, r *http.Request) bool {
 	u, ok := c.session(r)
 	if !ok {
-		writeJSON(w, http.StatusUnauthorized, AdminError{Error: "sign in to the console first, or sign the request with the root user's keys at /_fedgate/admin/console/panels", Code: "Unauthorized"})
+		writeJSON(w, http.StatusUnauthorized, adminapi.Error{Error: "sign in to the console first, or sign the request with the root user's keys at /_fedgate/admin/console/panels", Code: "Unauthorized"})
 		return false
 	}
 	if ri := infoFrom(r.Context()); ri != nil {
 		ri.setUser(u.Name)
 	}
 	if !u.Root {
-		writeJSON(w, http.StatusForbidden, AdminError{Error: "the charts are shown to the root user only", Code: "AccessDenied"})
+		writeJSON(w, http.StatusForbidden, adminapi.Error{Error: "the charts are shown to the root user only", Code: "AccessDenied"})
 		return false
 	}
 	return true

@@ -6,41 +6,17 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/fedgate/fedgate/federation/egress"
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/adminapi"
+	"github.com/fedgate/fedgate/egress"
+	"github.com/fedgate/fedgate/store"
 )
-
-// AdminEgress is the answer of GET /_fedgate/admin/egress: the region's
-// egress ledger for [since, until).
-type AdminEgress struct {
-	Region   string       `json:"region"`
-	Location string       `json:"location"` // the region's "cloud:region"
-	Since    time.Time    `json:"since"`
-	Until    time.Time    `json:"until"`
-	Rows     []egress.Row `json:"rows"`
-	// PolicyYAML is the region's active policy (its egress price overrides
-	// and budgets), "" on embedded defaults.
-	PolicyYAML string `json:"policy_yaml,omitempty"`
-}
-
-// AdminUsage is the answer of GET /_fedgate/admin/usage?bucket=B&prefix=P
-// [&direct=true]: the objects and bytes under a prefix of a bucket (with
-// direct, only the objects right under it, not under deeper "/"
-// prefixes), from a listing (for egress advice: what a copy would hold).
-type AdminUsage struct {
-	Bucket  string `json:"bucket"`
-	Prefix  string `json:"prefix"`
-	Direct  bool   `json:"direct,omitempty"`
-	Objects int64  `json:"objects"`
-	Bytes   int64  `json:"bytes"`
-}
 
 func (s *Server) egressRoutes(r chi.Router) {
 	r.Get("/usage", func(w http.ResponseWriter, req *http.Request) {
 		q := req.URL.Query()
-		out := AdminUsage{Bucket: q.Get("bucket"), Prefix: q.Get("prefix"), Direct: q.Get("direct") == "true"}
+		out := adminapi.Usage{Bucket: q.Get("bucket"), Prefix: q.Get("prefix"), Direct: q.Get("direct") == "true"}
 		if out.Bucket == "" {
-			writeJSON(w, http.StatusBadRequest, AdminError{Error: "bucket: required", Code: "InvalidArgument"})
+			writeJSON(w, http.StatusBadRequest, adminapi.Error{Error: "bucket: required", Code: "InvalidArgument"})
 			return
 		}
 		b, err := s.be.Bucket(out.Bucket)
@@ -72,18 +48,18 @@ func (s *Server) egressRoutes(r chi.Router) {
 		var err error
 		if v := q.Get("since"); v != "" {
 			if since, err = time.Parse(time.RFC3339, v); err != nil {
-				writeJSON(w, http.StatusBadRequest, AdminError{Error: "since: want an RFC 3339 time such as 2026-12-01T00:00:00Z", Code: "InvalidArgument"})
+				writeJSON(w, http.StatusBadRequest, adminapi.Error{Error: "since: want an RFC 3339 time such as 2026-12-01T00:00:00Z", Code: "InvalidArgument"})
 				return
 			}
 		}
 		if v := q.Get("until"); v != "" {
 			if until, err = time.Parse(time.RFC3339, v); err != nil {
-				writeJSON(w, http.StatusBadRequest, AdminError{Error: "until: want an RFC 3339 time such as 2026-12-02T00:00:00Z", Code: "InvalidArgument"})
+				writeJSON(w, http.StatusBadRequest, adminapi.Error{Error: "until: want an RFC 3339 time such as 2026-12-02T00:00:00Z", Code: "InvalidArgument"})
 				return
 			}
 		}
 		if !since.Before(until) {
-			writeJSON(w, http.StatusBadRequest, AdminError{Error: "since must be before until", Code: "InvalidArgument"})
+			writeJSON(w, http.StatusBadRequest, adminapi.Error{Error: "since must be before until", Code: "InvalidArgument"})
 			return
 		}
 		rows, err := s.admin.EgressLedger(req.Context(), since, until)
@@ -91,7 +67,7 @@ func (s *Server) egressRoutes(r chi.Router) {
 			clusterFail(w, err)
 			return
 		}
-		out := AdminEgress{Region: s.cfg.RegionName, Location: s.admin.RegionLocation(), Since: since.UTC(), Until: until.UTC(), Rows: rows}
+		out := adminapi.Egress{Region: s.cfg.RegionName, Location: s.admin.RegionLocation(), Since: since.UTC(), Until: until.UTC(), Rows: rows}
 		if out.Rows == nil {
 			out.Rows = []egress.Row{}
 		}

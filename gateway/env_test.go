@@ -21,9 +21,9 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/gateway/gatewaytest"
+	"github.com/fedgate/fedgate/store"
 )
 
 // The handler tests drive a gateway.Server over a gatewaytest.Fake with the

@@ -10,8 +10,8 @@ import (
 	"syscall"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/s3err"
+	"github.com/fedgate/fedgate/store"
 )
 
 // S3 errors the handlers return with the table's default message

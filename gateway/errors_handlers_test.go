@@ -14,10 +14,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/gateway/gatewaytest"
+	"github.com/fedgate/fedgate/store"
 )
 
 func TestAuthentication(t *testing.T) {
@@ -195,7 +195,7 @@ func TestErrorMappingPerOperation(t *testing.T) {
 }
 
 // admin sends a root-signed admin API request and decodes its JSON answer.
-func (e *env) admin(method, path string, body any) (int, gateway.AdminError) {
+func (e *env) admin(method, path string, body any) (int, adminapi.Error) {
 	e.t.Helper()
 	var data []byte
 	if body != nil {
@@ -205,7 +205,7 @@ func (e *env) admin(method, path string, body any) (int, gateway.AdminError) {
 		}
 	}
 	resp, out := e.rootSigned(method, "/_fedgate/admin"+path, data, http.Header{"Content-Type": {"application/json"}})
-	var ae gateway.AdminError
+	var ae adminapi.Error
 	if resp.StatusCode >= 400 {
 		if err := json.Unmarshal(out, &ae); err != nil {
 			e.t.Fatalf("%s %s: %d with body %q: %v", method, path, resp.StatusCode, out, err)
@@ -218,11 +218,11 @@ func TestAdminErrors(t *testing.T) {
 	e := newEnv(t)
 	e.bucket("bkt")
 
-	status, _ := e.admin(http.MethodPost, "/users", gateway.AdminAddUser{Name: "bob"})
+	status, _ := e.admin(http.MethodPost, "/users", adminapi.AddUser{Name: "bob"})
 	if status != http.StatusCreated {
 		t.Fatalf("add user: %d, want 201", status)
 	}
-	status, ae := e.admin(http.MethodPost, "/users", gateway.AdminAddUser{Name: "bob"})
+	status, ae := e.admin(http.MethodPost, "/users", adminapi.AddUser{Name: "bob"})
 	if status != http.StatusConflict || ae.Code != "Conflict" {
 		t.Errorf("add an existing user: %d %s, want 409 Conflict", status, ae.Code)
 	}
@@ -230,7 +230,7 @@ func TestAdminErrors(t *testing.T) {
 	if status != http.StatusNotFound || ae.Code != "NoSuchUser" {
 		t.Errorf("remove a missing user: %d %s, want 404 NoSuchUser", status, ae.Code)
 	}
-	status, ae = e.admin(http.MethodPost, "/users/bob/grants", gateway.AdminGrant{Bucket: "nope", Perm: "read"})
+	status, ae = e.admin(http.MethodPost, "/users/bob/grants", adminapi.Grant{Bucket: "nope", Perm: "read"})
 	if status != http.StatusNotFound || ae.Code != "NoSuchBucket" {
 		t.Errorf("grant on a missing bucket: %d %s, want 404 NoSuchBucket", status, ae.Code)
 	}
@@ -251,9 +251,9 @@ func TestAdminErrors(t *testing.T) {
 		op, method, path string
 		body             any
 	}{
-		{gatewaytest.OpUsersAdd, http.MethodPost, "/users", gateway.AdminAddUser{Name: "carol"}},
+		{gatewaytest.OpUsersAdd, http.MethodPost, "/users", adminapi.AddUser{Name: "carol"}},
 		{gatewaytest.OpUsersRemove, http.MethodDelete, "/users/bob", nil},
-		{gatewaytest.OpUsersGrant, http.MethodPost, "/users/bob/grants", gateway.AdminGrant{Bucket: "bkt", Perm: "read"}},
+		{gatewaytest.OpUsersGrant, http.MethodPost, "/users/bob/grants", adminapi.Grant{Bucket: "bkt", Perm: "read"}},
 		{gatewaytest.OpUsersRevoke, http.MethodDelete, "/users/bob/grants/bkt", nil},
 		{gatewaytest.OpStartPreload, http.MethodPost, "/cache/jobs", map[string]any{"bucket": "bkt"}},
 		{gatewaytest.OpPin, http.MethodPost, "/cache/pins", map[string]any{"bucket": "bkt", "prefix": "p/"}},

@@ -8,8 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/gatewaytest"
+	"github.com/fedgate/fedgate/store"
 )
 
 // listKeys are stored in every listing test; "B" sorts before "a" in byte

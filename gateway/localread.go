@@ -14,13 +14,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/gateway/s3err"
 )
 
 // LocalPath is the short-circuit read (docs/gpu-data-path.md): served only
 // on the node's Unix socket (--local-socket), it answers with the open
 // files that hold an object's bytes, passed with SCM_RIGHTS.
-const LocalPath = ReservedPrefix + "v1/local"
+const LocalPath = adminapi.ReservedPrefix + "v1/local"
 
 // DefaultLocalLease is how long the node keeps a short-circuit read's
 // descriptors at most when the client does not let go of them first.

@@ -12,9 +12,9 @@ import (
 	"strings"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/checksum"
 	"github.com/fedgate/fedgate/gateway/s3err"
+	"github.com/fedgate/fedgate/store"
 )
 
 // maxPutSize is S3's limit for one PutObject.

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/checksum"
 	"github.com/fedgate/fedgate/gateway/s3err"
+	"github.com/fedgate/fedgate/store"
 )
 
 // S3 Object Lock (docs/versioning.md, Object Lock): the bucket's

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/policies"
 )
@@ -17,27 +18,10 @@ import (
 // a refused change wraps backend.ErrPolicyChange or backend.ErrStalePolicy.
 type PolicyAdmin interface {
 	// ActivePolicy returns the region's active policy file.
-	ActivePolicy(ctx context.Context) (AdminPolicy, error)
+	ActivePolicy(ctx context.Context) (adminapi.Policy, error)
 	// ApplyPolicy validates a policy file and makes it the region's active
 	// policy through Raft, or changes nothing and says why.
-	ApplyPolicy(ctx context.Context, req AdminPolicyApply) (AdminPolicy, error)
-}
-
-// AdminPolicy is the answer of GET and PUT /_fedgate/admin/policy.
-type AdminPolicy struct {
-	Version uint64   `json:"version"` // 0: none applied (embedded defaults)
-	YAML    string   `json:"yaml"`
-	Changes []string `json:"changes,omitempty"` // what an apply changed (policies.Diff)
-}
-
-// AdminPolicyApply is the body of PUT /_fedgate/admin/policy.
-type AdminPolicyApply struct {
-	YAML string `json:"yaml"`
-	// File names the file in error messages (file:line:column).
-	File string `json:"file"`
-	// BaseVersion is the version the caller diffed against; the apply is
-	// refused when the active policy has moved on since.
-	BaseVersion uint64 `json:"base_version"`
+	ApplyPolicy(ctx context.Context, req adminapi.PolicyApply) (adminapi.Policy, error)
 }
 
 func (s *Server) policyRoutes(r chi.Router) {
@@ -54,7 +38,7 @@ func (s *Server) policyRoutes(r chi.Router) {
 		writeJSON(w, http.StatusOK, p)
 	})
 	r.Put("/policy", func(w http.ResponseWriter, req *http.Request) {
-		var body AdminPolicyApply
+		var body adminapi.PolicyApply
 		if err := readJSON(req, &body); err != nil {
 			policyFail(w, err)
 			return
@@ -76,9 +60,9 @@ func policyFail(w http.ResponseWriter, err error) {
 	var perr policies.ErrorList
 	switch {
 	case errors.As(err, &perr):
-		writeJSON(w, http.StatusBadRequest, AdminError{Error: err.Error(), Code: "InvalidPolicy"})
+		writeJSON(w, http.StatusBadRequest, adminapi.Error{Error: err.Error(), Code: "InvalidPolicy"})
 	case errors.Is(err, backend.ErrStalePolicy), errors.Is(err, backend.ErrPolicyChange):
-		writeJSON(w, http.StatusConflict, AdminError{Error: err.Error(), Code: "PolicyConflict"})
+		writeJSON(w, http.StatusConflict, adminapi.Error{Error: err.Error(), Code: "PolicyConflict"})
 	default:
 		clusterFail(w, err)
 	}

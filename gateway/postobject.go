@@ -19,10 +19,10 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/checksum"
 	"github.com/fedgate/fedgate/gateway/s3err"
 	"github.com/fedgate/fedgate/gateway/sigv4"
+	"github.com/fedgate/fedgate/store"
 )
 
 // S3's POST Object: browser-form uploads and presigned POSTs

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // byteRange is a resolved, satisfiable range [Start, Start+Length).

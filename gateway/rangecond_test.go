@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 func TestCheckConditionsPrecedence(t *testing.T) {

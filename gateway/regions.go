@@ -5,60 +5,14 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/go-chi/chi/v5"
 )
 
 // Regions is what `fedgate region status` asks of a node of a peered
 // region (docs/regions.md); nil on a server without the catalog.
 type Regions interface {
-	RegionStatus(ctx context.Context) (AdminRegions, error)
-}
-
-// AdminRegions is the answer of GET /_fedgate/admin/regions.
-type AdminRegions struct {
-	// Region is the region of the node that answered; Peered whether the
-	// policy peers regions through the global catalog.
-	Region string `json:"region"`
-	Peered bool   `json:"peered"`
-	// Catalog is this node's member of the global bucket catalog.
-	Catalog AdminCatalog  `json:"catalog"`
-	Regions []AdminRegion `json:"regions"`
-}
-
-// AdminCatalog is a node's view of the global bucket catalog.
-type AdminCatalog struct {
-	Member string `json:"member"`
-	Voter  bool   `json:"voter"`
-	// Leader is the region leading the catalog ("": none known; creates and
-	// deletes of buckets wait or fail, everything else goes on).
-	Leader  string `json:"leader"`
-	Applied uint64 `json:"applied"`
-	// Lag is how many committed changes this member has not applied yet;
-	// LastContactSeconds how long ago it last heard from the leader (0 on
-	// the leader, -1 never).
-	Lag                uint64  `json:"lag"`
-	LastContactSeconds float64 `json:"last_contact_seconds"`
-	Buckets            int     `json:"buckets"`
-}
-
-// AdminRegion is one region of the policy as the answering node sees it.
-type AdminRegion struct {
-	Name     string `json:"name"`
-	Location string `json:"location"`
-	Endpoint string `json:"endpoint"`
-	Self     bool   `json:"self"`
-	// Reachable: the region's endpoint answered its health check just now
-	// (RTTMillis); Problem says why not.
-	Reachable bool    `json:"reachable"`
-	RTTMillis float64 `json:"rtt_ms"`
-	Problem   string  `json:"problem,omitempty"`
-	// Buckets at home in the region (the catalog's count).
-	Buckets int `json:"buckets"`
-	// BytesFrom are the bytes this region read through that region's
-	// gateway (the egress ledger, since the start of the month), and
-	// AvoidedBytes those its cache served instead.
-	BytesFrom    int64 `json:"bytes_from"`
-	AvoidedBytes int64 `json:"avoided_bytes"`
+	RegionStatus(ctx context.Context) (adminapi.Regions, error)
 }
 
 func (s *Server) regionRoutes(r chi.Router) {

@@ -9,8 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/s3err"
+	"github.com/fedgate/fedgate/store"
 )
 
 // request is one authenticated S3 request as the handlers see it.

@@ -21,15 +21,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/gateway/s3err"
 	"github.com/fedgate/fedgate/gateway/sigv4"
 )
-
-// ReservedPrefix is where health, metrics, the admin API and the console
-// live on the S3 port. '_' cannot start a bucket name, so it never collides
-// with one.
-const ReservedPrefix = "/_fedgate/"
 
 // Config holds what a Server needs. Everything is passed in; nothing is read
 // from the environment here.
@@ -151,11 +147,11 @@ func (s *Server) Drain() { s.draining.Store(true) }
 
 func (s *Server) opsRouter() http.Handler {
 	r := chi.NewRouter()
-	r.Get(ReservedPrefix+"healthz", func(w http.ResponseWriter, _ *http.Request) {
+	r.Get(adminapi.ReservedPrefix+"healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	r.Get(ReservedPrefix+"readyz", func(w http.ResponseWriter, req *http.Request) {
+	r.Get(adminapi.ReservedPrefix+"readyz", func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		if s.draining.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -169,10 +165,10 @@ func (s *Server) opsRouter() http.Handler {
 		}
 		_, _ = io.WriteString(w, "ready\n")
 	})
-	r.Handle(ReservedPrefix+"metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	r.Handle(adminapi.ReservedPrefix+"metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	r.Post(BatchPath, s.batchGet)
 	r.Post(LocalPath, s.localRead)
-	r.Route(ReservedPrefix+"admin", s.adminRoutes)
+	r.Route(adminapi.ReservedPrefix+"admin", s.adminRoutes)
 	r.Route(ConsolePath, s.console.routes)
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, req, s3err.Newf(s3err.CodeNoSuchResource, "No such fedgate endpoint: %s", req.URL.Path))
@@ -266,7 +262,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.finish(r, rec, ri, ri.bodyBytes(), time.Since(start))
 	}()
-	if strings.HasPrefix(r.URL.Path, ReservedPrefix) && !s.isVirtualHost(r) {
+	if strings.HasPrefix(r.URL.Path, adminapi.ReservedPrefix) && !s.isVirtualHost(r) {
 		if r.URL.Path == BatchPath && s.refuseBehind(rec, r, ri) {
 			return
 		}

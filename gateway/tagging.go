@@ -11,10 +11,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/checksum"
 	"github.com/fedgate/fedgate/gateway/s3err"
 	"github.com/fedgate/fedgate/lifecycle"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Object tags live with the object, in the reserved user-metadata entry

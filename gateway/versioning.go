@@ -7,8 +7,8 @@ import (
 	"net/http"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/s3err"
+	"github.com/fedgate/fedgate/store"
 )
 
 // serveVersion answers GET and HEAD of one version.

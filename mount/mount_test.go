@@ -19,9 +19,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
-	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/internal/testserver"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store/posix"
 )
 
 func client(endpoint, ak, sk string) *s3.Client {

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/gateway"
 )
@@ -12,12 +13,12 @@ import (
 // PolicyAdmin contracts say.
 type regionErrCluster struct{ c gateway.Cluster }
 
-func (r regionErrCluster) ClusterStatus(ctx context.Context) (gateway.AdminCluster, error) {
+func (r regionErrCluster) ClusterStatus(ctx context.Context) (adminapi.Cluster, error) {
 	st, err := r.c.ClusterStatus(ctx)
 	return st, federation.RegionError(err)
 }
 
-func (r regionErrCluster) AddMember(ctx context.Context, address string) (gateway.AdminMember, error) {
+func (r regionErrCluster) AddMember(ctx context.Context, address string) (adminapi.Member, error) {
 	m, err := r.c.AddMember(ctx, address)
 	return m, federation.RegionError(err)
 }
@@ -33,12 +34,12 @@ func (r regionErrCluster) Snapshot(ctx context.Context) (uint64, error) {
 
 type regionErrPolicy struct{ pm *policyManager }
 
-func (r regionErrPolicy) ActivePolicy(ctx context.Context) (gateway.AdminPolicy, error) {
+func (r regionErrPolicy) ActivePolicy(ctx context.Context) (adminapi.Policy, error) {
 	p, err := r.pm.ActivePolicy(ctx)
 	return p, federation.RegionError(err)
 }
 
-func (r regionErrPolicy) ApplyPolicy(ctx context.Context, req gateway.AdminPolicyApply) (gateway.AdminPolicy, error) {
+func (r regionErrPolicy) ApplyPolicy(ctx context.Context, req adminapi.PolicyApply) (adminapi.Policy, error) {
 	p, err := r.pm.ApplyPolicy(ctx, req)
 	return p, federation.RegionError(err)
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
-	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/node"
 	"github.com/fedgate/fedgate/node/nodetest"
 )
@@ -51,9 +51,9 @@ func TestClockSkewIsReported(t *testing.T) {
 	}
 }
 
-func adminCluster(ctx context.Context, t *testing.T, n *node.Node) gateway.AdminCluster {
+func adminCluster(ctx context.Context, t *testing.T, n *node.Node) adminapi.Cluster {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.Endpoint()+gateway.ReservedPrefix+"admin/cluster", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.Endpoint()+adminapi.ReservedPrefix+"admin/cluster", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func adminCluster(ctx context.Context, t *testing.T, n *node.Node) gateway.Admin
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st gateway.AdminCluster
+	var st adminapi.Cluster
 	if resp.StatusCode != 200 {
 		t.Fatalf("cluster status: %s", resp.Status)
 	}
@@ -81,7 +81,7 @@ func adminCluster(ctx context.Context, t *testing.T, n *node.Node) gateway.Admin
 
 // metric reads one sample from endpoint's /_fedgate/metrics.
 func metric(t *testing.T, endpoint, name string) (float64, bool) {
-	resp, err := http.Get(endpoint + gateway.ReservedPrefix + "metrics")
+	resp, err := http.Get(endpoint + adminapi.ReservedPrefix + "metrics")
 	if err != nil {
 		return 0, false
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/cachetier/staging"
 	"github.com/fedgate/fedgate/federation"
@@ -335,12 +336,12 @@ type nodeUsage struct {
 }
 
 // report is this node's cache and staging use and its degraded data.
-func (u nodeUsage) report() gateway.NodeUsage {
+func (u nodeUsage) report() adminapi.NodeUsage {
 	cs, ss := u.cache.Stats(), u.stage.Stats()
-	r := gateway.NodeUsage{}
+	r := adminapi.NodeUsage{}
 	if ns := u.ns(); ns != nil {
 		if d, err := ns.Degraded(context.Background()); err == nil {
-			r = gateway.DegradedUsage(d, maxDegradedObjects)
+			r = adminapi.DegradedUsage(d, maxDegradedObjects)
 		}
 	}
 	r.CacheUsed, r.CacheCapacity, r.StagingUsed, r.StagingCapacity = cs.Used, cs.Capacity, ss.Used+ss.Reserved, ss.Capacity
@@ -385,16 +386,16 @@ func (c *cluster) ReadIndex(ctx context.Context) (uint64, error) { return c.raft
 // --- the admin API's cluster operations (gateway.Cluster) ---
 
 // ClusterStatus implements gateway.Cluster.
-func (c *regionAdmin) ClusterStatus(ctx context.Context) (gateway.AdminCluster, error) {
+func (c *regionAdmin) ClusterStatus(ctx context.Context) (adminapi.Cluster, error) {
 	members, err := c.raft.Members()
 	if err != nil {
-		return gateway.AdminCluster{}, err
+		return adminapi.Cluster{}, err
 	}
 	leader, _ := c.raft.Leader()
-	out := gateway.AdminCluster{Leader: leader, Members: make([]gateway.AdminMember, len(members))}
+	out := adminapi.Cluster{Leader: leader, Members: make([]adminapi.Member, len(members))}
 	var wg sync.WaitGroup
 	for i, m := range members {
-		am := gateway.AdminMember{ID: m.ID, Address: m.Address, Voter: m.Voter, Leader: m.Leader, HTTP: c.KnownHTTP(m.ID)}
+		am := adminapi.Member{ID: m.ID, Address: m.Address, Voter: m.Voter, Leader: m.Leader, HTTP: c.KnownHTTP(m.ID)}
 		out.Members[i] = am
 		wg.Go(func() {
 			var in peerapi.Info
@@ -430,9 +431,9 @@ func (c *regionAdmin) ClusterStatus(ctx context.Context) (gateway.AdminCluster, 
 	}
 	wg.Wait()
 	b := c.ns.Backlog()
-	out.DrainBacklog = gateway.AdminBacklog{Objects: b.Entries, Bytes: b.Bytes, OldestSeconds: b.OldestAge.Seconds()}
+	out.DrainBacklog = adminapi.Backlog{Objects: b.Entries, Bytes: b.Bytes, OldestSeconds: b.OldestAge.Seconds()}
 	lc := c.ns.LifecycleStatus()
-	out.Lifecycle = gateway.AdminLifecycle{LastStart: lc.Last.Start, LastEnd: lc.Last.End, LastNode: lc.Last.Node, Next: lc.Next,
+	out.Lifecycle = adminapi.Lifecycle{LastStart: lc.Last.Start, LastEnd: lc.Last.End, LastNode: lc.Last.Node, Next: lc.Next,
 		EverySeconds: lc.Every.Seconds(), Scanned: lc.Last.Scanned, Expired: lc.Last.Expired, Aborted: lc.Last.Aborted,
 		Skipped: lc.Last.Skipped, Errors: lc.Last.Errors}
 	return out, nil
@@ -447,17 +448,17 @@ func (c *cluster) Snapshot(ctx context.Context) (uint64, error) {
 }
 
 // AddMember implements gateway.Cluster.
-func (c *cluster) AddMember(ctx context.Context, address string) (gateway.AdminMember, error) {
+func (c *cluster) AddMember(ctx context.Context, address string) (adminapi.Member, error) {
 	if !c.tcp {
-		return gateway.AdminMember{}, errors.New("this node runs without --raft-addr: a one-node region in memory cannot grow; restart it with --raft-addr")
+		return adminapi.Member{}, errors.New("this node runs without --raft-addr: a one-node region in memory cannot grow; restart it with --raft-addr")
 	}
 	base := c.s3URL(address)
 	in, err := c.client.Info(ctx, base)
 	if err != nil {
-		return gateway.AdminMember{}, fmt.Errorf("ask %s who it is: %w", base, err)
+		return adminapi.Member{}, fmt.Errorf("ask %s who it is: %w", base, err)
 	}
 	if why := otherRegion(c.id, in, c.raft.State().RegionID()); why != "" {
-		return gateway.AdminMember{}, fmt.Errorf("%w: %s", regionstate.ErrInvalid, why)
+		return adminapi.Member{}, fmt.Errorf("%w: %s", regionstate.ErrInvalid, why)
 	}
 	j := peerapi.JoinRequest{ID: in.ID, RaftAddr: in.RaftAddr, HTTPAddr: in.HTTPAddr, RegionID: in.RegionID}
 	err = c.AddVoter(ctx, j)
@@ -465,14 +466,14 @@ func (c *cluster) AddMember(ctx context.Context, address string) (gateway.AdminM
 		lid, _ := c.raft.Leader()
 		lh := c.httpOf(ctx, lid)
 		if lid == "" || lh == "" {
-			return gateway.AdminMember{}, fmt.Errorf("%w: no leader known to add %s", regionstate.ErrNoLeader, in.ID)
+			return adminapi.Member{}, fmt.Errorf("%w: no leader known to add %s", regionstate.ErrNoLeader, in.ID)
 		}
 		err = c.client.Join(ctx, lh, j)
 	}
 	if err != nil {
-		return gateway.AdminMember{}, err
+		return adminapi.Member{}, err
 	}
-	return gateway.AdminMember{ID: in.ID, Address: in.RaftAddr, HTTP: in.HTTPAddr, Voter: true}, nil
+	return adminapi.Member{ID: in.ID, Address: in.RaftAddr, HTTP: in.HTTPAddr, Voter: true}, nil
 }
 
 // RemoveMember implements gateway.Cluster.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/gateway/s3err"
 	"github.com/fedgate/fedgate/node/peerapi"
@@ -33,12 +34,12 @@ func (h *frontHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Retry-After", "1")
-	if r.URL.Path == gateway.ReservedPrefix+"healthz" {
+	if r.URL.Path == adminapi.ReservedPrefix+"healthz" {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "ok (starting)\n")
 		return
 	}
-	if r.URL.Path == gateway.ReservedPrefix+"readyz" {
+	if r.URL.Path == adminapi.ReservedPrefix+"readyz" {
 		w.Header().Set("Content-Type", "text/plain")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = io.WriteString(w, "starting: forming or joining the region's cluster\n")

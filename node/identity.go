@@ -9,9 +9,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/node/peerapi"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
 )
 
 // A region's identity. When a region forms, its first node records a

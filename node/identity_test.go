@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/azure"
-	"github.com/fedgate/fedgate/federation/store/gcs"
 	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/azure"
+	"github.com/fedgate/fedgate/store/gcs"
 )
 
 // A region whose default store is a GCS bucket or an Azure container

@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/node/nodetest"
+	"github.com/fedgate/fedgate/store"
 )
 
 // wantSlowDown checks that err is the S3 answer 503 SlowDown.

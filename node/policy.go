@@ -13,12 +13,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/federation"
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/posix"
 )
 
 var _ gateway.PolicyAdmin = (*policyManager)(nil)
@@ -203,60 +204,60 @@ func (pm *policyManager) install(p *policies.Policy, stores map[string]store.Sto
 }
 
 // ActivePolicy implements gateway.PolicyAdmin.
-func (pm *policyManager) ActivePolicy(context.Context) (gateway.AdminPolicy, error) {
+func (pm *policyManager) ActivePolicy(context.Context) (adminapi.Policy, error) {
 	active, ok := pm.node.State().Policy()
 	if !ok {
-		return gateway.AdminPolicy{}, nil
+		return adminapi.Policy{}, nil
 	}
-	return gateway.AdminPolicy{Version: active.Version, YAML: string(active.YAML)}, nil
+	return adminapi.Policy{Version: active.Version, YAML: string(active.YAML)}, nil
 }
 
 // ApplyPolicy implements gateway.PolicyAdmin: validate, open the new
 // stores here, refuse changes that would strand data, then commit the file
 // through Raft; every node puts it in force as it applies it.
-func (pm *policyManager) ApplyPolicy(ctx context.Context, req gateway.AdminPolicyApply) (gateway.AdminPolicy, error) {
+func (pm *policyManager) ApplyPolicy(ctx context.Context, req adminapi.PolicyApply) (adminapi.Policy, error) {
 	file := req.File
 	if file == "" {
 		file = "policy"
 	}
 	next, err := policies.Parse(file, []byte(req.YAML), ServedFeatures())
 	if err != nil {
-		return gateway.AdminPolicy{}, err
+		return adminapi.Policy{}, err
 	}
 	if pm.clustered && len(next.Stores) == 0 {
-		return gateway.AdminPolicy{}, fmt.Errorf("%w: %s", federation.ErrPolicyChange, SharedStoreMsg)
+		return adminapi.Policy{}, fmt.Errorf("%w: %s", federation.ErrPolicyChange, SharedStoreMsg)
 	}
 	active, _ := pm.node.State().Policy()
 	if req.BaseVersion != active.Version {
-		return gateway.AdminPolicy{}, fmt.Errorf("%w: the active policy is version %d, not version %d that the change was prepared against; run `fedgate policy diff` again",
+		return adminapi.Policy{}, fmt.Errorf("%w: the active policy is version %d, not version %d that the change was prepared against; run `fedgate policy diff` again",
 			regionstate.ErrStalePolicy, active.Version, req.BaseVersion)
 	}
 	pm.mu.Lock()
 	defer pm.mu.Unlock()
 	stores, def, err := pm.openStores(ctx, next)
 	if err != nil {
-		return gateway.AdminPolicy{}, fmt.Errorf("%w: %v", federation.ErrPolicyChange, err)
+		return adminapi.Policy{}, fmt.Errorf("%w: %v", federation.ErrPolicyChange, err)
 	}
 	for _, b := range pm.node.State().Buckets() {
 		if _, ok := stores[b.Store]; !ok {
-			return gateway.AdminPolicy{}, fmt.Errorf("%w: bucket %q (created through S3) lives on store %q, which the new policy does not declare",
+			return adminapi.Policy{}, fmt.Errorf("%w: bucket %q (created through S3) lives on store %q, which the new policy does not declare",
 				federation.ErrPolicyChange, b.Name, b.Store)
 		}
 	}
 	if err := pm.ns.CheckPolicyChange(next, stores, def); err != nil {
-		return gateway.AdminPolicy{}, err
+		return adminapi.Policy{}, err
 	}
 	old, _ := pm.ns.Policy()
 	version := active.Version + 1
 	if err := pm.node.Apply(ctx, regionstate.SetPolicy{YAML: []byte(req.YAML), Version: version}); err != nil {
-		return gateway.AdminPolicy{}, err
+		return adminapi.Policy{}, err
 	}
 	if err := pm.install(next, stores, def, version); err != nil {
-		return gateway.AdminPolicy{}, err
+		return adminapi.Policy{}, err
 	}
 	changes := policies.Diff(old, next)
 	changes = append(changes, pm.preloadOnApply(ctx, old, next)...)
-	return gateway.AdminPolicy{Version: version, YAML: req.YAML, Changes: changes}, nil
+	return adminapi.Policy{Version: version, YAML: req.YAML, Changes: changes}, nil
 }
 
 // preloadOnApply starts a preload job for every bucket of next whose

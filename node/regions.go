@@ -17,14 +17,15 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/catalog"
+	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/federation"
-	"github.com/fedgate/fedgate/federation/egress"
-	"github.com/fedgate/fedgate/federation/store"
-	s3store "github.com/fedgate/fedgate/federation/store/s3"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
+	s3store "github.com/fedgate/fedgate/store/s3"
 )
 
 // regionCatalog is a peered region's side of the global bucket catalog
@@ -354,14 +355,14 @@ type regionStatus struct {
 // RegionStatus implements gateway.Regions: every region of the policy,
 // whether its endpoint answers, the catalog as this node sees it, and the
 // bytes this region read through each other region's gateway this month.
-func (s regionStatus) RegionStatus(ctx context.Context) (gateway.AdminRegions, error) {
+func (s regionStatus) RegionStatus(ctx context.Context) (adminapi.Regions, error) {
 	rc := s.rc
-	out := gateway.AdminRegions{Region: rc.region, Peered: true}
+	out := adminapi.Regions{Region: rc.region, Peered: true}
 	m := rc.member()
 	home := map[string]int{}
 	if m != nil {
 		st := m.Status()
-		out.Catalog = gateway.AdminCatalog{Member: st.ID, Voter: st.Voter, Leader: st.Leader, Applied: st.Applied, Lag: st.Lag,
+		out.Catalog = adminapi.Catalog{Member: st.ID, Voter: st.Voter, Leader: st.Leader, Applied: st.Applied, Lag: st.Lag,
 			LastContactSeconds: st.LastContact.Seconds()}
 		if st.LastContact < 0 {
 			out.Catalog.LastContactSeconds = -1
@@ -384,10 +385,10 @@ func (s regionStatus) RegionStatus(ctx context.Context) (gateway.AdminRegions, e
 			}
 		}
 	}
-	out.Regions = make([]gateway.AdminRegion, len(rc.pol.Regions))
+	out.Regions = make([]adminapi.Region, len(rc.pol.Regions))
 	var wg sync.WaitGroup
 	for i, r := range rc.pol.Regions {
-		ar := gateway.AdminRegion{Name: r.Name, Location: r.Location.String(), Endpoint: r.Endpoint, Self: r.Name == rc.region,
+		ar := adminapi.Region{Name: r.Name, Location: r.Location.String(), Endpoint: r.Endpoint, Self: r.Name == rc.region,
 			Buckets: home[r.Name], BytesFrom: from[r.Name][0], AvoidedBytes: from[r.Name][1]}
 		out.Regions[i] = ar
 		wg.Add(1)
@@ -405,7 +406,7 @@ func (s regionStatus) RegionStatus(ctx context.Context) (gateway.AdminRegions, e
 func (rc *regionCatalog) probe(ctx context.Context, endpoint string) (float64, string) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+gateway.ReservedPrefix+"readyz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+adminapi.ReservedPrefix+"readyz", nil)
 	if err != nil {
 		return 0, err.Error()
 	}

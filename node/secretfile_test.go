@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
 )
 
 // A secret file is read again when it changes, keeps its last value while

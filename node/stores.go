@@ -6,13 +6,13 @@ import (
 	"path/filepath"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/azure"
-	fsstore "github.com/fedgate/fedgate/federation/store/fs"
-	"github.com/fedgate/fedgate/federation/store/gcs"
-	"github.com/fedgate/fedgate/federation/store/posix"
-	s3store "github.com/fedgate/fedgate/federation/store/s3"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/azure"
+	fsstore "github.com/fedgate/fedgate/store/fs"
+	"github.com/fedgate/fedgate/store/gcs"
+	"github.com/fedgate/fedgate/store/posix"
+	s3store "github.com/fedgate/fedgate/store/s3"
 )
 
 // openStores opens the policy's stores, or the embedded on-prem store. It

@@ -26,11 +26,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/node/nodetest"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/posix"
 )
 
 func randomBytes(n int, seed uint64) []byte {

@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/node/nodetest"
+	"github.com/fedgate/fedgate/store"
 )
 
 // blockPrefix makes every write under prefix (a directory of the shared

@@ -36,7 +36,7 @@ type Policy struct {
 // Location is where something lives (a GPU region, a store's bytes): a
 // cloud and a region in it, written "cloud:region" (aws:us-east-1,
 // gcp:us-central1, azure:eastus, onprem:lga1). It is fedgate's one location
-// type: federation/store's Store.Location and federation/egress use it too.
+// type: store's Store.Location and egress use it too.
 // ParseLocation and ParseLocationOrCloud read it; String writes it.
 type Location struct {
 	Cloud  string // aws, gcp, azure or onprem
@@ -100,7 +100,7 @@ const (
 	KindAzure StoreKind = "azure"
 	KindPosix StoreKind = "posix"
 	// KindFS is an existing file tree served as it is: each regular file
-	// an object (federation/store/fs).
+	// an object (store/fs).
 	KindFS StoreKind = "fs"
 )
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Renders the HTML egress report of a made-up sample month (the one
-# federation/egress/sample_test.go builds) and takes a screenshot of the
+# egress/sample_test.go builds) and takes a screenshot of the
 # whole page with headless Chromium: docs/images/egress-report.png.
 # Needs chromium (Debian: apt-get install chromium). Not part of make test.
 set -euo pipefail
@@ -13,7 +13,7 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "rendering the sample report..." >&2
-FEDGATE_SAMPLE_HTML="$tmp/report.html" go test -count=1 -run '^TestSampleReportHTML$' ./federation/egress/ >&2
+FEDGATE_SAMPLE_HTML="$tmp/report.html" go test -count=1 -run '^TestSampleReportHTML$' ./egress/ >&2
 echo "taking the screenshot..." >&2
 "$browser" --headless=new --no-sandbox --disable-gpu --hide-scrollbars --window-size=1100,1380 \
 	--screenshot="$tmp/report.png" "file://$tmp/report.html" 2>/dev/null

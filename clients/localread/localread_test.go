@@ -19,11 +19,11 @@ import (
 
 	"github.com/fedgate/fedgate/clients/localread"
 	"github.com/fedgate/fedgate/federation"
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/posix"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/posix"
 )
 
 const ak, sk = "ROOTACCESSKEY1234567", "root-secret-key-0123456789abcdefghijklm"

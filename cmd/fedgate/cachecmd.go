@@ -15,10 +15,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-
-	"github.com/fedgate/fedgate/gateway"
 )
 
 // How `fedgate cache preload` watches its job.
@@ -61,8 +60,8 @@ chunks that could not be cached (for example the bucket's quota is full).`,
 			if err != nil {
 				return err
 			}
-			var job gateway.AdminJob
-			if err := c.do(cmd.Context(), http.MethodPost, "/cache/jobs", gateway.AdminPreload{Bucket: bucket, Prefix: prefix, Pin: pin}, &job); err != nil {
+			var job adminapi.Job
+			if err := c.do(cmd.Context(), http.MethodPost, "/cache/jobs", adminapi.Preload{Bucket: bucket, Prefix: prefix, Pin: pin}, &job); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
@@ -90,7 +89,7 @@ chunks that could not be cached (for example the bucket's quota is full).`,
 		Short: "List preload jobs and their progress",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var list []gateway.AdminJob
+			var list []adminapi.Job
 			if err := c.do(cmd.Context(), http.MethodGet, "/cache/jobs", nil, &list); err != nil {
 				return err
 			}
@@ -113,7 +112,7 @@ chunks that could not be cached (for example the bucket's quota is full).`,
 		Short: "Stop a running preload job, or forget a finished one",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var res gateway.AdminCancel
+			var res adminapi.Cancel
 			if err := c.do(cmd.Context(), http.MethodDelete, "/cache/jobs/"+url.PathEscape(args[0]), nil, &res); err != nil {
 				return err
 			}
@@ -138,7 +137,7 @@ count against the bucket's cache quota). Pinning fetches nothing by itself; use
 			if err != nil {
 				return err
 			}
-			if err := c.do(cmd.Context(), http.MethodPost, "/cache/pins", gateway.AdminPin{Bucket: bucket, Prefix: prefix}, nil); err != nil {
+			if err := c.do(cmd.Context(), http.MethodPost, "/cache/pins", adminapi.Pin{Bucket: bucket, Prefix: prefix}, nil); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Pinned %s.\n", where(bucket, prefix))
@@ -155,7 +154,7 @@ count against the bucket's cache quota). Pinning fetches nothing by itself; use
 			if err != nil {
 				return err
 			}
-			if err := c.do(cmd.Context(), http.MethodDelete, "/cache/pins", gateway.AdminPin{Bucket: bucket, Prefix: prefix}, nil); err != nil {
+			if err := c.do(cmd.Context(), http.MethodDelete, "/cache/pins", adminapi.Pin{Bucket: bucket, Prefix: prefix}, nil); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Unpinned %s.\n", where(bucket, prefix))
@@ -169,7 +168,7 @@ count against the bucket's cache quota). Pinning fetches nothing by itself; use
 		Short: "List the region's pins",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var list []gateway.AdminPin
+			var list []adminapi.Pin
 			if err := c.do(cmd.Context(), http.MethodGet, "/cache/pins", nil, &list); err != nil {
 				return err
 			}
@@ -225,7 +224,7 @@ func printJSON(w io.Writer, v any) error {
 // watchJob polls the job until the region is done with it, drawing a
 // progress bar on stderr (or, when stderr is not a terminal, a line every
 // few seconds). Ctrl-C stops watching, not the job.
-func watchJob(ctx context.Context, c *adminClient, job gateway.AdminJob, out, errw io.Writer) error {
+func watchJob(ctx context.Context, c *adminClient, job adminapi.Job, out, errw io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	started := time.Now()
@@ -237,7 +236,7 @@ func watchJob(ctx context.Context, c *adminClient, job gateway.AdminJob, out, er
 	defer t.Stop()
 	lastOK := time.Now()
 	for {
-		var st gateway.AdminJob
+		var st adminapi.Job
 		pollCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := c.do(pollCtx, http.MethodGet, "/cache/jobs/"+url.PathEscape(job.ID), nil, &st)
 		cancel()
@@ -281,7 +280,7 @@ func watchJob(ctx context.Context, c *adminClient, job gateway.AdminJob, out, er
 
 // progress shows a job's progress as it is polled.
 type progress interface {
-	update(gateway.AdminJob)
+	update(adminapi.Job)
 	stop()
 }
 
@@ -309,7 +308,7 @@ func newBarProgress(w io.Writer) *barProgress {
 	)}
 }
 
-func (b *barProgress) update(st gateway.AdminJob) {
+func (b *barProgress) update(st adminapi.Job) {
 	if st.TotalBytes <= 0 && b.total < 0 {
 		// Totals unknown: a spinner, the bytes in its description. (A
 		// spinner's own count stays 0 and adds up every Set64 in its
@@ -357,7 +356,7 @@ type lineProgress struct {
 	objects, bytes int64 // as last printed
 }
 
-func (l *lineProgress) update(st gateway.AdminJob) {
+func (l *lineProgress) update(st adminapi.Job) {
 	now := time.Now()
 	if l.started.IsZero() {
 		l.started = now

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/internal/bytesize"
 )
 
@@ -41,7 +41,7 @@ lists the objects members read degraded lately (served by erasure reconstruction
 another copy because a store lacked theirs); 'fedgate repair' rebuilds them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var st gateway.AdminCluster
+			var st adminapi.Cluster
 			if err := c.do(cmd.Context(), http.MethodGet, "/cluster", nil, &st); err != nil {
 				return err
 			}
@@ -112,8 +112,8 @@ another copy because a store lacked theirs); 'fedgate repair' rebuilds them.`,
 		Short: "Add the running node whose S3 address (its --listen) is NODE as a voter",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var m gateway.AdminMember
-			if err := c.do(cmd.Context(), http.MethodPost, "/cluster/members", gateway.AdminAddMember{Address: args[0]}, &m); err != nil {
+			var m adminapi.Member
+			if err := c.do(cmd.Context(), http.MethodPost, "/cluster/members", adminapi.AddMember{Address: args[0]}, &m); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Added %s (raft %s, http %s) as a voter.\n", m.ID, m.Address, m.HTTP)
@@ -154,7 +154,7 @@ another copy because a store lacked theirs); 'fedgate repair' rebuilds them.`,
 
 // printDegraded prints the stores failing a member's health check and
 // the objects members read degraded lately, merged over the members.
-func printDegraded(w io.Writer, st gateway.AdminCluster) {
+func printDegraded(w io.Writer, st adminapi.Cluster) {
 	type obj struct {
 		stores, nodes []string
 		seen          time.Time
@@ -205,7 +205,7 @@ func printDegraded(w io.Writer, st gateway.AdminCluster) {
 func humanBytes(n int64) string { return bytesize.Format(n) }
 
 // printLifecycle prints the lifecycle runner's line of cluster status.
-func printLifecycle(w io.Writer, lc gateway.AdminLifecycle) {
+func printLifecycle(w io.Writer, lc adminapi.Lifecycle) {
 	next := lc.Next.Local().Format(time.DateTime)
 	if lc.LastEnd.IsZero() {
 		fmt.Fprintf(w, "Lifecycle: no pass yet; next %s (every %s)\n", next, time.Duration(lc.EverySeconds*float64(time.Second)))

@@ -13,8 +13,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/fedgate/fedgate/federation/egress"
-	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/adminapi"
+	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/policies"
 )
 
@@ -195,7 +195,7 @@ func pricedLedger(ctx context.Context, base adminClient, endpoints []string, sin
 		q := url.Values{}
 		q.Set("since", egress.MonthStart(since).Format(time.RFC3339))
 		q.Set("until", until.Format(time.RFC3339))
-		var out gateway.AdminEgress
+		var out adminapi.Egress
 		if err := c.do(ctx, http.MethodGet, "/egress?"+q.Encode(), nil, &out); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", c.endpoint, err)
 		}
@@ -292,7 +292,7 @@ func measureAdvice(ctx context.Context, c adminClient, advice []egress.Advice, w
 			// deeper keys count under "a/b/": measure only the former.
 			q.Set("direct", "true")
 		}
-		var u gateway.AdminUsage
+		var u adminapi.Usage
 		// A listing of a large prefix takes a while: no 30 s bound, but
 		// not for ever either.
 		c.timeout = -1

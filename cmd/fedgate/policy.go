@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/node"
 	"github.com/fedgate/fedgate/policies"
 )
@@ -58,8 +58,8 @@ func loadForRegion(file string) ([]byte, *policies.Policy, error) {
 }
 
 // activeOf fetches and parses the region's active policy (nil: none).
-func activeOf(ctx context.Context, c *adminClient) (gateway.AdminPolicy, *policies.Policy, error) {
-	var a gateway.AdminPolicy
+func activeOf(ctx context.Context, c *adminClient) (adminapi.Policy, *policies.Policy, error) {
+	var a adminapi.Policy
 	if err := c.do(ctx, http.MethodGet, "/policy", nil, &a); err != nil {
 		return a, nil, err
 	}
@@ -92,7 +92,7 @@ node's --data-dir), and this says so. Save it to edit and re-apply:
   fedgate policy show > policy.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var a gateway.AdminPolicy
+			var a adminapi.Policy
 			if err := c.do(cmd.Context(), http.MethodGet, "/policy", nil, &a); err != nil {
 				return err
 			}
@@ -166,8 +166,8 @@ since the diff was taken.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "No changes against the active policy (version %d); nothing applied.\n", a.Version)
 				return nil
 			}
-			var out gateway.AdminPolicy
-			req := gateway.AdminPolicyApply{YAML: string(data), File: args[0], BaseVersion: a.Version}
+			var out adminapi.Policy
+			req := adminapi.PolicyApply{YAML: string(data), File: args[0], BaseVersion: a.Version}
 			if err := c.do(cmd.Context(), http.MethodPut, "/policy", req, &out); err != nil {
 				return err
 			}

@@ -4,7 +4,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/adminapi"
 )
 
 // The preload bar while the job's totals are unknown, then known: its
@@ -14,13 +14,13 @@ import (
 func TestPreloadBarCountsTheBytesCached(t *testing.T) {
 	b := newBarProgress(io.Discard)
 	for i := range int64(5) {
-		b.update(gateway.AdminJob{Objects: i, Bytes: (i + 1) << 20})
+		b.update(adminapi.Job{Objects: i, Bytes: (i + 1) << 20})
 	}
 	if st := b.bar.State(); st.CurrentNum != 0 || st.CurrentBytes != 0 {
 		t.Fatalf("spinner state = %+v, want nothing counted until the totals are known", st)
 	}
-	b.update(gateway.AdminJob{Objects: 6, Bytes: 6 << 20, TotalObjects: 20, TotalBytes: 20 << 20})
-	b.update(gateway.AdminJob{Objects: 7, Bytes: 7 << 20, TotalObjects: 20, TotalBytes: 20 << 20})
+	b.update(adminapi.Job{Objects: 6, Bytes: 6 << 20, TotalObjects: 20, TotalBytes: 20 << 20})
+	b.update(adminapi.Job{Objects: 7, Bytes: 7 << 20, TotalObjects: 20, TotalBytes: 20 << 20})
 	if st := b.bar.State(); st.CurrentNum != 7<<20 || int64(st.CurrentBytes) != 7<<20 || st.Max != 20<<20 {
 		t.Fatalf("bar state = %+v, want 7 MiB of 20 MiB", st)
 	}

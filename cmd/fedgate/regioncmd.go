@@ -7,9 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/spf13/cobra"
-
-	"github.com/fedgate/fedgate/gateway"
 )
 
 func newRegionCmd() *cobra.Command {
@@ -35,7 +34,7 @@ With --check the exit status is 2 when the catalog has no leader or a region doe
 (1: the status could not be read at all), 0 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var st gateway.AdminRegions
+			var st adminapi.Regions
 			if err := c.do(cmd.Context(), http.MethodGet, "/regions", nil, &st); err != nil {
 				return err
 			}

@@ -15,7 +15,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/node/peerapi"
 )
 
@@ -40,7 +40,7 @@ written. 'fedgate cluster status' lists the objects the nodes read degraded late
 			if err := c.resolve(); err != nil {
 				return err
 			}
-			payload, _ := json.Marshal(gateway.AdminRepair{Bucket: bucket, Prefix: prefix, DryRun: dryRun})
+			payload, _ := json.Marshal(adminapi.Repair{Bucket: bucket, Prefix: prefix, DryRun: dryRun})
 			req, err := http.NewRequestWithContext(cmd.Context(), http.MethodPost, strings.TrimRight(c.endpoint, "/")+"/_fedgate/admin/repair", bytes.NewReader(payload))
 			if err != nil {
 				return err
@@ -68,11 +68,11 @@ written. 'fedgate cluster status' lists the objects the nodes read degraded late
 			if dryRun {
 				verb = "checking "
 			}
-			var found []gateway.AdminDegradedObject
+			var found []adminapi.DegradedObject
 			sc := bufio.NewScanner(resp.Body)
-			var last gateway.AdminRepairLine
+			var last adminapi.RepairLine
 			for sc.Scan() {
-				last = gateway.AdminRepairLine{}
+				last = adminapi.RepairLine{}
 				if err := json.Unmarshal(sc.Bytes(), &last); err != nil {
 					return fmt.Errorf("unreadable progress from the server: %w", err)
 				}

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/egress/egresstest"
+	"github.com/fedgate/fedgate/egress/egresstest"
 )
 
-const simPolicy = "../../federation/egress/testdata/sim-policy.yaml"
+const simPolicy = "../../egress/testdata/sim-policy.yaml"
 
 func runFedgate(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()

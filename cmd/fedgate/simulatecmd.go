@@ -15,13 +15,13 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/fedgate/fedgate/federation/egress"
+	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/internal/suggest"
 	"github.com/fedgate/fedgate/policies"
 )
 
 // newSimulateCmd is `fedgate egress simulate`: replay an access trace
-// against strategies for keeping copies (federation/egress.Simulate).
+// against strategies for keeping copies (egress.Simulate).
 func newSimulateCmd() *cobra.Command {
 	var (
 		traceFile, policyFile, format string
@@ -216,7 +216,7 @@ func hideInherited(cmd *cobra.Command) {
 }
 
 // newTraceFromLogCmd is `fedgate egress trace-from-log`: a trace from
-// gateway access logs (federation/egress.AccessLogReader).
+// gateway access logs (egress.AccessLogReader).
 func newTraceFromLogCmd() *cobra.Command {
 	var out string
 	var reorder time.Duration

@@ -21,8 +21,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/node"
 	"github.com/fedgate/fedgate/node/peerapi"
 )
@@ -165,7 +165,7 @@ func (c *adminClient) resolve() error {
 // answerError is the error for an admin API answer of status with body
 // data, with a hint of what to do where there is one.
 func (c *adminClient) answerError(status string, data []byte) error {
-	var ae gateway.AdminError
+	var ae adminapi.Error
 	if json.Unmarshal(data, &ae) != nil || ae.Error == "" {
 		if strings.Contains(string(data), "HTTP request to an HTTPS server") {
 			return fmt.Errorf("server answered %s: %s (its S3 port serves TLS: give --endpoint or FEDGATE_ENDPOINT as https://...)",
@@ -242,7 +242,7 @@ func newUserCmd() *cobra.Command {
 				AccessKey string `json:"access_key"`
 				SecretKey string `json:"secret_key"`
 			}
-			err := c.do(cmd.Context(), http.MethodPost, "/users", gateway.AdminAddUser{Name: args[0], AccessKey: ak, SecretKey: sk}, &cr)
+			err := c.do(cmd.Context(), http.MethodPost, "/users", adminapi.AddUser{Name: args[0], AccessKey: ak, SecretKey: sk}, &cr)
 			if err != nil {
 				return err
 			}
@@ -261,7 +261,7 @@ func newUserCmd() *cobra.Command {
 		Short: "List users, their access keys and grants",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var users []gateway.AdminUser
+			var users []adminapi.User
 			if err := c.do(cmd.Context(), http.MethodGet, "/users", nil, &users); err != nil {
 				return err
 			}
@@ -310,7 +310,7 @@ func newUserCmd() *cobra.Command {
 			if args[2] != "read" && args[2] != "write" {
 				return fmt.Errorf("permission %q: want read or write", args[2])
 			}
-			err := c.do(cmd.Context(), http.MethodPost, "/users/"+url.PathEscape(args[0])+"/grants", gateway.AdminGrant{Bucket: args[1], Perm: args[2]}, nil)
+			err := c.do(cmd.Context(), http.MethodPost, "/users/"+url.PathEscape(args[0])+"/grants", adminapi.Grant{Bucket: args[1], Perm: args[2]}, nil)
 			if err != nil {
 				return err
 			}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // BenchmarkErasureRead reads one 256 MiB object through a 4+2 erasure

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/azure"
-	"github.com/fedgate/fedgate/federation/store/faulty"
-	"github.com/fedgate/fedgate/federation/store/gcs"
-	"github.com/fedgate/fedgate/federation/store/posix"
-	"github.com/fedgate/fedgate/federation/store/s3"
 	"github.com/fedgate/fedgate/internal/testenv"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/azure"
+	"github.com/fedgate/fedgate/store/faulty"
+	"github.com/fedgate/fedgate/store/gcs"
+	"github.com/fedgate/fedgate/store/posix"
+	"github.com/fedgate/fedgate/store/s3"
 )
 
 // cloudStores returns stand-ins for the four clouds: MinIO (aws), fake-gcs

@@ -11,8 +11,8 @@ import (
 
 	"github.com/klauspost/reedsolomon"
 
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Erasure is a placement that cuts every object into segments and each

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // counting wraps a store and records, per key, the ranged reads opened,

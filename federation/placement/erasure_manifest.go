@@ -13,7 +13,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // The on-store layout of an erasure-coded object (see doc.go):

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Multipart uploads of an Erasure placement: each part is encoded like a

@@ -10,7 +10,7 @@ import (
 	"iter"
 	"sync/atomic"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Repair checks and rebuilds every erasure-coded object under prefix. It

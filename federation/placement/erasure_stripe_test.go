@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // shardContents returns the bytes of every shard of key's current

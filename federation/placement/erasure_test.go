@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/faulty"
-	"github.com/fedgate/fedgate/federation/store/posix"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/faulty"
+	"github.com/fedgate/fedgate/store/posix"
 )
 
 // Small sizes, so the test objects span several segments and blocks.

@@ -6,8 +6,8 @@ import (
 	"io"
 	"testing"
 
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/posix"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/posix"
 )
 
 // FuzzDecodeManifest: a manifest is read from stores that anyone with the

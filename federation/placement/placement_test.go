@@ -8,11 +8,11 @@ import (
 	"os"
 	"testing"
 
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/posix"
-	"github.com/fedgate/fedgate/federation/store/storetest"
 	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/posix"
+	"github.com/fedgate/fedgate/store/storetest"
 )
 
 func TestMain(m *testing.M) {

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Multipart uploads of a Replicated placement are native uploads in every

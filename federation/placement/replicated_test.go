@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fedgate/fedgate/federation/store"
-	"github.com/fedgate/fedgate/federation/store/faulty"
+	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/faulty"
 )
 
 func faultyStores(t testing.TB, n int) ([]store.Store, []*faulty.Store, []store.Store) {

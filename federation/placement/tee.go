@@ -7,7 +7,7 @@ import (
 	"io"
 	"sync"
 
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // teeChunk is how many bytes of a body are in flight to the sinks at once.

@@ -26,10 +26,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/egress"
-	"github.com/fedgate/fedgate/federation/placement"
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Names of the operations Fail can make fail: the method names of the
@@ -1071,16 +1070,16 @@ func (f *Fake) Degraded(context.Context) (backend.Degraded, error) {
 }
 
 // Repair: every fake bucket is a single-store bucket.
-func (f *Fake) Repair(_ context.Context, bucketName, _ string, _ func(placement.RepairProgress)) (placement.RepairStats, error) {
+func (f *Fake) Repair(_ context.Context, bucketName, _ string, _ func(backend.RepairProgress), _ func(string, []string)) (backend.RepairStats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.failure(OpRepair); err != nil {
-		return placement.RepairStats{}, err
+		return backend.RepairStats{}, err
 	}
 	if _, ok := f.buckets[bucketName]; !ok {
-		return placement.RepairStats{}, backend.ErrNoSuchBucket
+		return backend.RepairStats{}, backend.ErrNoSuchBucket
 	}
-	return placement.RepairStats{}, backend.ErrNothingToRepair
+	return backend.RepairStats{}, backend.ErrNothingToRepair
 }
 
 // The fake keeps no versions: every object is its key's null version, and

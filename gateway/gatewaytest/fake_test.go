@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/fedgate/fedgate/backend"
-	"github.com/fedgate/fedgate/federation/store"
+	"github.com/fedgate/fedgate/store"
 )
 
 // listKeys renders a listing as "key" for objects and "key/" entries

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -126,19 +127,19 @@ func TestImportRules(t *testing.T) {
 		}
 	}
 	forbid("gateway", "regionstate", "the gateway must not see region state (it talks to backend)")
-	for p, ds := range deps {
-		if !under(p, "gateway") || strings.HasSuffix(p, "test") {
-			continue
-		}
-		for _, d := range ds {
-			if d == "federation" {
-				t.Errorf("%s depends on federation: the gateway talks to backend", p)
-			}
-		}
-	}
+	forbid("gateway", "federation", "the gateway talks to backend; the object types and errors it uses live in store, a leaf")
 	forbid("backend", "regionstate", "backend is the contract and holds no region state")
 	forbid("backend", "cachetier", "backend imports only leaf packages")
-	forbid("federation/store", "federation/placement", "stores know one cloud")
+	forbid("backend", "federation", "backend imports only leaf packages (store, egress, policies)")
+	forbid("store", "federation", "stores know one cloud, and the gateway imports store")
+	forbid("egress", "federation", "egress is a leaf (prices, ledger reports) the gateway and the CLI import")
+	forbid("adminapi", "gateway", "the admin API's wire types are shared by the gateway, the node and the CLI")
+	forbid("adminapi", "federation", "the admin API's wire types import only the contract's leaves")
+	for p, ds := range deps {
+		if under(p, "node/peerapi") && !strings.HasSuffix(p, "test") && slices.Contains(ds, "gateway") {
+			t.Errorf("%s depends on gateway: the internal API takes the reserved prefix and node usage from adminapi (gateway/sigv4 signs, which is allowed)", p)
+		}
+	}
 	forbid("policies", "federation", "policies is a leaf")
 	forbid("regionstate", "federation", "raft holds state, not the namespace")
 	forbid("regionstate", "gateway", "raft holds state, not the S3 layer")
@@ -173,7 +174,7 @@ func TestImportRules(t *testing.T) {
 	forbid("federation", "node", "the namespace does not assemble nodes")
 	for _, ds := range [][]string{imports["cmd/fedgate"]} {
 		for _, d := range ds {
-			if under(d, "federation/store") || d == "cachetier" || d == "cachetier/staging" {
+			if under(d, "store") || d == "cachetier" || d == "cachetier/staging" {
 				t.Errorf("cmd/fedgate imports %s: the node package assembles stores, caches and staging", d)
 			}
 		}

@@ -15,9 +15,9 @@ import (
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/cachetier/staging"
 	"github.com/fedgate/fedgate/federation"
-	"github.com/fedgate/fedgate/federation/store"
 	"github.com/fedgate/fedgate/gateway/sigv4"
 	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/store"
 )
 
 // Backend is the node's Raft side as the server answers for it.

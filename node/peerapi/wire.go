@@ -41,12 +41,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
-	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/regionstate"
 )
 
 // Prefix is the path every internal API route starts with.
-const Prefix = gateway.ReservedPrefix + "internal/"
+const Prefix = adminapi.ReservedPrefix + "internal/"
 
 // Info is the answer of GET info: a node's view of itself and its region.
 type Info struct {
@@ -68,7 +68,7 @@ type Info struct {
 	// Time is the node's wall clock when it answered (peers measure clock
 	// skew with it).
 	Time time.Time `json:"time,omitzero"`
-	gateway.NodeUsage
+	adminapi.NodeUsage
 }
 
 // JoinRequest is the body of POST join.

@@ -1,0 +1,224 @@
+package posix
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/fedgate/fedgate/store"
+)
+
+// List yields the objects and common prefixes selected by opts in S3 byte
+// order of their keys. It opens the directory of opts.Prefix directly,
+// reads one directory at a time (holding only the entries of the
+// directories on the current path), skips subtrees whose keys are all at or
+// before opts.StartAfter or outside opts.Prefix, and folds a subtree whose
+// keys all share one common prefix without walking it (beyond finding one
+// object in it). Common prefixes at or before StartAfter are not yielded.
+//
+// An error reading a directory is yielded and ends the listing; an error
+// reading one object (ErrCorrupt, say) is yielded with Entry.Key set, and
+// the listing goes on if the caller keeps iterating.
+func (s *Store) List(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error] {
+	return func(yield func(store.Entry, error) bool) {
+		if len(opts.Prefix) > MaxKeyLen || strings.IndexByte(opts.Prefix, 0) >= 0 {
+			return
+		}
+		if err := ctx.Err(); err != nil {
+			yield(store.Entry{}, err)
+			return
+		}
+		rel, base := prefixDir(opts.Prefix)
+		d, err := s.root.OpenRoot(rel)
+		if err != nil {
+			if !isNotExist(err) {
+				yield(store.Entry{}, mapErr("list", opts.Prefix, err))
+			}
+			return
+		}
+		defer d.Close()
+		l := lister{s: s, ctx: ctx, opts: opts, yield: yield}
+		l.walk(d, base)
+	}
+}
+
+type lister struct {
+	s      *Store
+	ctx    context.Context
+	opts   store.ListOptions
+	yield  func(store.Entry, error) bool
+	lastCP string
+}
+
+type child struct {
+	name string
+	typ  byte
+	key  string // the key prefix (dir, cont) or key (file) it stands for
+}
+
+// walk lists directory d, which holds keys starting with base. It returns
+// false when the listing must stop.
+func (l *lister) walk(d *os.Root, base string) bool {
+	kids, err := readChildren(d, base)
+	if err != nil {
+		l.yield(store.Entry{}, mapErr("list", base, err))
+		return false
+	}
+	prefix, after := l.opts.Prefix, l.opts.StartAfter
+	for _, k := range kids {
+		if err := l.ctx.Err(); err != nil {
+			l.yield(store.Entry{}, err)
+			return false
+		}
+		if !strings.HasPrefix(k.key, prefix) && (k.typ == typeFile || !strings.HasPrefix(prefix, k.key)) {
+			if k.key > prefix {
+				break // every later sibling sorts after the prefix too
+			}
+			continue
+		}
+		if k.typ == typeFile {
+			if k.key > after && !l.emitFile(d, k) {
+				return false
+			}
+			continue
+		}
+		// Every key below k starts with k.key.
+		if k.key <= after && !strings.HasPrefix(after, k.key) {
+			continue
+		}
+		if cp, ok := l.fold(k.key); ok {
+			if cp <= after || cp == l.lastCP {
+				continue
+			}
+			ok, err := l.hasObject(d, k.name)
+			if err != nil {
+				l.yield(store.Entry{}, mapErr("list", k.key, err))
+				return false
+			}
+			if ok {
+				l.lastCP = cp
+				if !l.yield(store.Entry{Key: cp, IsPrefix: true}, nil) {
+					return false
+				}
+			}
+			continue
+		}
+		sub, err := d.OpenRoot(k.name)
+		if err != nil {
+			if isNotExist(err) {
+				continue // removed since it was read
+			}
+			l.yield(store.Entry{}, mapErr("list", k.key, err))
+			return false
+		}
+		more := l.walk(sub, k.key)
+		sub.Close()
+		if !more {
+			return false
+		}
+	}
+	return true
+}
+
+// readChildren reads d's entries the encoding produced, sorted by key.
+func readChildren(d *os.Root, base string) ([]child, error) {
+	f, err := d.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	ents, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	kids := make([]child, 0, len(ents))
+	for _, e := range ents {
+		typ, frag, ok := decodeName(e.Name())
+		if !ok || (typ == typeFile) != e.Type().IsRegular() || (typ != typeFile) != e.IsDir() {
+			continue
+		}
+		kids = append(kids, child{name: e.Name(), typ: typ, key: base + frag})
+	}
+	slices.SortFunc(kids, func(a, b child) int { return strings.Compare(a.key, b.key) })
+	return kids, nil
+}
+
+// fold returns the common prefix every key starting with key folds into,
+// if there is one.
+func (l *lister) fold(key string) (string, bool) {
+	p, delim := l.opts.Prefix, l.opts.Delimiter
+	if delim == "" || !strings.HasPrefix(key, p) {
+		return "", false
+	}
+	i := strings.Index(key[len(p):], delim)
+	if i < 0 {
+		return "", false
+	}
+	return key[:len(p)+i+len(delim)], true
+}
+
+func (l *lister) emitFile(d *os.Root, k child) bool {
+	if cp, ok := l.fold(k.key); ok {
+		if cp <= l.opts.StartAfter || cp == l.lastCP {
+			return true
+		}
+		l.lastCP = cp
+		return l.yield(store.Entry{Key: cp, IsPrefix: true}, nil)
+	}
+	f, err := d.Open(k.name)
+	if err != nil {
+		if isNotExist(err) {
+			return true // deleted since the directory was read
+		}
+		return l.yield(store.Entry{Key: k.key}, mapErr("list", k.key, err))
+	}
+	info, err := l.s.statFile(f, k.key)
+	f.Close()
+	if err != nil {
+		return l.yield(store.Entry{Key: k.key}, mapErr("list", k.key, err))
+	}
+	return l.yield(store.Entry{Key: k.key, Info: info}, nil)
+}
+
+// hasObject reports whether directory name in d holds an object at any
+// depth (a crash between a Delete and its pruning may leave empty ones).
+func (l *lister) hasObject(d *os.Root, name string) (bool, error) {
+	sub, err := d.OpenRoot(name)
+	if err != nil {
+		if isNotExist(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	defer sub.Close()
+	f, err := sub.Open(".")
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	for {
+		ents, err := f.ReadDir(128)
+		for _, e := range ents {
+			typ, _, ok := decodeName(e.Name())
+			switch {
+			case !ok:
+			case typ == typeFile && e.Type().IsRegular():
+				return true, nil
+			case typ != typeFile && e.IsDir():
+				if ok, err := l.hasObject(sub, e.Name()); ok || err != nil {
+					return ok, err
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+}
