@@ -23,7 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/chromedp/chromedp"
 
-	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/gateway/console"
 	"github.com/fedgate/fedgate/internal/testenv"
 )
 
@@ -183,7 +183,7 @@ func TestConsoleChartsInChromium(t *testing.T) {
 	mustOK(t, err)
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	var p gateway.ChartPanel
+	var p console.ChartPanel
 	if err := json.Unmarshal(raw, &p); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("signed JSON request: %d %v\n%s", resp.StatusCode, err, raw)
 	}
@@ -208,8 +208,8 @@ func TestConsoleChartsInChromium(t *testing.T) {
 	cmd := exec.CommandContext(ctx(t), curl, "-sS", "--fail-with-body", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", rootAK+":"+rootSK,
 		"-H", "x-amz-content-sha256: "+emptySHA256, s.Endpoint+"/_fedgate/admin/console/panels?window=day")
 	raw, err = cmd.CombinedOutput()
-	var list gateway.ChartPanelList
-	if err != nil || json.Unmarshal(raw, &list) != nil || list.Window != "day" || len(list.Panels) != len(gateway.ChartPanels) {
+	var list console.ChartPanelList
+	if err != nil || json.Unmarshal(raw, &list) != nil || list.Window != "day" || len(list.Panels) != len(console.ChartPanels) {
 		t.Errorf("curl --aws-sigv4: %v\n%s", err, raw)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/gateway/console"
 )
 
 // Issue 35 against the real binary: the batch endpoint's signature must
@@ -126,7 +127,7 @@ func TestBatchSignedBodyAndNames(t *testing.T) {
 
 func TestConsoleSignedOutCookieRefused(t *testing.T) {
 	s := startServer(t)
-	ui := s.Endpoint + gateway.ConsolePath
+	ui := s.Endpoint + console.ConsolePath
 	form := url.Values{"access_key": {rootAK}, "secret_key": {rootSK}}
 	req, err := http.NewRequest(http.MethodPost, ui+"/login", strings.NewReader(form.Encode()))
 	mustOK(t, err)
@@ -157,7 +158,7 @@ func TestConsoleSignedOutCookieRefused(t *testing.T) {
 	if resp, _ := sendReq(t, req); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("sign-out: %d", resp.StatusCode)
 	}
-	if resp := get(); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != gateway.ConsolePath+"/login" {
+	if resp := get(); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != console.ConsolePath+"/login" {
 		t.Fatalf("the old cookie after sign-out: %d to %q, want 303 to the sign-in form", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/gateway/console"
 	"github.com/fedgate/fedgate/gateway/gatewaytest"
 )
 
@@ -96,22 +97,22 @@ func (ce *chartsEnv) load(puts, gets int) {
 	}
 }
 
-func decodePanel(t *testing.T, body string) gateway.ChartPanel {
+func decodePanel(t *testing.T, body string) console.ChartPanel {
 	t.Helper()
-	var p gateway.ChartPanel
+	var p console.ChartPanel
 	if err := json.Unmarshal([]byte(body), &p); err != nil {
 		t.Fatalf("not a panel: %v\n%s", err, body)
 	}
 	return p
 }
 
-func series(p gateway.ChartPanel, name string) (gateway.ChartSeries, bool) {
+func series(p console.ChartPanel, name string) (console.ChartSeries, bool) {
 	for _, s := range p.Series {
 		if s.Name == name {
 			return s, true
 		}
 	}
-	return gateway.ChartSeries{}, false
+	return console.ChartSeries{}, false
 }
 
 // The panels' JSON on the admin API: SigV4 with the root keys, like the
@@ -167,12 +168,12 @@ func TestConsoleChartsAdminJSON(t *testing.T) {
 	// Every panel at once, over a day (no day point yet: a day point
 	// takes 30 readings).
 	r, b = ce.s3.rootSigned(http.MethodGet, "/_fedgate/admin/console/panels?window=day", nil, nil)
-	var list gateway.ChartPanelList
-	if err := json.Unmarshal(b, &list); err != nil || r.StatusCode != 200 || list.Window != "day" || list.IntervalSeconds != 10 || len(list.Panels) != len(gateway.ChartPanels) {
+	var list console.ChartPanelList
+	if err := json.Unmarshal(b, &list); err != nil || r.StatusCode != 200 || list.Window != "day" || list.IntervalSeconds != 10 || len(list.Panels) != len(console.ChartPanels) {
 		t.Fatalf("all panels: %d %v %s", r.StatusCode, err, b)
 	}
 	for i, p := range list.Panels {
-		if p.Panel != gateway.ChartPanels[i] || p.StepSeconds != 300 || p.Title == "" || p.Unit == "" || p.Series == nil {
+		if p.Panel != console.ChartPanels[i] || p.StepSeconds != 300 || p.Title == "" || p.Unit == "" || p.Series == nil {
 			t.Errorf("panel %d: %+v", i, p)
 		}
 	}
@@ -264,12 +265,12 @@ func TestConsoleChartsPage(t *testing.T) {
 		t.Error("the page has a script or an external reference")
 	}
 	svgs := svgRE.FindAllString(page, -1)
-	if len(svgs) != len(gateway.ChartPanels) {
-		t.Fatalf("%d charts, want %d", len(svgs), len(gateway.ChartPanels))
+	if len(svgs) != len(console.ChartPanels) {
+		t.Fatalf("%d charts, want %d", len(svgs), len(console.ChartPanels))
 	}
 	for i, svg := range svgs {
-		if !strings.Contains(svg, `id="chart-`+gateway.ChartPanels[i]+`"`) {
-			t.Errorf("chart %d is not %s", i, gateway.ChartPanels[i])
+		if !strings.Contains(svg, `id="chart-`+console.ChartPanels[i]+`"`) {
+			t.Errorf("chart %d is not %s", i, console.ChartPanels[i])
 		}
 		d := xml.NewDecoder(strings.NewReader(svg))
 		for {
@@ -296,7 +297,7 @@ func TestConsoleChartsPage(t *testing.T) {
 	if ov := ce.overview(root); !strings.Contains(ov, `id="nav-charts"`) {
 		t.Error("the overview has no link to the charts")
 	}
-	if resp, page = ce.get(root, "/_fedgate/ui/charts?window=day"); resp.StatusCode != 200 || strings.Count(page, "no data yet") != len(gateway.ChartPanels) {
+	if resp, page = ce.get(root, "/_fedgate/ui/charts?window=day"); resp.StatusCode != 200 || strings.Count(page, "no data yet") != len(console.ChartPanels) {
 		t.Errorf("the day window before its first point: %d, %d empty charts", resp.StatusCode, strings.Count(page, "no data yet"))
 	}
 }

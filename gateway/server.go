@@ -23,6 +23,7 @@ import (
 
 	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/backend"
+	"github.com/fedgate/fedgate/gateway/console"
 	"github.com/fedgate/fedgate/gateway/s3err"
 	"github.com/fedgate/fedgate/gateway/sigv4"
 )
@@ -67,7 +68,7 @@ type Config struct {
 	// NodeID names this node on the console's charts.
 	NodeID string
 	// ChartInterval is how often the console's chart sampler reads
-	// Registry (0: DefaultChartInterval); RunCharts runs it.
+	// Registry (0: console.DefaultChartInterval); RunCharts runs it.
 	ChartInterval time.Duration
 }
 
@@ -83,7 +84,7 @@ type Server struct {
 	draining atomic.Bool
 	reqSeq   atomic.Uint64
 	idPrefix string
-	console  *console
+	console  *console.Console
 	policies policyCache
 	cors     corsCache
 	batch    *batcher
@@ -134,7 +135,10 @@ func New(cfg Config) (*Server, error) {
 	if s.batch, err = newBatcher(cfg.Batch, cfg.Registry); err != nil {
 		return nil, err
 	}
-	if s.console, err = newConsole(s); err != nil {
+	if s.console, err = console.New(console.Config{Backend: cfg.Backend, Admin: cfg.Admin, Cluster: cfg.Cluster,
+		Policy: cfg.Policy, Registry: cfg.Registry, ChartInterval: cfg.ChartInterval, RegionName: cfg.RegionName,
+		Version: cfg.Version, NodeID: cfg.NodeID, Now: cfg.Now, Logger: cfg.Logger,
+		Explain: explainRegionError, SetUser: setRequestUser}); err != nil {
 		return nil, err
 	}
 	s.ops = s.opsRouter()
@@ -169,7 +173,17 @@ func (s *Server) opsRouter() http.Handler {
 	r.Post(BatchPath, s.batchGet)
 	r.Post(LocalPath, s.localRead)
 	r.Route(adminapi.ReservedPrefix+"admin", s.adminRoutes)
-	r.Route(ConsolePath, s.console.routes)
+	r.Route(console.ConsolePath, func(r chi.Router) {
+		r.Use(func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				if ri := infoFrom(req.Context()); ri != nil {
+					ri.op = "Console"
+				}
+				next.ServeHTTP(w, req)
+			})
+		})
+		s.console.Routes(r)
+	})
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, req, s3err.Newf(s3err.CodeNoSuchResource, "No such fedgate endpoint: %s", req.URL.Path))
 	})
@@ -378,3 +392,29 @@ func (r *recorder) Flush() {
 }
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// RunCharts samples the node's metrics for the console's charts every
+// Config.ChartInterval until ctx ends. The node runs it with its loops.
+func (s *Server) RunCharts(ctx context.Context) { s.console.RunCharts(ctx) }
+
+// chartsRoutes are the admin API's console routes (root, SigV4).
+func (s *Server) chartsRoutes(r chi.Router) {
+	r.Get("/console/panels", s.console.WritePanels)
+	r.Get("/console/panels/{panel}", s.console.WritePanel)
+}
+
+// explainRegionError is the S3 message of a region error, for the
+// console's sections ("" for another error).
+func explainRegionError(err error) string {
+	if se := regionError(err); se != nil {
+		return se.Message
+	}
+	return ""
+}
+
+// setRequestUser names the user of a console request in its access log.
+func setRequestUser(ctx context.Context, name string) {
+	if ri := infoFrom(ctx); ri != nil {
+		ri.setUser(name)
+	}
+}

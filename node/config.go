@@ -113,7 +113,7 @@ type Config struct {
 	// fails (0: gateway.DefaultBodyTimeout).
 	BodyTimeout time.Duration
 	// ChartInterval is how often the console's charts sample the node's
-	// metrics (0: gateway.DefaultChartInterval).
+	// metrics (0: gateway/console.DefaultChartInterval).
 	ChartInterval time.Duration
 	// UnauthenticatedConns bounds the S3 port's connections per client
 	// address that no signed request has used yet (0:

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/gateway/console"
 	"github.com/fedgate/fedgate/node"
 )
 
@@ -25,8 +25,8 @@ func TestServerConsoleChartInterval(t *testing.T) {
 		f := serverFlags{listen: "127.0.0.1:0", dataDir: t.TempDir(), nodeID: "n1", writeBackCopies: 2, egressRetention: "0", chartInterval: d}
 		return f.nodeConfig(slog.New(slog.DiscardHandler))
 	}
-	if cfg, err := parse(); err != nil || cfg.ChartInterval != gateway.DefaultChartInterval {
-		t.Errorf("default: %s, %v; want %s", cfg.ChartInterval, err, gateway.DefaultChartInterval)
+	if cfg, err := parse(); err != nil || cfg.ChartInterval != console.DefaultChartInterval {
+		t.Errorf("default: %s, %v; want %s", cfg.ChartInterval, err, console.DefaultChartInterval)
 	}
 	if cfg, err := parse("--console-chart-interval", "250ms"); err != nil || cfg.ChartInterval != 250*time.Millisecond {
 		t.Errorf("250ms: %s, %v", cfg.ChartInterval, err)

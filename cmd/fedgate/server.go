@@ -19,6 +19,7 @@ import (
 
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/gateway/console"
 	"github.com/fedgate/fedgate/internal/flagfile"
 	"github.com/fedgate/fedgate/node"
 	"github.com/fedgate/fedgate/policies"
@@ -196,7 +197,7 @@ environment. See docs/server-config.md.`,
 	fl.StringVar(&f.localSocketMode, "local-socket-mode", "0660", "file mode of the --local-socket (octal): who may connect; requests are then signed as any S3 request")
 	fl.StringVar(&f.localSocketGroup, "local-socket-group", "", "group (name or id) of the --local-socket; default the server's")
 	fl.DurationVar(&f.localLease, "local-lease", gateway.DefaultLocalLease, "how long the node keeps a short-circuit read's descriptors at most when the client does not let go of them first")
-	fl.DurationVar(&f.chartInterval, "console-chart-interval", gateway.DefaultChartInterval, "how often the console's charts sample this node's metrics; the charts keep 360 points (an hour at 10s) and 288 points of 30 samples (a day) (docs/console.md)")
+	fl.DurationVar(&f.chartInterval, "console-chart-interval", console.DefaultChartInterval, "how often the console's charts sample this node's metrics; the charts keep 360 points (an hour at 10s) and 288 points of 30 samples (a day) (docs/console.md)")
 	fl.DurationVar(&f.bodyTimeout, "body-timeout", gateway.DefaultBodyTimeout, "how long a request body may stall (no byte arriving) before the request fails with 400 RequestTimeout and what it staged is removed (docs/security.md)")
 	fl.IntVar(&f.unauthConns, "unauthenticated-conns", gateway.DefaultUnauthenticatedConns, "connections one client address may hold open on the S3 port before a signed request uses them; more are closed on accept (-1: no bound; docs/security.md)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long SIGTERM waits for in-flight requests")

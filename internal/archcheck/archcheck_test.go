@@ -135,6 +135,12 @@ func TestImportRules(t *testing.T) {
 	forbid("egress", "federation", "egress is a leaf (prices, ledger reports) the gateway and the CLI import")
 	forbid("adminapi", "gateway", "the admin API's wire types are shared by the gateway, the node and the CLI")
 	forbid("adminapi", "federation", "the admin API's wire types import only the contract's leaves")
+	forbid("gateway/console", "federation", "the console reads the region through backend.Backend and backend.Admin")
+	for p, ds := range deps {
+		if under(p, "gateway/console") && slices.Contains(ds, "gateway") {
+			t.Errorf("%s depends on gateway: the console is its own package over backend; the gateway mounts it", p)
+		}
+	}
 	for p, ds := range deps {
 		if under(p, "node/peerapi") && !strings.HasSuffix(p, "test") && slices.Contains(ds, "gateway") {
 			t.Errorf("%s depends on gateway: the internal API takes the reserved prefix and node usage from adminapi (gateway/sigv4 signs, which is allowed)", p)

@@ -1,4 +1,4 @@
-package gateway
+package console
 
 import (
 	"context"
@@ -21,12 +21,6 @@ import (
 // The charts show the whole node's traffic and egress cost, across every
 // bucket, so they are root's, like the admin API.
 
-// RunCharts samples the node's metrics for the console's charts every
-// Config.ChartInterval until ctx ends. The node runs it with its loops.
-func (s *Server) RunCharts(ctx context.Context) {
-	s.console.charts.run(ctx, s.cfg.Now)
-}
-
 // ChartPanelList is the answer of GET .../panels: every panel over one
 // window.
 type ChartPanelList struct {
@@ -35,15 +29,9 @@ type ChartPanelList struct {
 	Panels          []ChartPanel `json:"panels"`
 }
 
-// chartsRoutes are the admin API's console routes.
-func (s *Server) chartsRoutes(r chi.Router) {
-	r.Get("/console/panels", func(w http.ResponseWriter, r *http.Request) { s.console.writePanels(w, r) })
-	r.Get("/console/panels/{panel}", func(w http.ResponseWriter, r *http.Request) { s.console.writePanel(w, r) })
-}
-
 // priceTable is the egress price table the cost chart uses: the active
 // policy's prices, else the built-in rates.
-func (c *console) priceTable(ctx context.Context) *egress.Table {
+func (c *Console) priceTable(ctx context.Context) *egress.Table {
 	pol, err := c.policy(ctx)
 	if err != nil || pol == nil {
 		return egress.DefaultTable()
@@ -75,21 +63,22 @@ func quoteShort(s string) string {
 	return `"` + s + `"`
 }
 
-func (c *console) panels(ctx context.Context, window string) []ChartPanel {
+func (c *Console) panels(ctx context.Context, window string) []ChartPanel {
 	ctx, cancel := context.WithTimeout(ctx, consolePartTimeout)
 	defer cancel()
 	table := c.priceTable(ctx)
-	now := c.s.cfg.Now()
+	now := c.cfg.Now()
 	out := make([]ChartPanel, 0, len(ChartPanels))
 	for _, name := range ChartPanels {
 		p, _ := c.charts.panel(name, window, now, table)
-		p.Node = c.s.cfg.NodeID
+		p.Node = c.cfg.NodeID
 		out = append(out, p)
 	}
 	return out
 }
 
-func (c *console) writePanels(w http.ResponseWriter, r *http.Request) {
+// WritePanels answers GET .../panels: every panel over ?window=.
+func (c *Console) WritePanels(w http.ResponseWriter, r *http.Request) {
 	win, ok := chartWindow(w, r)
 	if !ok {
 		return
@@ -97,7 +86,8 @@ func (c *console) writePanels(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ChartPanelList{Window: win, IntervalSeconds: c.charts.interval.Seconds(), Panels: c.panels(r.Context(), win)})
 }
 
-func (c *console) writePanel(w http.ResponseWriter, r *http.Request) {
+// WritePanel answers GET .../panels/{panel}.
+func (c *Console) WritePanel(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "panel")
 	if !chartPanelName(name) {
 		writeJSON(w, http.StatusNotFound, adminapi.Error{Error: "no panel " + quoteShort(name) + "; the panels are requests, bytes-served, hit-ratio, egress-bytes, egress-cost, backlog-bytes, backlog-objects and latency", Code: "NoSuchPanel"})
@@ -109,22 +99,20 @@ func (c *console) writePanel(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), consolePartTimeout)
 	defer cancel()
-	p, _ := c.charts.panel(name, win, c.s.cfg.Now(), c.priceTable(ctx))
-	p.Node = c.s.cfg.NodeID
+	p, _ := c.charts.panel(name, win, c.cfg.Now(), c.priceTable(ctx))
+	p.Node = c.cfg.NodeID
 	writeJSON(w, http.StatusOK, p)
 }
 
 // apiUser admits a console session of root to the JSON routes: no session
 // is 401, another user 403 (JSON answers, not the sign-in redirect).
-func (c *console) apiUser(w http.ResponseWriter, r *http.Request) bool {
+func (c *Console) apiUser(w http.ResponseWriter, r *http.Request) bool {
 	u, ok := c.session(r)
 	if !ok {
 		writeJSON(w, http.StatusUnauthorized, adminapi.Error{Error: "sign in to the console first, or sign the request with the root user's keys at /_fedgate/admin/console/panels", Code: "Unauthorized"})
 		return false
 	}
-	if ri := infoFrom(r.Context()); ri != nil {
-		ri.setUser(u.Name)
-	}
+	c.cfg.SetUser(r.Context(), u.Name)
 	if !u.Root {
 		writeJSON(w, http.StatusForbidden, adminapi.Error{Error: "the charts are shown to the root user only", Code: "AccessDenied"})
 		return false
@@ -132,15 +120,15 @@ func (c *console) apiUser(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-func (c *console) apiPanels(w http.ResponseWriter, r *http.Request) {
+func (c *Console) apiPanels(w http.ResponseWriter, r *http.Request) {
 	if c.apiUser(w, r) {
-		c.writePanels(w, r)
+		c.WritePanels(w, r)
 	}
 }
 
-func (c *console) apiPanel(w http.ResponseWriter, r *http.Request) {
+func (c *Console) apiPanel(w http.ResponseWriter, r *http.Request) {
 	if c.apiUser(w, r) {
-		c.writePanel(w, r)
+		c.WritePanel(w, r)
 	}
 }
 
@@ -164,15 +152,13 @@ type chartView struct {
 	SVG template.HTML
 }
 
-func (c *console) chartsPage(w http.ResponseWriter, r *http.Request) {
+func (c *Console) chartsPage(w http.ResponseWriter, r *http.Request) {
 	u, ok := c.session(r)
 	if !ok {
 		c.toLogin(w, r)
 		return
 	}
-	if ri := infoFrom(r.Context()); ri != nil {
-		ri.setUser(u.Name)
-	}
+	c.cfg.SetUser(r.Context(), u.Name)
 	if !u.Root {
 		c.render(w, http.StatusForbidden, "message", messagePage{Title: "Root only", User: u.Name,
 			Message: "The charts show the whole node's traffic and egress cost, across every bucket, so only the root user sees them."})
@@ -188,8 +174,8 @@ func (c *console) chartsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, step, _ := c.charts.window(win)
-	p := chartsPage{Title: "Charts", User: u.Name, Root: true, Region: c.s.cfg.RegionName, Node: c.s.cfg.NodeID, Version: c.s.cfg.Version,
-		Now: c.s.cfg.Now().UTC(), Refresh: consoleRefresh, Window: win, Interval: c.charts.interval, Step: step}
+	p := chartsPage{Title: "Charts", User: u.Name, Root: true, Region: c.cfg.RegionName, Node: c.cfg.NodeID, Version: c.cfg.Version,
+		Now: c.cfg.Now().UTC(), Refresh: consoleRefresh, Window: win, Interval: c.charts.interval, Step: step}
 	for _, pn := range c.panels(r.Context(), win) {
 		p.Panels = append(p.Panels, chartView{ChartPanel: pn, SVG: template.HTML(renderChartSVG(pn))}) // every text in it is escaped
 	}

@@ -1,4 +1,4 @@
-package gateway
+package console
 
 import (
 	"context"
@@ -7,9 +7,12 @@ import (
 	"crypto/subtle"
 	"embed"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -18,6 +21,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/backend"
@@ -61,11 +65,52 @@ const (
 	consoleMaxObjects = 50
 )
 
-//go:embed console/*.html console/*.css
+//go:embed *.html *.css
 var consoleFiles embed.FS
 
-type console struct {
-	s    *Server
+// Config is what the console reads: the backend (users, buckets), its
+// admin side, the region's members and policy, and the node's metrics.
+type Config struct {
+	// Backend is required: sign-in checks its users' keys, the page lists
+	// the buckets a user may read.
+	Backend backend.Backend
+	// Admin (may be nil) answers the region's location, degraded data,
+	// pins, preloads and the egress ledger.
+	Admin backend.Admin
+	// Cluster (may be nil) describes the region's members.
+	Cluster ClusterStatus
+	// Policy (may be nil) returns the region's active policy file.
+	Policy ActivePolicy
+	// Registry is sampled for the charts every ChartInterval (0:
+	// DefaultChartInterval; RunCharts runs the sampler).
+	Registry      prometheus.Gatherer
+	ChartInterval time.Duration
+	// RegionName, Version and NodeID are shown on the pages.
+	RegionName, Version, NodeID string
+	Now                         func() time.Time
+	Logger                      *slog.Logger
+	// Explain, when not nil, is what the server says of a backend error
+	// (a region error's S3 message), "" to use the error's own text.
+	Explain func(err error) string
+	// SetUser, when not nil, tells the server's access log who a console
+	// request was from once its session is known.
+	SetUser func(ctx context.Context, name string)
+}
+
+// ClusterStatus describes every member of the region (gateway.Cluster).
+type ClusterStatus interface {
+	ClusterStatus(ctx context.Context) (adminapi.Cluster, error)
+}
+
+// ActivePolicy returns the region's active policy file
+// (gateway.PolicyAdmin).
+type ActivePolicy interface {
+	ActivePolicy(ctx context.Context) (adminapi.Policy, error)
+}
+
+// Console serves the console's pages and the charts' JSON.
+type Console struct {
+	cfg  Config
 	tmpl *template.Template
 	css  template.CSS
 
@@ -81,8 +126,21 @@ type console struct {
 	charts *chartSampler
 }
 
-func newConsole(s *Server) (*console, error) {
-	css, err := consoleFiles.ReadFile("console/console.css")
+// New builds a console from cfg.
+func New(cfg Config) (*Console, error) {
+	if cfg.Backend == nil {
+		return nil, errors.New("console: Config.Backend is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SetUser == nil {
+		cfg.SetUser = func(context.Context, string) {}
+	}
+	css, err := consoleFiles.ReadFile("console.css")
 	if err != nil {
 		return nil, err
 	}
@@ -102,15 +160,24 @@ func newConsole(s *Server) (*console, error) {
 			return fmt.Sprintf("%.0f%%", 100*float64(done)/float64(total))
 		},
 		"join": strings.Join,
-	}).ParseFS(consoleFiles, "console/*.html")
+	}).ParseFS(consoleFiles, "*.html")
 	if err != nil {
 		return nil, err
 	}
-	return &console{s: s, tmpl: tmpl, css: template.CSS(css), sessions: map[[32]byte]*consoleSess{},
-		charts: newChartSampler(s.cfg.Registry, s.cfg.ChartInterval)}, nil
+	return &Console{cfg: cfg, tmpl: tmpl, css: template.CSS(css), sessions: map[[32]byte]*consoleSess{},
+		charts: newChartSampler(cfg.Registry, cfg.ChartInterval)}, nil
 }
 
-func (c *console) routes(r chi.Router) {
+// RunCharts samples the node's metrics for the charts every
+// Config.ChartInterval until ctx ends.
+func (c *Console) RunCharts(ctx context.Context) { c.charts.run(ctx, c.cfg.Now) }
+
+// SampleCharts takes one reading for the charts at now, as RunCharts does
+// every interval (tests drive it with their clock instead of waiting).
+func (c *Console) SampleCharts(now time.Time) { c.charts.sample(now) }
+
+// Routes mounts the console's pages on r (at ConsolePath).
+func (c *Console) Routes(r chi.Router) {
 	r.Use(c.headers)
 	r.Get("/", c.overview)
 	r.Get("/charts", c.chartsPage)
@@ -133,11 +200,8 @@ func (c *console) routes(r chi.Router) {
 
 // headers marks console requests for the access log and sets the headers
 // every console answer carries.
-func (c *console) headers(next http.Handler) http.Handler {
+func (c *Console) headers(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if ri := infoFrom(r.Context()); ri != nil {
-			ri.op = "Console"
-		}
 		h := w.Header()
 		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
@@ -162,14 +226,14 @@ type loginPage struct {
 	AccessKey string
 }
 
-func (c *console) render(w http.ResponseWriter, status int, name string, data any) {
+func (c *Console) render(w http.ResponseWriter, status int, name string, data any) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	var b strings.Builder
 	if err := c.tmpl.ExecuteTemplate(&b, name, struct {
 		CSS  template.CSS
 		Page any
 	}{c.css, data}); err != nil {
-		c.s.log.Error("console: rendering failed", "template", name, "error", err)
+		c.cfg.Logger.Error("console: rendering failed", "template", name, "error", err)
 		w.WriteHeader(http.StatusInternalServerError)
 		_, _ = w.Write([]byte("the console could not render this page; see the server log\n"))
 		return
@@ -178,7 +242,7 @@ func (c *console) render(w http.ResponseWriter, status int, name string, data an
 	_, _ = w.Write([]byte(b.String()))
 }
 
-func (c *console) toLogin(w http.ResponseWriter, r *http.Request) {
+func (c *Console) toLogin(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, ConsolePath+"/login", http.StatusSeeOther)
 }
 
@@ -216,7 +280,7 @@ func sessionID(r *http.Request) ([32]byte, bool) {
 // newSession starts a session for accessKey and returns its cookie value.
 // Past consoleMaxUserSessions for the key or consoleMaxSessions in all,
 // the oldest session (the key's own first) ends.
-func (c *console) newSession(accessKey, secret string, now, expiry time.Time) (string, error) {
+func (c *Console) newSession(accessKey, secret string, now, expiry time.Time) (string, error) {
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return "", err
@@ -247,7 +311,7 @@ func (c *console) newSession(accessKey, secret string, now, expiry time.Time) (s
 }
 
 // evictOldest ends the oldest session that match accepts; c.sessMu is held.
-func (c *console) evictOldest(match func(*consoleSess) bool) {
+func (c *Console) evictOldest(match func(*consoleSess) bool) {
 	var oldest [32]byte
 	var at uint64
 	found := false
@@ -262,7 +326,7 @@ func (c *console) evictOldest(match func(*consoleSess) bool) {
 }
 
 // endSession removes r's session, if it has one.
-func (c *console) endSession(r *http.Request) {
+func (c *Console) endSession(r *http.Request) {
 	id, ok := sessionID(r)
 	if !ok {
 		return
@@ -275,7 +339,7 @@ func (c *console) endSession(r *http.Request) {
 // session returns the signed-in user, if the request carries the cookie of
 // a session this node keeps, not expired, whose user still exists with the
 // secret it signed in with. A session found otherwise is removed.
-func (c *console) session(r *http.Request) (backend.User, bool) {
+func (c *Console) session(r *http.Request) (backend.User, bool) {
 	id, ok := sessionID(r)
 	if !ok {
 		return backend.User{}, false
@@ -292,10 +356,10 @@ func (c *console) session(r *http.Request) (backend.User, bool) {
 		c.sessMu.Unlock()
 		return backend.User{}, false
 	}
-	if !c.s.cfg.Now().Before(sess.expiry) {
+	if !c.cfg.Now().Before(sess.expiry) {
 		return end()
 	}
-	users := c.s.be.Users()
+	users := c.cfg.Backend.Users()
 	secret, ok := users.SecretFor(sess.accessKey)
 	if !ok {
 		return end()
@@ -321,7 +385,7 @@ func sameOrigin(r *http.Request) bool {
 	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
-func (c *console) loginForm(w http.ResponseWriter, r *http.Request) {
+func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
 	if _, ok := c.session(r); ok {
 		http.Redirect(w, r, ConsolePath+"/", http.StatusSeeOther)
 		return
@@ -337,7 +401,7 @@ const errSignIn = "Sign-in failed: the access key or the secret key is wrong."
 // unknown key costs the same as a wrong secret.
 const dummySecret = "fedgate-console-no-such-access-key-0000"
 
-func (c *console) login(w http.ResponseWriter, r *http.Request) {
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if !sameOrigin(r) {
 		c.render(w, http.StatusForbidden, "message", messagePage{Title: "Refused", Message: "The sign-in form was posted from another site."})
 		return
@@ -348,7 +412,7 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ak, sk := strings.TrimSpace(r.PostForm.Get("access_key")), r.PostForm.Get("secret_key")
-	users := c.s.be.Users()
+	users := c.cfg.Backend.Users()
 	secret, known := users.SecretFor(ak)
 	want := secret
 	if !known {
@@ -360,23 +424,21 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 	u, found := users.ByAccessKey(ak)
 	remote := remoteHost(r.RemoteAddr)
 	if !match || !found {
-		c.s.log.Warn("console sign-in refused", "remote", remote)
+		c.cfg.Logger.Warn("console sign-in refused", "remote", remote)
 		c.render(w, http.StatusUnauthorized, "login", loginPage{Title: "Sign in", Error: errSignIn, AccessKey: ak})
 		return
 	}
-	if ri := infoFrom(r.Context()); ri != nil {
-		ri.setUser(u.Name)
-	}
-	if !u.Root && len(c.s.be.ListBuckets(u)) == 0 {
-		c.s.log.Warn("console sign-in refused: the user may read no bucket", "user", u.Name, "remote", remote)
+	c.cfg.SetUser(r.Context(), u.Name)
+	if !u.Root && len(c.cfg.Backend.ListBuckets(u)) == 0 {
+		c.cfg.Logger.Warn("console sign-in refused: the user may read no bucket", "user", u.Name, "remote", remote)
 		c.render(w, http.StatusForbidden, "message", noGrantPage(u))
 		return
 	}
-	now := c.s.cfg.Now()
+	now := c.cfg.Now()
 	expiry := now.Add(consoleSession)
 	value, err := c.newSession(ak, secret, now, expiry)
 	if err != nil {
-		c.s.log.Error("console: no session id", "error", err)
+		c.cfg.Logger.Error("console: no session id", "error", err)
 		c.render(w, http.StatusInternalServerError, "message", messagePage{Title: "Error", Message: "The session could not be started; see the server log."})
 		return
 	}
@@ -390,7 +452,7 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 		Secure:   r.TLS != nil,
 		SameSite: http.SameSiteStrictMode,
 	})
-	c.s.log.Info("console sign-in", "user", u.Name, "remote", remote)
+	c.cfg.Logger.Info("console sign-in", "user", u.Name, "remote", remote)
 	http.Redirect(w, r, ConsolePath+"/", http.StatusSeeOther)
 }
 
@@ -402,9 +464,9 @@ func noGrantPage(u backend.User) messagePage {
 
 // logout ends the session on the server, so its cookie is refused from
 // now on (a copy kept elsewhere included), and clears the browser's.
-func (c *console) logout(w http.ResponseWriter, r *http.Request) {
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	if u, ok := c.session(r); ok {
-		c.s.log.Info("console sign-out", "user", u.Name, "remote", remoteHost(r.RemoteAddr))
+		c.cfg.Logger.Info("console sign-out", "user", u.Name, "remote", remoteHost(r.RemoteAddr))
 	}
 	c.endSession(r)
 	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: "", Path: ConsolePath, MaxAge: -1,
@@ -492,16 +554,14 @@ type egressView struct {
 	HitRatioPct string
 }
 
-func (c *console) overview(w http.ResponseWriter, r *http.Request) {
+func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	u, ok := c.session(r)
 	if !ok {
 		c.toLogin(w, r)
 		return
 	}
-	if ri := infoFrom(r.Context()); ri != nil {
-		ri.setUser(u.Name)
-	}
-	visible := c.s.be.ListBuckets(u)
+	c.cfg.SetUser(r.Context(), u.Name)
+	visible := c.cfg.Backend.ListBuckets(u)
 	if !u.Root && len(visible) == 0 {
 		p := noGrantPage(u)
 		p.User = u.Name
@@ -514,11 +574,11 @@ func (c *console) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	see := func(bucket string) bool { return u.Root || allowed[bucket] }
 
-	now := c.s.cfg.Now().UTC()
-	p := overviewPage{Title: "Overview", User: u.Name, Root: u.Root, Region: c.s.cfg.RegionName, Version: c.s.cfg.Version,
+	now := c.cfg.Now().UTC()
+	p := overviewPage{Title: "Overview", User: u.Name, Root: u.Root, Region: c.cfg.RegionName, Version: c.cfg.Version,
 		Now: now, Refresh: consoleRefresh}
-	if c.s.admin != nil {
-		p.Location = c.s.admin.RegionLocation()
+	if c.cfg.Admin != nil {
+		p.Location = c.cfg.Admin.RegionLocation()
 	}
 
 	// The parts that may wait on the network run at once, each bounded.
@@ -536,11 +596,11 @@ func (c *console) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	part(func(ctx context.Context) { p.Members = c.members(ctx) })
 	part(func(ctx context.Context) {
-		if c.s.admin == nil {
+		if c.cfg.Admin == nil {
 			derr = errNoAdmin
 			return
 		}
-		deg, derr = c.s.admin.Degraded(ctx)
+		deg, derr = c.cfg.Admin.Degraded(ctx)
 	})
 	part(func(ctx context.Context) { p.Egress = c.egress(ctx, now, u.Root, see) })
 	var pol *policies.Policy
@@ -548,7 +608,7 @@ func (c *console) overview(w http.ResponseWriter, r *http.Request) {
 	part(func(ctx context.Context) { pol, polErr = c.policy(ctx) })
 	wg.Wait()
 
-	p.Degraded = degradedSection(deg, derr, p.Members, u.Root, see)
+	p.Degraded = c.degradedSection(deg, derr, p.Members, u.Root, see)
 	p.Buckets = c.buckets(visible, pol, polErr, deg, p.Degraded.Objects)
 	p.Jobs = c.jobs(see)
 	c.render(w, http.StatusOK, "overview", p)
@@ -557,9 +617,11 @@ func (c *console) overview(w http.ResponseWriter, r *http.Request) {
 var errNoAdmin = errors.New("this server has no admin backend")
 
 // partError is how a section says what went wrong, in one line.
-func partError(err error) string {
-	if se := regionError(err); se != nil {
-		return se.Message
+func (c *Console) partError(err error) string {
+	if c.cfg.Explain != nil {
+		if m := c.cfg.Explain(err); m != "" {
+			return m
+		}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Sprintf("no answer within %s", consolePartTimeout)
@@ -567,14 +629,14 @@ func partError(err error) string {
 	return err.Error()
 }
 
-func (c *console) members(ctx context.Context) membersView {
-	if c.s.cfg.Cluster == nil {
+func (c *Console) members(ctx context.Context) membersView {
+	if c.cfg.Cluster == nil {
 		return membersView{Err: "this server has no cluster support"}
 	}
-	st, err := c.s.cfg.Cluster.ClusterStatus(ctx)
+	st, err := c.cfg.Cluster.ClusterStatus(ctx)
 	if err != nil {
-		c.s.log.Warn("console: cluster status failed", "error", err)
-		return membersView{Err: "cluster status: " + partError(err)}
+		c.cfg.Logger.Warn("console: cluster status failed", "error", err)
+		return membersView{Err: "cluster status: " + c.partError(err)}
 	}
 	v := membersView{Leader: st.Leader, Backlog: st.DrainBacklog, Members: st.Members}
 	for _, m := range st.Members {
@@ -587,11 +649,11 @@ func (c *console) members(ctx context.Context) membersView {
 
 // policy returns the region's active policy, parsed (nil on embedded
 // defaults). The parse is kept until the version changes.
-func (c *console) policy(ctx context.Context) (*policies.Policy, error) {
-	if c.s.cfg.Policy == nil {
+func (c *Console) policy(ctx context.Context) (*policies.Policy, error) {
+	if c.cfg.Policy == nil {
 		return nil, nil
 	}
-	a, err := c.s.cfg.Policy.ActivePolicy(ctx)
+	a, err := c.cfg.Policy.ActivePolicy(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -652,10 +714,10 @@ func describePlacement(pol *policies.Policy, bucket string) (placement, write st
 	return prefix + where, string(wm)
 }
 
-func (c *console) buckets(visible []backend.Bucket, pol *policies.Policy, polErr error, deg backend.Degraded, objects []degradedObject) bucketsView {
+func (c *Console) buckets(visible []backend.Bucket, pol *policies.Policy, polErr error, deg backend.Degraded, objects []degradedObject) bucketsView {
 	var v bucketsView
 	if polErr != nil {
-		v.PolicyErr = "active policy: " + partError(polErr)
+		v.PolicyErr = "active policy: " + c.partError(polErr)
 		pol = nil
 	}
 	used, quota, known := c.cacheUse()
@@ -665,8 +727,8 @@ func (c *console) buckets(visible []backend.Bucket, pol *policies.Policy, polErr
 		v.CacheNote = "This node reports no cache use."
 	}
 	pins := map[string][]string{}
-	if c.s.admin != nil {
-		for _, pn := range c.s.admin.Pins() {
+	if c.cfg.Admin != nil {
+		for _, pn := range c.cfg.Admin.Pins() {
 			pre := pn.Prefix
 			if pre == "" {
 				pre = "(all)"
@@ -699,9 +761,9 @@ func (c *console) buckets(visible []backend.Bucket, pol *policies.Policy, polErr
 // cacheUse reads this node's cache use per bucket from its metrics
 // registry (cachetier's fedgate_cache_group_used_bytes: a group is a
 // bucket), the one place the node publishes it.
-func (c *console) cacheUse() (used, quota map[string]int64, known bool) {
+func (c *Console) cacheUse() (used, quota map[string]int64, known bool) {
 	used, quota = map[string]int64{}, map[string]int64{}
-	mfs, err := c.s.cfg.Registry.Gather()
+	mfs, err := c.cfg.Registry.Gather()
 	if err != nil && len(mfs) == 0 {
 		return used, quota, false
 	}
@@ -729,12 +791,12 @@ func (c *console) cacheUse() (used, quota map[string]int64, known bool) {
 	return used, quota, known
 }
 
-func (c *console) jobs(see func(string) bool) jobsView {
-	if c.s.admin == nil {
+func (c *Console) jobs(see func(string) bool) jobsView {
+	if c.cfg.Admin == nil {
 		return jobsView{Err: errNoAdmin.Error()}
 	}
 	var v jobsView
-	for _, j := range c.s.admin.Jobs() {
+	for _, j := range c.cfg.Admin.Jobs() {
 		if see(j.Bucket) {
 			v.Jobs = append(v.Jobs, j)
 		}
@@ -753,10 +815,10 @@ func (c *console) jobs(see func(string) bool) jobsView {
 	return v
 }
 
-func degradedSection(d backend.Degraded, err error, members membersView, root bool, see func(string) bool) degradedView {
+func (c *Console) degradedSection(d backend.Degraded, err error, members membersView, root bool, see func(string) bool) degradedView {
 	var v degradedView
 	if err != nil {
-		v.Err = "degraded data: " + partError(err)
+		v.Err = "degraded data: " + c.partError(err)
 	}
 	for _, h := range d.Stores {
 		if !h.Healthy {
@@ -807,22 +869,22 @@ func degradedSection(d backend.Degraded, err error, members membersView, root bo
 // egress prices the ledger of the current month like `fedgate egress
 // report` does (the month's rows from its start, so tiers count right) and
 // groups it by route. A non-root user sees the rows of its buckets only.
-func (c *console) egress(ctx context.Context, now time.Time, root bool, see func(string) bool) egressView {
+func (c *Console) egress(ctx context.Context, now time.Time, root bool, see func(string) bool) egressView {
 	since := egress.MonthStart(now)
 	v := egressView{Since: since, Until: now, Partial: !root}
-	if c.s.admin == nil {
+	if c.cfg.Admin == nil {
 		v.Err = errNoAdmin.Error()
 		return v
 	}
-	rows, err := c.s.admin.EgressLedger(ctx, since, now)
+	rows, err := c.cfg.Admin.EgressLedger(ctx, since, now)
 	if err != nil {
-		v.Err = "egress ledger: " + partError(err)
+		v.Err = "egress ledger: " + c.partError(err)
 		return v
 	}
 	var pol *policies.Policy
-	if c.s.admin.HasPolicy() {
+	if c.cfg.Admin.HasPolicy() {
 		if pol, err = c.policy(ctx); err != nil {
-			v.Err = "active policy: " + partError(err)
+			v.Err = "active policy: " + c.partError(err)
 			return v
 		}
 	}
@@ -854,4 +916,21 @@ func (c *console) egress(ctx context.Context, now time.Time, root bool, see func
 	v.Report = egress.Build(mine, since, now, egress.ByRegionPair)
 	v.HitRatioPct = fmt.Sprintf("%.1f%%", 100*v.Report.Totals.HitRatio)
 	return v
+}
+
+// writeJSON answers v as indented JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// remoteHost is the host of a request's remote address, for the log.
+func remoteHost(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }
