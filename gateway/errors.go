@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -41,7 +42,10 @@ func errNotImplemented(what string) *s3err.Error {
 	return s3err.Newf(s3err.CodeNotImplemented, "%s is not implemented by fedgate; see docs/s3-compatibility.md", what)
 }
 
-// toS3 maps any error a handler meets to the S3 error the client gets.
+// toS3 maps any error a handler meets to the S3 error the client gets:
+// an S3 error as it is, a region error (regionError), the two typed
+// errors of the backend, else the first entry of errorTable that err is,
+// else InternalError.
 func toS3(err error) *s3err.Error {
 	var se *s3err.Error
 	if errors.As(err, &se) {
@@ -63,76 +67,75 @@ func toS3(err error) *s3err.Error {
 			return s3err.New(s3err.CodeBucketAlreadyOwnedByYou, "")
 		}
 		return s3err.New(s3err.CodeBucketAlreadyExists, "")
-	case errors.Is(err, backend.ErrNoSuchBucket):
-		return errNoSuchBucket
-	case errors.Is(err, backend.ErrBucketNotEmpty):
-		return errBucketNotEmpty
-	case errors.Is(err, backend.ErrNoSuchUpload), errors.Is(err, store.ErrNoSuchUpload):
-		return errNoSuchUpload
-	case errors.Is(err, backend.ErrPolicyBucket):
-		return s3err.Newf(s3err.CodeInvalidBucketState, "%v", err)
-	case errors.Is(err, backend.ErrInvalidBucketName):
-		return s3err.Newf(s3err.CodeInvalidBucketName, "%v", err)
-	case errors.Is(err, backend.ErrNoSuchVersion):
-		return s3err.New(s3err.CodeNoSuchVersion, "The specified version does not exist.")
-	case errors.Is(err, backend.ErrVersioningAtOrigin):
-		return s3err.Newf(s3err.CodeInvalidBucketState, "%v: turn versioning on or off in the origin bucket itself.", err)
-	case errors.Is(err, backend.ErrLifecycleAtOrigin):
-		return s3err.Newf(s3err.CodeInvalidRequest, "%v: set Expiration and NoncurrentVersionExpiration rules on the origin bucket itself; only AbortIncompleteMultipartUpload applies here (to uploads started through fedgate).", err)
-	case errors.Is(err, backend.ErrVersioningNotSupported):
-		return s3err.Newf(s3err.CodeNotImplemented, "%v (docs/versioning.md lists the bucket kinds that can be versioned).", err)
-	case errors.Is(err, backend.ErrObjectLocked):
-		return s3err.New(s3err.CodeAccessDenied, "Access Denied because object protected by object lock.")
-	case errors.Is(err, backend.ErrInvalidBucketState):
-		return s3err.Newf(s3err.CodeInvalidBucketState, "%v", err)
-	case errors.Is(err, backend.ErrObjectLockNotSupported):
-		return s3err.Newf(s3err.CodeNotImplemented, "%v (docs/s3-compatibility.md, Object Lock).", err)
-	case errors.Is(err, backend.ErrNotLocal):
-		return s3err.Newf(s3err.CodeNotLocal, "%v: read it over HTTP.", err)
-	case errors.Is(err, backend.ErrInvalidArgument):
-		return s3err.Newf(s3err.CodeInvalidArgument, "%v", err)
-	case errors.Is(err, store.ErrNotFound):
-		return errNoSuchKey
-	case errors.Is(err, store.ErrPreconditionFailed):
-		return errPrecondition
-	case errors.Is(err, store.ErrInvalidPart):
-		return errInvalidPart
-	case errors.Is(err, store.ErrInvalidKey):
-		return s3err.Newf(s3err.CodeInvalidArgument, "The object key is not valid: %v", err)
-	case errors.Is(err, store.ErrReadOnly):
-		return s3err.New(s3err.CodeAccessDenied, "The bucket's store is read-only (read_only: true in the policy file); nothing was changed.")
-	case errors.Is(err, store.ErrAccessDenied):
-		return s3err.New(s3err.CodeAccessDenied, "The backing store denied access.")
-	case errors.Is(err, store.ErrMetadataNotSupported):
-		return s3err.Newf(s3err.CodeNotImplemented, "The bucket's store cannot keep this metadata (%v); nothing was written. Send the object without it.", err)
-	case errors.Is(err, store.ErrThrottled):
-		return errSlowDown
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		// A lasting condition, not a retry: 507. (500 "Please try again"
-		// made clients retry into a full disk.) The message names the
-		// condition only: err holds the server's paths, which the log
-		// keeps and the client is not told.
-		why := syscall.ENOSPC
-		if !errors.Is(err, syscall.ENOSPC) {
-			why = syscall.EDQUOT
+	}
+	for _, m := range errorTable {
+		if slices.ContainsFunc(m.is, func(target error) bool { return errors.Is(err, target) }) {
+			return m.s3(err)
 		}
-		return s3err.Newf(s3err.CodeInsufficientStorage, "A device the write needs is full; nothing was written (%v). Free space or add capacity; reads go on.", why)
-	case errors.Is(err, backend.ErrLengthRequired):
-		return s3err.Newf(s3err.CodeMissingContentLength, "You must provide the Content-Length HTTP header: %v", err)
-	case errors.Is(err, store.ErrNotSupported):
-		return errNotImplemented("This operation on this store")
-	case errors.Is(err, backend.ErrEgressBudget):
-		return s3err.Newf(s3err.CodeEgressBudgetExceeded, "%v", err)
-	case errors.Is(err, backend.ErrCatalogUnavailable):
-		return s3err.Newf(s3err.CodeServiceUnavailable, "%v", err)
-	case errors.Is(err, backend.ErrNotHomeRegion):
-		return s3err.Newf(s3err.CodeInvalidBucketState, "%v", err)
-	case errors.Is(err, backend.ErrStagingUnavailable):
-		return s3err.Newf(s3err.CodeSlowDown, "The write-back staging area could not take the write in time (%v); nothing was stored. Retry shortly: staging frees up as the region drains to its stores.", err)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return s3err.New(s3err.CodeRequestTimeout, "")
 	}
 	return errInternal
+}
+
+// errorMapping is one row of errorTable: the S3 error of an error that is
+// one of is.
+type errorMapping struct {
+	is []error
+	s3 func(err error) *s3err.Error
+}
+
+// always answers e whatever the error.
+func always(e *s3err.Error) func(error) *s3err.Error { return func(error) *s3err.Error { return e } }
+
+// saying answers code with format, whose one verb is the error.
+func saying(code, format string) func(error) *s3err.Error {
+	return func(err error) *s3err.Error { return s3err.Newf(code, format, err) }
+}
+
+// errorTable maps the sentinel errors of backend and store (and a few of
+// the system's) to S3 errors, in the order toS3 tries them.
+var errorTable = []errorMapping{
+	{[]error{backend.ErrNoSuchBucket}, always(errNoSuchBucket)},
+	{[]error{backend.ErrBucketNotEmpty}, always(errBucketNotEmpty)},
+	{[]error{backend.ErrNoSuchUpload, store.ErrNoSuchUpload}, always(errNoSuchUpload)},
+	{[]error{backend.ErrPolicyBucket}, saying(s3err.CodeInvalidBucketState, "%v")},
+	{[]error{backend.ErrInvalidBucketName}, saying(s3err.CodeInvalidBucketName, "%v")},
+	{[]error{backend.ErrNoSuchVersion}, always(s3err.New(s3err.CodeNoSuchVersion, "The specified version does not exist."))},
+	{[]error{backend.ErrVersioningAtOrigin}, saying(s3err.CodeInvalidBucketState, "%v: turn versioning on or off in the origin bucket itself.")},
+	{[]error{backend.ErrLifecycleAtOrigin}, saying(s3err.CodeInvalidRequest, "%v: set Expiration and NoncurrentVersionExpiration rules on the origin bucket itself; only AbortIncompleteMultipartUpload applies here (to uploads started through fedgate).")},
+	{[]error{backend.ErrVersioningNotSupported}, saying(s3err.CodeNotImplemented, "%v (docs/versioning.md lists the bucket kinds that can be versioned).")},
+	{[]error{backend.ErrObjectLocked}, always(s3err.New(s3err.CodeAccessDenied, "Access Denied because object protected by object lock."))},
+	{[]error{backend.ErrInvalidBucketState}, saying(s3err.CodeInvalidBucketState, "%v")},
+	{[]error{backend.ErrObjectLockNotSupported}, saying(s3err.CodeNotImplemented, "%v (docs/s3-compatibility.md, Object Lock).")},
+	{[]error{backend.ErrNotLocal}, saying(s3err.CodeNotLocal, "%v: read it over HTTP.")},
+	{[]error{backend.ErrInvalidArgument}, saying(s3err.CodeInvalidArgument, "%v")},
+	{[]error{store.ErrNotFound}, always(errNoSuchKey)},
+	{[]error{store.ErrPreconditionFailed}, always(errPrecondition)},
+	{[]error{store.ErrInvalidPart}, always(errInvalidPart)},
+	{[]error{store.ErrInvalidKey}, saying(s3err.CodeInvalidArgument, "The object key is not valid: %v")},
+	{[]error{store.ErrReadOnly}, always(s3err.New(s3err.CodeAccessDenied, "The bucket's store is read-only (read_only: true in the policy file); nothing was changed."))},
+	{[]error{store.ErrAccessDenied}, always(s3err.New(s3err.CodeAccessDenied, "The backing store denied access."))},
+	{[]error{store.ErrMetadataNotSupported}, saying(s3err.CodeNotImplemented, "The bucket's store cannot keep this metadata (%v); nothing was written. Send the object without it.")},
+	{[]error{store.ErrThrottled}, always(errSlowDown)},
+	{[]error{syscall.ENOSPC, syscall.EDQUOT}, deviceFull},
+	{[]error{backend.ErrLengthRequired}, saying(s3err.CodeMissingContentLength, "You must provide the Content-Length HTTP header: %v")},
+	{[]error{store.ErrNotSupported}, always(errNotImplemented("This operation on this store"))},
+	{[]error{backend.ErrEgressBudget}, saying(s3err.CodeEgressBudgetExceeded, "%v")},
+	{[]error{backend.ErrCatalogUnavailable}, saying(s3err.CodeServiceUnavailable, "%v")},
+	{[]error{backend.ErrNotHomeRegion}, saying(s3err.CodeInvalidBucketState, "%v")},
+	{[]error{backend.ErrStagingUnavailable}, saying(s3err.CodeSlowDown, "The write-back staging area could not take the write in time (%v); nothing was stored. Retry shortly: staging frees up as the region drains to its stores.")},
+	{[]error{context.Canceled, context.DeadlineExceeded}, always(s3err.New(s3err.CodeRequestTimeout, ""))},
+}
+
+// deviceFull is the answer to a full disk or quota: a lasting condition,
+// not a retry: 507. (500 "Please try again" made clients retry into a full
+// disk.) The message names the condition only: err holds the server's
+// paths, which the log keeps and the client is not told.
+func deviceFull(err error) *s3err.Error {
+	why := syscall.ENOSPC
+	if !errors.Is(err, syscall.ENOSPC) {
+		why = syscall.EDQUOT
+	}
+	return s3err.Newf(s3err.CodeInsufficientStorage, "A device the write needs is full; nothing was written (%v). Free space or add capacity; reads go on.", why)
 }
 
 // regionError is the one answer each error of the region's replicated

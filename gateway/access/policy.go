@@ -215,75 +215,86 @@ func parseStatement(v json.RawMessage, bucket string, p *Policy) (Statement, err
 		return Statement{}, malformed("a statement must be a JSON object")
 	}
 	var st Statement
-	var err error
 	for k, v := range raw {
-		switch k {
-		case "Sid":
-			if json.Unmarshal(v, &st.Sid) != nil {
-				return st, malformed("Sid must be a string")
-			}
-		case "Effect":
-			if json.Unmarshal(v, &st.Effect) != nil || (st.Effect != Allow && st.Effect != Deny) {
-				return st, malformed("Effect must be \"Allow\" or \"Deny\"")
-			}
-		case "Principal":
-			st.Principal, err = parsePrincipal(v)
-		case "NotPrincipal":
-			st.NotPrinc, err = parsePrincipal(v)
-		case "Action", "NotAction":
-			var acts []string
-			if acts, err = stringList(v, k); err == nil {
-				for i, a := range acts {
-					if acts[i], err = checkAction(a); err != nil {
-						break
-					}
-				}
-			}
-			if k == "Action" {
-				st.Action = acts
-			} else {
-				st.NotAction = acts
-			}
-		case "Resource", "NotResource":
-			var res []string
-			if res, err = stringList(v, k); err == nil {
-				for _, r := range res {
-					if err = checkResource(r, bucket); err != nil {
-						break
-					}
-				}
-			}
-			if k == "Resource" {
-				st.Resource = res
-			} else {
-				st.NotRes = res
-			}
-		case "Condition":
-			st.Condition, err = parseConditions(v)
-		default:
-			return st, malformed("unknown field %q (expected Sid, Effect, Principal, NotPrincipal, Action, NotAction, Resource, NotResource, Condition)", k)
-		}
-		if err != nil {
+		if err := st.parseField(k, v, bucket); err != nil {
 			return st, err
 		}
 	}
+	return st, st.complete()
+}
+
+// parseField sets the statement's element k from its JSON value v.
+func (st *Statement) parseField(k string, v json.RawMessage, bucket string) error {
+	var err error
+	switch k {
+	case "Sid":
+		if json.Unmarshal(v, &st.Sid) != nil {
+			return malformed("Sid must be a string")
+		}
+	case "Effect":
+		if json.Unmarshal(v, &st.Effect) != nil || (st.Effect != Allow && st.Effect != Deny) {
+			return malformed("Effect must be \"Allow\" or \"Deny\"")
+		}
+	case "Principal":
+		st.Principal, err = parsePrincipal(v)
+	case "NotPrincipal":
+		st.NotPrinc, err = parsePrincipal(v)
+	case "Action", "NotAction":
+		var acts []string
+		if acts, err = stringList(v, k); err == nil {
+			for i, a := range acts {
+				if acts[i], err = checkAction(a); err != nil {
+					break
+				}
+			}
+		}
+		if k == "Action" {
+			st.Action = acts
+		} else {
+			st.NotAction = acts
+		}
+	case "Resource", "NotResource":
+		var res []string
+		if res, err = stringList(v, k); err == nil {
+			for _, r := range res {
+				if err = checkResource(r, bucket); err != nil {
+					break
+				}
+			}
+		}
+		if k == "Resource" {
+			st.Resource = res
+		} else {
+			st.NotRes = res
+		}
+	case "Condition":
+		st.Condition, err = parseConditions(v)
+	default:
+		return malformed("unknown field %q (expected Sid, Effect, Principal, NotPrincipal, Action, NotAction, Resource, NotResource, Condition)", k)
+	}
+	return err
+}
+
+// complete checks that the statement has the elements S3 requires, each
+// either as itself or as its Not form.
+func (st *Statement) complete() error {
 	switch {
 	case st.Effect == "":
-		return st, malformed("Missing required field Effect")
+		return malformed("Missing required field Effect")
 	case !st.Principal.set && !st.NotPrinc.set:
-		return st, malformed("Missing required field Principal (a bucket policy names who it applies to: \"*\" or {\"AWS\": \"arn:aws:iam::ACCOUNT:user/NAME\"})")
+		return malformed("Missing required field Principal (a bucket policy names who it applies to: \"*\" or {\"AWS\": \"arn:aws:iam::ACCOUNT:user/NAME\"})")
 	case st.Principal.set && st.NotPrinc.set:
-		return st, malformed("Principal and NotPrincipal cannot both be given")
+		return malformed("Principal and NotPrincipal cannot both be given")
 	case st.Action == nil && st.NotAction == nil:
-		return st, malformed("Missing required field Action")
+		return malformed("Missing required field Action")
 	case st.Action != nil && st.NotAction != nil:
-		return st, malformed("Action and NotAction cannot both be given")
+		return malformed("Action and NotAction cannot both be given")
 	case st.Resource == nil && st.NotRes == nil:
-		return st, malformed("Missing required field Resource")
+		return malformed("Missing required field Resource")
 	case st.Resource != nil && st.NotRes != nil:
-		return st, malformed("Resource and NotResource cannot both be given")
+		return malformed("Resource and NotResource cannot both be given")
 	}
-	return st, nil
+	return nil
 }
 
 func parsePrincipal(v json.RawMessage) (principals, error) {
