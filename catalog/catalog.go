@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -82,9 +83,11 @@ func (e *BucketExistsError) Error() string {
 
 func (e *BucketExistsError) Unwrap() error { return ErrBucketExists }
 
-// Command is one change of the catalog, as Raft carries it.
+// Command is one change of the catalog. Op names its type (TypeCreate's
+// "create", ...); Raft carries it in the envelope of raft/envelope: the
+// type's byte, then the rest of the command as JSON.
 type Command struct {
-	Op     string  `json:"op"` // create, update, set-config, delete, put-user, delete-user
+	Op     string  `json:"op,omitempty"` // create, update, set-config, delete, put-user, delete-user
 	Bucket *Bucket `json:"bucket,omitempty"`
 	Name   string  `json:"name,omitempty"`   // set-config, delete, delete-user
 	Kind   string  `json:"kind,omitempty"`   // set-config
@@ -159,8 +162,9 @@ func (s *State) Applied() uint64 {
 	return s.applied
 }
 
-// apply runs one command; the error is the command's answer.
-func (s *State) apply(index uint64, c Command) error {
+// apply runs change (nil: none, for an entry skipped or refused) as the
+// entry at index; the error is the change's answer.
+func (s *State) apply(index uint64, change func(*State, Command) error, c Command) error {
 	s.mu.Lock()
 	defer func() {
 		s.applied = index
@@ -168,74 +172,91 @@ func (s *State) apply(index uint64, c Command) error {
 		s.changed = make(chan struct{})
 		s.mu.Unlock()
 	}()
-	switch c.Op {
-	case "create":
-		if c.Bucket == nil || c.Bucket.Name == "" {
-			return errors.New("catalog: create without a bucket")
-		}
-		if old, ok := s.buckets[c.Bucket.Name]; ok {
-			return &BucketExistsError{Existing: old, OwnedByCaller: old.Owner == c.Bucket.Owner}
-		}
-		s.buckets[c.Bucket.Name] = *c.Bucket
-	case "update":
-		if c.Bucket == nil {
-			return errors.New("catalog: update without a bucket")
-		}
-		old, err := s.homeBucket(c.Bucket.Name, c.Region)
-		if err != nil {
-			return err
-		}
-		nb := *c.Bucket
-		nb.Owner, nb.Home, nb.Store, nb.Prefix, nb.Created, nb.Configs = old.Owner, old.Home, old.Store, old.Prefix, old.Created, old.Configs
-		s.buckets[nb.Name] = nb
-	case "set-config":
-		if c.Kind == "" {
-			return errors.New("catalog: set-config without a kind")
-		}
-		old, err := s.homeBucket(c.Name, c.Region)
-		if err != nil {
-			return err
-		}
-		old.Configs = maps.Clone(old.Configs)
-		if c.Value == "" {
-			delete(old.Configs, c.Kind)
-		} else {
-			if old.Configs == nil {
-				old.Configs = map[string]string{}
-			}
-			old.Configs[c.Kind] = c.Value
-		}
-		s.buckets[c.Name] = old
-	case "delete":
-		old, ok := s.buckets[c.Name]
-		switch {
-		case !ok:
-			return nil // deleting what is gone is done
-		case old.Home != c.Region:
-			return fmt.Errorf("%w: %s is at home in %s, not %s", ErrNotHome, old.Name, old.Home, c.Region)
-		}
-		delete(s.buckets, c.Name)
-	case "put-user":
-		if c.User == nil || c.User.Name == "" || c.User.AccessKey == "" {
-			return errors.New("catalog: put-user without a user and key")
-		}
-		if old, ok := s.users[c.User.Name]; ok && old.Home != c.User.Home {
-			return fmt.Errorf("%w: user %s is at home in %s, not %s", ErrNotHome, old.Name, old.Home, c.User.Home)
-		}
-		for _, o := range s.users {
-			if o.AccessKey == c.User.AccessKey && o.Name != c.User.Name {
-				return fmt.Errorf("%w (%s)", ErrKeyInUse, o.Name)
-			}
-		}
-		s.users[c.User.Name] = *c.User
-	case "delete-user":
-		if old, ok := s.users[c.Name]; ok && old.Home != c.Region {
-			return fmt.Errorf("%w: user %s is at home in %s, not %s", ErrNotHome, old.Name, old.Home, c.Region)
-		}
-		delete(s.users, c.Name)
-	default:
-		return fmt.Errorf("catalog: unknown command %q", c.Op)
+	if change == nil {
+		return nil
 	}
+	return change(s, c)
+}
+
+func (s *State) create(c Command) error {
+	if c.Bucket == nil || c.Bucket.Name == "" {
+		return errors.New("catalog: create without a bucket")
+	}
+	if old, ok := s.buckets[c.Bucket.Name]; ok {
+		return &BucketExistsError{Existing: old, OwnedByCaller: old.Owner == c.Bucket.Owner}
+	}
+	s.buckets[c.Bucket.Name] = *c.Bucket
+	return nil
+}
+
+func (s *State) update(c Command) error {
+	if c.Bucket == nil {
+		return errors.New("catalog: update without a bucket")
+	}
+	old, err := s.homeBucket(c.Bucket.Name, c.Region)
+	if err != nil {
+		return err
+	}
+	nb := *c.Bucket
+	nb.Owner, nb.Home, nb.Store, nb.Prefix, nb.Created, nb.Configs = old.Owner, old.Home, old.Store, old.Prefix, old.Created, old.Configs
+	s.buckets[nb.Name] = nb
+	return nil
+}
+
+func (s *State) setConfig(c Command) error {
+	if c.Kind == "" {
+		return errors.New("catalog: set-config without a kind")
+	}
+	old, err := s.homeBucket(c.Name, c.Region)
+	if err != nil {
+		return err
+	}
+	old.Configs = maps.Clone(old.Configs)
+	if c.Value == "" {
+		delete(old.Configs, c.Kind)
+	} else {
+		if old.Configs == nil {
+			old.Configs = map[string]string{}
+		}
+		old.Configs[c.Kind] = c.Value
+	}
+	s.buckets[c.Name] = old
+	return nil
+}
+
+func (s *State) delete(c Command) error {
+	old, ok := s.buckets[c.Name]
+	switch {
+	case !ok:
+		return nil // deleting what is gone is done
+	case old.Home != c.Region:
+		return fmt.Errorf("%w: %s is at home in %s, not %s", ErrNotHome, old.Name, old.Home, c.Region)
+	}
+	delete(s.buckets, c.Name)
+	return nil
+}
+
+func (s *State) putUser(c Command) error {
+	if c.User == nil || c.User.Name == "" || c.User.AccessKey == "" {
+		return errors.New("catalog: put-user without a user and key")
+	}
+	if old, ok := s.users[c.User.Name]; ok && old.Home != c.User.Home {
+		return fmt.Errorf("%w: user %s is at home in %s, not %s", ErrNotHome, old.Name, old.Home, c.User.Home)
+	}
+	for _, o := range s.users {
+		if o.AccessKey == c.User.AccessKey && o.Name != c.User.Name {
+			return fmt.Errorf("%w (%s)", ErrKeyInUse, o.Name)
+		}
+	}
+	s.users[c.User.Name] = *c.User
+	return nil
+}
+
+func (s *State) deleteUser(c Command) error {
+	if old, ok := s.users[c.Name]; ok && old.Home != c.Region {
+		return fmt.Errorf("%w: user %s is at home in %s, not %s", ErrNotHome, old.Name, old.Home, c.Region)
+	}
+	delete(s.users, c.Name)
 	return nil
 }
 
@@ -253,14 +274,31 @@ func (s *State) homeBucket(name, region string) (Bucket, error) {
 }
 
 // fsm runs State on Raft.
-type fsm struct{ s *State }
+type fsm struct {
+	s   *State
+	log *slog.Logger
+}
 
+// Apply applies an entry. An entry of an unknown type marked
+// envelope.IgnoreUnknown is skipped; one the catalog cannot decode (an
+// unknown type without it, a malformed body) is refused with an error as
+// its answer. Either way the entry is consumed and the member goes on.
 func (f fsm) Apply(l *raft.Log) any {
-	var c Command
-	if err := json.Unmarshal(l.Data, &c); err != nil {
-		return fmt.Errorf("catalog: undecodable command at %d: %w", l.Index, err)
+	c, change, err := decode(l.Data)
+	switch {
+	case err != nil:
+		f.log.Warn("catalog: command refused", "index", l.Index, "err", err)
+		err = fmt.Errorf("catalog: undecodable command at %d: %w", l.Index, err)
+	case change == nil:
+		f.log.Debug("catalog: skipped an unknown ignorable command", "index", l.Index, "type", l.Data[0])
 	}
-	return f.s.apply(l.Index, c)
+	if aerr := f.s.apply(l.Index, change, c); aerr != nil {
+		return aerr
+	}
+	if err != nil {
+		return err
+	}
+	return nil
 }
 
 type snapshot struct {

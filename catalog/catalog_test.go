@@ -2,28 +2,36 @@ package catalog
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"testing"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fedgate/fedgate/raft/envelope"
 )
+
+func newFSM() fsm { return fsm{s: newState(), log: slog.New(slog.DiscardHandler)} }
 
 func applyCmd(t *testing.T, f fsm, i uint64, c Command) error {
 	t.Helper()
-	b, err := json.Marshal(c)
+	b, err := encode(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := f.Apply(&raft.Log{Index: i, Data: b}).(error)
+	return applyData(f, i, b)
+}
+
+func applyData(f fsm, i uint64, data []byte) error {
+	r, _ := f.Apply(&raft.Log{Index: i, Data: data}).(error)
 	return r
 }
 
 // Only a bucket's home region changes or deletes it; a taken name answers
 // who holds it; a snapshot restores the same catalog.
 func TestStateMachine(t *testing.T) {
-	f := fsm{newState()}
+	f := newFSM()
 	if err := applyCmd(t, f, 1, Command{Op: "create", Bucket: &Bucket{Name: "data", Owner: "alice", Home: "east", Store: "s3"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +79,7 @@ func TestStateMachine(t *testing.T) {
 	if err := sn.(snapshot).Persist(&sink{Buffer: &buf}); err != nil {
 		t.Fatal(err)
 	}
-	g := fsm{newState()}
+	g := newFSM()
 	if err := g.Restore(io.NopCloser(&buf)); err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +92,19 @@ func TestStateMachine(t *testing.T) {
 	if _, ok := f.s.Bucket("data"); ok {
 		t.Fatal("deleted bucket still there")
 	}
-	if err := applyCmd(t, f, 8, Command{Op: "frobnicate"}); err == nil {
-		t.Fatal("unknown command applied")
+	if _, err := encode(Command{Op: "frobnicate"}); err == nil {
+		t.Fatal("an unknown command encoded")
+	}
+	// An unknown type is refused, one marked ignorable skipped; both are
+	// consumed.
+	if err := applyData(f, 8, []byte("\x7e{}")); !errors.Is(err, envelope.ErrUnknownType) {
+		t.Fatalf("unknown command type: %v, want ErrUnknownType", err)
+	}
+	if err := applyData(f, 9, []byte("\xfe{}")); err != nil {
+		t.Fatalf("unknown ignorable command type: %v", err)
+	}
+	if f.s.Applied() != 9 {
+		t.Fatalf("applied %d after unknown commands, want 9", f.s.Applied())
 	}
 }
 

@@ -11,17 +11,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/fedgate/fedgate/raft/logstore"
+	"github.com/fedgate/fedgate/raft/rlog"
+	"github.com/fedgate/fedgate/raft/transport"
 )
 
 // MemberConfig is one node's membership of the catalog on a real network.
@@ -47,7 +49,14 @@ type MemberConfig struct {
 	TLS    *tls.Config
 	Secret []byte
 	RTT    time.Duration
-	Logger hclog.Logger
+	// Dial, when set, opens the Raft connections to other members (under
+	// TLS too) instead of a net.Dialer; tests cut members off with it.
+	Dial transport.DialFunc
+	// LogStore is the Raft log store (raft/logstore): "boltdb", "wal", or
+	// "" (logstore.Default, or raft-wal for a Dir that has it).
+	LogStore string
+	// Logger receives the member's and Raft's logs (nil: none).
+	Logger *slog.Logger
 }
 
 // Member is a Node on the network: Raft over TCP (or TLS) and, on the
@@ -58,11 +67,11 @@ type Member struct {
 	cfg    MemberConfig
 	id     string
 	voter  bool
-	mux    *muxListener
+	mux    *transport.Mux
 	hs     *http.Server
 	client *http.Client
-	store  *raftboltdb.BoltStore
-	stream *stream
+	store  logstore.Store
+	stream *transport.Stream
 	trans  *raft.NetworkTransport
 	done   chan struct{}
 	wg     sync.WaitGroup
@@ -77,7 +86,7 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		cfg.Advertise = cfg.Bind
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = hclog.NewNullLogger()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	voterAddr, ok := cfg.Voters[cfg.Region]
 	if !ok {
@@ -100,19 +109,16 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		ln.Close()
 		return nil, fmt.Errorf("catalog: advertise address %s: %w", cfg.Advertise, err)
 	}
-	m.mux = newMux(ln, cfg.TLS)
-	m.stream = &stream{raw: m.mux.raft, adv: adv, tls: cfg.TLS}
-	m.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: m.stream, MaxPool: 2, Timeout: 10 * time.Second,
-		Logger: cfg.Logger.Named("transport"),
-		// No pipelined replication: see regionstate.NoPipelining.
-		MaxRPCsInFlight: 1})
-	m.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
+	hl := rlog.New(cfg.Logger, "raft")
+	m.mux = transport.NewMux(ln, cfg.TLS)
+	m.stream = transport.NewStream(m.mux.Raft, adv, cfg.TLS, cfg.Dial)
+	m.trans = transport.NewNetwork(m.stream, transport.Config{MaxPool: 2, Logger: hl.Named("transport")})
+	m.store, _, err = logstore.Open(cfg.Dir, cfg.LogStore, cfg.Logger)
 	if err != nil {
 		m.closeNet()
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, cfg.Logger.Named("snapshot"))
+	snaps, err := logstore.Snapshots(cfg.Dir, hl.Named("snapshot"))
 	if err != nil {
 		m.closeNet()
 		return nil, fmt.Errorf("catalog: %w", err)
@@ -130,7 +136,7 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	}
 	m.Node = node
 	m.hs = &http.Server{Handler: m.api(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = m.hs.Serve(m.mux.http) }()
+	go func() { _ = m.hs.Serve(m.mux.HTTP) }()
 
 	has, err := raft.HasExistingState(m.store, m.store, snaps)
 	if err != nil {
@@ -204,7 +210,7 @@ func (m *Member) closeNet() {
 		// be handled: it writes the term to the store, and hashicorp/raft
 		// panics if the store is closed by then. Its connection is closed
 		// here and the store waits for its handler to let go of it.
-		m.stream.drain(5 * time.Second)
+		m.stream.Drain(5 * time.Second)
 	}
 	if m.store != nil {
 		_ = m.store.Close()
@@ -448,185 +454,3 @@ func (m *Member) Status() Status {
 	}
 	return s
 }
-
-// stream is the Raft side of the catalog port. It keeps the connections
-// it accepted until their handlers close them, so that Close can wait for
-// the handlers to end (drain).
-type stream struct {
-	raw net.Listener
-	adv net.Addr
-	tls *tls.Config
-
-	mu    sync.Mutex
-	conns map[*acceptedConn]struct{}
-	wg    sync.WaitGroup
-}
-
-func (s *stream) Accept() (net.Conn, error) {
-	c, err := s.raw.Accept()
-	if err != nil {
-		return nil, err
-	}
-	ac := &acceptedConn{Conn: c, s: s}
-	s.mu.Lock()
-	if s.conns == nil {
-		s.conns = map[*acceptedConn]struct{}{}
-	}
-	s.conns[ac] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	return ac, nil
-}
-
-// drain closes the accepted connections and waits, at most d, until
-// their handlers have closed them too.
-func (s *stream) drain(d time.Duration) {
-	s.mu.Lock()
-	for c := range s.conns {
-		_ = c.Conn.Close()
-	}
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(d):
-	}
-}
-
-// acceptedConn is a connection stream accepted; its first Close lets go.
-type acceptedConn struct {
-	net.Conn
-	s    *stream
-	once sync.Once
-}
-
-func (c *acceptedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() {
-		c.s.mu.Lock()
-		delete(c.s.conns, c)
-		c.s.mu.Unlock()
-		c.s.wg.Done()
-	})
-	return err
-}
-
-func (s *stream) Close() error   { return s.raw.Close() }
-func (s *stream) Addr() net.Addr { return s.adv }
-
-func (s *stream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := &net.Dialer{Timeout: timeout}
-	if s.tls == nil {
-		return d.Dial("tcp", string(addr))
-	}
-	cfg := s.tls.Clone()
-	if cfg.ServerName == "" {
-		cfg.ServerName, _, _ = net.SplitHostPort(string(addr))
-	}
-	return tls.DialWithDialer(d, "tcp", string(addr), cfg)
-}
-
-// muxListener splits one port between Raft (whose connections start with
-// a byte below 0x20, its RPC type) and HTTP (a method name).
-type muxListener struct {
-	ln         net.Listener
-	raft, http *chanListener
-	once       sync.Once
-}
-
-func newMux(ln net.Listener, cfg *tls.Config) *muxListener {
-	if cfg != nil {
-		ln = tls.NewListener(ln, cfg)
-	}
-	m := &muxListener{ln: ln, raft: newChanListener(ln.Addr()), http: newChanListener(ln.Addr())}
-	go m.loop()
-	return m
-}
-
-func (m *muxListener) loop() {
-	for {
-		c, err := m.ln.Accept()
-		if err != nil {
-			m.Close()
-			return
-		}
-		go func() {
-			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-			var b [1]byte
-			if _, err := io.ReadFull(c, b[:]); err != nil {
-				c.Close()
-				return
-			}
-			_ = c.SetReadDeadline(time.Time{})
-			pc := &prefixConn{Conn: c, first: b[:]}
-			to := m.http
-			if b[0] < 0x20 {
-				to = m.raft
-			}
-			if !to.put(pc) {
-				c.Close()
-			}
-		}()
-	}
-}
-
-func (m *muxListener) Close() error {
-	var err error
-	m.once.Do(func() {
-		err = m.ln.Close()
-		m.raft.Close()
-		m.http.Close()
-	})
-	return err
-}
-
-type prefixConn struct {
-	net.Conn
-	first []byte
-}
-
-func (c *prefixConn) Read(p []byte) (int, error) {
-	if len(c.first) > 0 {
-		n := copy(p, c.first)
-		c.first = c.first[n:]
-		return n, nil
-	}
-	return c.Conn.Read(p)
-}
-
-type chanListener struct {
-	addr net.Addr
-	c    chan net.Conn
-	done chan struct{}
-	once sync.Once
-}
-
-func newChanListener(a net.Addr) *chanListener {
-	return &chanListener{addr: a, c: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *chanListener) put(c net.Conn) bool {
-	select {
-	case l.c <- c:
-		return true
-	case <-l.done:
-		return false
-	}
-}
-
-func (l *chanListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.c:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *chanListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *chanListener) Addr() net.Addr { return l.addr }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/internal/testserver"
-	"github.com/fedgate/fedgate/regionstate"
+	"github.com/fedgate/fedgate/raft/transport"
 )
 
 // TestMembersTLS: with the peering certificates every catalog link is
@@ -22,7 +22,7 @@ func TestMembersTLS(t *testing.T) {
 		cert, key, caFile := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key"), filepath.Join(dir, name+"-ca.pem")
 		ca.Issue(t, cert, key, time.Now().UnixNano(), time.Now().Add(time.Hour))
 		ca.WriteCA(t, caFile)
-		c, err := regionstate.PeerTLSConfig(cert, key, caFile, "")
+		c, err := transport.PeerTLSConfig(cert, key, caFile, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,13 +2,14 @@ package catalog
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/fedgate/fedgate/raft/rlog"
 )
 
 // ErrNoMajority: the catalog could not commit the change in time (no
@@ -30,8 +31,9 @@ type Config struct {
 	// RTT is the longest round trip expected between regions; Raft's
 	// timeouts are set from it (default 200ms).
 	RTT time.Duration
-	// Logger receives Raft's logs (default: none).
-	Logger hclog.Logger
+	// Logger receives the member's and Raft's logs (default: none); give it
+	// the node's logger with the component "catalog".
+	Logger *slog.Logger
 	// Forward reaches the leading region's member (see Forward).
 	Forward Forward
 }
@@ -67,16 +69,18 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.ID == "" {
 		cfg.ID = cfg.Region
 	}
-	rc := WANConfig(cfg.ID, cfg.RTT)
-	rc.Logger = cfg.Logger
-	if rc.Logger == nil {
-		rc.Logger = hclog.NewNullLogger()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	hl := rlog.New(cfg.Logger, "raft").TrackPeers(time.Now)
+	rc := WANConfig(cfg.ID, cfg.RTT)
+	rc.Logger = hl
 	st := newState()
-	r, err := raft.NewRaft(rc, fsm{st}, cfg.Logs, cfg.Stable, cfg.Snapshots, cfg.Transport)
+	r, err := raft.NewRaft(rc, fsm{s: st, log: cfg.Logger}, cfg.Logs, cfg.Stable, cfg.Snapshots, cfg.Transport)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
+	r.RegisterObserver(hl.Observer())
 	return &Node{cfg: cfg, raft: r, state: st}, nil
 }
 
@@ -136,7 +140,7 @@ func (n *Node) ApplyLocal(ctx context.Context, data []byte) (uint64, error) {
 // waits until this member has applied it (so this region reads its own
 // change at once).
 func (n *Node) commit(ctx context.Context, c Command) error {
-	data, err := json.Marshal(c)
+	data, err := encode(c)
 	if err != nil {
 		return err
 	}

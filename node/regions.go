@@ -15,14 +15,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/catalog"
 	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/raft/transport"
 	"github.com/fedgate/fedgate/regionstate"
 	"github.com/fedgate/fedgate/store"
 	s3store "github.com/fedgate/fedgate/store/s3"
@@ -107,13 +106,13 @@ func (rc *regionCatalog) open(cfg *Config) error {
 	var tlsCfg *tls.Config
 	if p := rc.pol.Peering; p.CertFile != "" {
 		var err error
-		if tlsCfg, err = regionstate.PeerTLSConfig(p.CertFile, p.KeyFile, p.CAFile, ""); err != nil {
+		if tlsCfg, err = transport.PeerTLSConfig(p.CertFile, p.KeyFile, p.CAFile, ""); err != nil {
 			return fmt.Errorf("peering: %w", err)
 		}
 	}
 	m, err := catalog.OpenMember(catalog.MemberConfig{Region: rc.region, NodeID: cfg.NodeID, Bind: cfg.CatalogAddr,
 		Advertise: cfg.CatalogAdvertise, Voters: rc.voters(), Dir: filepath.Join(cfg.DataDir, "catalog"), TLS: tlsCfg,
-		Secret: []byte(rc.sk), RTT: cfg.CatalogRTT, Logger: hclog.NewNullLogger()})
+		Secret: []byte(rc.sk), RTT: cfg.CatalogRTT, Dial: cfg.Dial, LogStore: cfg.RaftLogStore, Logger: rc.log})
 	if err != nil {
 		return err
 	}

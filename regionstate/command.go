@@ -5,17 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fedgate/fedgate/raft/envelope"
 )
 
-// CommandType is the first byte of every Raft log entry fedgate writes; the
-// rest is the command's JSON body. Types are only ever appended: a number,
-// once released, keeps its meaning forever, and a body only gains fields.
-type CommandType uint8
+// CommandType is the first byte of every Raft log entry of the region; the
+// rest is the command's JSON body (raft/envelope). Types are only ever
+// appended: a number, once released, keeps its meaning forever, and a body
+// only gains fields.
+type CommandType = envelope.Type
 
 // IgnoreUnknown, set in a CommandType, lets a node that does not know the
 // type skip the entry. Without it, an unknown type fails with
 // ErrUnknownCommand (the entry is still consumed; state does not change).
-const IgnoreUnknown CommandType = 0x80
+const IgnoreUnknown = envelope.IgnoreUnknown
 
 // Command types. Append only; never renumber or reuse.
 const (
@@ -80,18 +83,13 @@ type applier interface {
 	apply(b *batch) error
 }
 
-// commandDef is one row of the command table.
-type commandDef struct {
-	name   string
-	decode func(body []byte) (Command, error)
-}
-
+// def is the command table's row of the command *T.
 func def[T any, P interface {
 	*T
 	Command
 	applier
-}](name string) commandDef {
-	return commandDef{name: name, decode: func(body []byte) (Command, error) {
+}](name string) envelope.Def[Command] {
+	return envelope.Def[Command]{Name: name, Decode: func(body []byte) (Command, error) {
 		p := P(new(T))
 		if err := json.Unmarshal(body, p); err != nil {
 			return nil, invalid("%s: %v", name, err)
@@ -100,66 +98,56 @@ func def[T any, P interface {
 	}}
 }
 
-// commands is indexed by CommandType without the IgnoreUnknown bit.
-var commands = [IgnoreUnknown]commandDef{
-	TypeCreateBucket:                 def[CreateBucket]("CreateBucket"),
-	TypeDeleteBucket:                 def[DeleteBucket]("DeleteBucket"),
-	TypePutUser:                      def[PutUser]("PutUser"),
-	TypeDeleteUser:                   def[DeleteUser]("DeleteUser"),
-	TypeGrant:                        def[Grant]("Grant"),
-	TypeRevoke:                       def[Revoke]("Revoke"),
-	TypeCreateUpload:                 def[CreateUpload]("CreateUpload"),
-	TypePutPart:                      def[PutPart]("PutPart"),
-	TypeCompleteUpload:               def[CompleteUpload]("CompleteUpload"),
-	TypeAbortUpload:                  def[AbortUpload]("AbortUpload"),
-	TypeSetPolicy:                    def[SetPolicy]("SetPolicy"),
-	TypeSetSetting:                   def[SetSetting]("SetSetting"),
-	TypeStageObject:                  def[StageObject]("StageObject"),
-	TypeClaimDrain:                   def[ClaimDrain]("ClaimDrain"),
-	TypeFinishDrain:                  def[FinishDrain]("FinishDrain"),
-	TypeSetPin:                       def[SetPin]("SetPin"),
-	TypePutJob:                       def[PutJob]("PutJob"),
-	TypeJobProgress:                  def[JobProgressUpdate]("JobProgressUpdate"),
-	TypeDeleteJob:                    def[DeleteJob]("DeleteJob"),
-	TypeTouch &^ IgnoreUnknown:       def[Touch]("Touch"),
-	TypeAddEgress:                    def[AddEgress]("AddEgress"),
-	TypeLeaderMark &^ IgnoreUnknown:  def[LeaderMark]("LeaderMark"),
-	TypePruneEgress &^ IgnoreUnknown: def[PruneEgress]("PruneEgress"),
-	TypeSetRegionID &^ IgnoreUnknown: def[SetRegionID]("SetRegionID"),
-	TypeClaimUpload &^ IgnoreUnknown: def[ClaimUpload]("ClaimUpload"),
-	TypeSetBucketConfig:              def[SetBucketConfig]("SetBucketConfig"),
-	TypePutVersion:                   def[PutVersion]("PutVersion"),
-	TypeDeleteVersion:                def[DeleteVersion]("DeleteVersion"),
-	TypeCollectVersionGarbage:        def[CollectVersionGarbage]("CollectVersionGarbage"),
-	TypeSetVersionLock:               def[SetVersionLock]("SetVersionLock"),
-}
+// commands lists every command type the region's FSM applies.
+var commands = envelope.NewTable(map[CommandType]envelope.Def[Command]{
+	TypeCreateBucket:          def[CreateBucket]("CreateBucket"),
+	TypeDeleteBucket:          def[DeleteBucket]("DeleteBucket"),
+	TypePutUser:               def[PutUser]("PutUser"),
+	TypeDeleteUser:            def[DeleteUser]("DeleteUser"),
+	TypeGrant:                 def[Grant]("Grant"),
+	TypeRevoke:                def[Revoke]("Revoke"),
+	TypeCreateUpload:          def[CreateUpload]("CreateUpload"),
+	TypePutPart:               def[PutPart]("PutPart"),
+	TypeCompleteUpload:        def[CompleteUpload]("CompleteUpload"),
+	TypeAbortUpload:           def[AbortUpload]("AbortUpload"),
+	TypeSetPolicy:             def[SetPolicy]("SetPolicy"),
+	TypeSetSetting:            def[SetSetting]("SetSetting"),
+	TypeStageObject:           def[StageObject]("StageObject"),
+	TypeClaimDrain:            def[ClaimDrain]("ClaimDrain"),
+	TypeFinishDrain:           def[FinishDrain]("FinishDrain"),
+	TypeSetPin:                def[SetPin]("SetPin"),
+	TypePutJob:                def[PutJob]("PutJob"),
+	TypeJobProgress:           def[JobProgressUpdate]("JobProgressUpdate"),
+	TypeDeleteJob:             def[DeleteJob]("DeleteJob"),
+	TypeTouch:                 def[Touch]("Touch"),
+	TypeAddEgress:             def[AddEgress]("AddEgress"),
+	TypeLeaderMark:            def[LeaderMark]("LeaderMark"),
+	TypePruneEgress:           def[PruneEgress]("PruneEgress"),
+	TypeSetRegionID:           def[SetRegionID]("SetRegionID"),
+	TypeClaimUpload:           def[ClaimUpload]("ClaimUpload"),
+	TypeSetBucketConfig:       def[SetBucketConfig]("SetBucketConfig"),
+	TypePutVersion:            def[PutVersion]("PutVersion"),
+	TypeDeleteVersion:         def[DeleteVersion]("DeleteVersion"),
+	TypeCollectVersionGarbage: def[CollectVersionGarbage]("CollectVersionGarbage"),
+	TypeSetVersionLock:        def[SetVersionLock]("SetVersionLock"),
+})
 
 // Encode returns the log entry for cmd: its type byte and JSON body.
-func Encode(cmd Command) ([]byte, error) {
-	body, err := json.Marshal(cmd)
-	if err != nil {
-		return nil, fmt.Errorf("raft: encode %T: %w", cmd, err)
-	}
-	return append([]byte{byte(cmd.Type())}, body...), nil
-}
+func Encode(cmd Command) ([]byte, error) { return envelope.Encode(cmd.Type(), cmd) }
 
 // Decode parses a log entry into a pointer to the command's struct
 // (*CreateBucket, ...). It returns (nil, nil) for an unknown type
 // marked IgnoreUnknown, ErrUnknownCommand for another unknown type, and an
 // error wrapping ErrInvalid for a malformed entry.
 func Decode(data []byte) (Command, error) {
-	if len(data) == 0 {
+	cmd, _, err := commands.Decode(data)
+	switch {
+	case errors.Is(err, envelope.ErrEmpty):
 		return nil, invalid("empty log entry")
+	case errors.Is(err, envelope.ErrUnknownType):
+		return nil, fmt.Errorf("%w: %d", ErrUnknownCommand, data[0])
 	}
-	t := CommandType(data[0])
-	d := commands[t&^IgnoreUnknown]
-	if d.decode == nil {
-		if t&IgnoreUnknown != 0 {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("%w: %d", ErrUnknownCommand, t)
-	}
-	return d.decode(data[1:])
+	return cmd, err
 }
 
 // CreateBucket records a new bucket. It fails with a *BucketExistsError

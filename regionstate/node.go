@@ -22,12 +22,12 @@
 package regionstate
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -35,6 +35,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fedgate/fedgate/raft/logstore"
+	"github.com/fedgate/fedgate/raft/rlog"
+	"github.com/fedgate/fedgate/raft/transport"
 )
 
 // Config configures a Node.
@@ -67,7 +71,7 @@ type Config struct {
 	// Dial, when set, opens the TCP connections to peers (under TLS too:
 	// the handshake runs over what it returns) instead of a net.Dialer.
 	// Tests cut nodes off from each other with it (see node/nodetest).
-	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	Dial transport.DialFunc
 
 	// Bootstrap starts a new one-node cluster when Dir holds no Raft
 	// state. It is the default when BootstrapExpect is 0 or 1.
@@ -105,7 +109,7 @@ type Config struct {
 	TrailingLogs uint64
 	// LogStore is the Raft log store: LogStoreBoltDB or LogStoreWAL; "" is
 	// DefaultLogStore, or raft-wal for a data dir that has it (see
-	// logstore.go).
+	// raft/logstore).
 	LogStore string
 	// ElectionTimeout sets Raft's heartbeat and election timeouts
 	// (0: 1s; at least 10ms). Tests make it small so Open is quick.
@@ -128,7 +132,7 @@ type Node struct {
 	log        *slog.Logger
 	logStore   string // the kind opened
 	raft       *raft.Raft
-	trans      transport
+	trans      transport.Transport
 	fsm        *fsm
 	group      *committer     // the leader's group commit (group.go)
 	acked      atomic.Uint64  // the highest index ApplyAcked returned on this follower
@@ -170,7 +174,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	n := &Node{id: cfg.NodeID, expect: cfg.BootstrapExpect, forward: cfg.Forward,
-		wait: cmpOr(cfg.LeaderWait, 5*time.Second), log: log, done: make(chan struct{})}
+		wait: cmp.Or(cfg.LeaderWait, 5*time.Second), log: log, done: make(chan struct{})}
 	n.group = &committer{n: n}
 	n.election = raft.DefaultConfig().ElectionTimeout
 	if cfg.ElectionTimeout > 0 {
@@ -186,7 +190,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.closers = append(n.closers, n.fsm.close)
-	store, kind, err := openLogStore(cfg.Dir, cfg.LogStore, log)
+	store, kind, err := logstore.Open(cfg.Dir, cfg.LogStore, log)
 	if err != nil {
 		return nil, err
 	}
@@ -196,13 +200,13 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
-	hl := newHCLog(log, "raft")
-	hl.peers = newPeerLog(time.Now)
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hl.Named("snapshot"))
+	hl := rlog.New(log, "raft").TrackPeers(time.Now)
+	snaps, err := logstore.Snapshots(cfg.Dir, hl.Named("snapshot"))
 	if err != nil {
-		return nil, fmt.Errorf("raft: open snapshot store: %w", err)
+		return nil, err
 	}
-	trans, err := newTransport(cfg, hl)
+	trans, err := transport.New(transport.Config{Bind: cfg.BindAddr, Advertise: cfg.AdvertiseAddr, LocalID: cfg.NodeID,
+		TLS: cfg.TLS, Dial: cfg.Dial, Timeout: cfg.TransportTimeout, MaxPool: cfg.TransportMaxPool, Logger: hl.Named("transport")})
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +240,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	n.closers = append(n.closers, func() error { return n.raft.Shutdown().Error() })
-	n.raft.RegisterObserver(hl.peers.observer(hl.l))
+	n.raft.RegisterObserver(hl.Observer())
 	go n.markLeadership(leaderCh)
 	go n.announce()
 	wait := !hasState && alone
@@ -265,7 +269,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	return n, nil
 }
 
-func raftConfig(cfg Config, hl *hclogAdapter) *raft.Config {
+func raftConfig(cfg Config, hl *rlog.Logger) *raft.Config {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.Logger = hl

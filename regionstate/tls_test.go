@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/fedgate/fedgate/raft/transport"
 )
 
 // testPKI is a self-signed CA made for one test.
@@ -71,7 +73,7 @@ func (p *testPKI) cert(t testing.TB, name string) tls.Certificate {
 }
 
 func (p *testPKI) config(t testing.TB, name string) *tls.Config {
-	return NewPeerTLSConfig(p.cert(t, name), p.pool, "")
+	return transport.NewPeerTLSConfig(p.cert(t, name), p.pool, "")
 }
 
 func TestTLSTransportTwoNodes(t *testing.T) {

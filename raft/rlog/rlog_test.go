@@ -1,4 +1,4 @@
-package regionstate
+package rlog
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package regionstate
+package rlog
 
 import (
 	"context"
@@ -51,10 +51,10 @@ type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) now() time.Time { return c.t }
 
-func newTestAdapter() (*hclogAdapter, *records, *fakeClock) {
+func newTestAdapter() (*Logger, *records, *fakeClock) {
 	r := &records{}
 	clk := &fakeClock{t: time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)}
-	hl := newHCLog(slog.New(r), "raft")
+	hl := New(slog.New(r), "raft")
 	hl.peers = newPeerLog(clk.now)
 	return hl, r, clk
 }

@@ -1,4 +1,8 @@
-package regionstate
+// Package logstore opens the Raft log and stable store of a data dir
+// (hashicorp/raft-boltdb or hashicorp/raft-wal, with a one-way migration
+// from the first to the second) and its snapshot store. The region's Raft
+// group and the catalog's both use it.
+package logstore
 
 import (
 	"errors"
@@ -9,6 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
@@ -16,71 +21,71 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Raft log stores (Config.LogStore).
+// Raft log stores (the kind argument of Open).
 const (
-	// LogStoreWAL is hashicorp/raft-wal: segment files under Dir/wal, an
+	// WAL is hashicorp/raft-wal: segment files under Dir/wal, an
 	// fsync per appended batch.
-	LogStoreWAL = "wal"
-	// LogStoreBoltDB is hashicorp/raft-boltdb/v2: one bbolt file,
+	WAL = "wal"
+	// BoltDB is hashicorp/raft-boltdb/v2: one bbolt file,
 	// Dir/raft.db, an fsync per appended batch. Regions made before
 	// fedgate shipped raft-wal have it.
-	LogStoreBoltDB = "boltdb"
-	// DefaultLogStore is what a data dir gets when Config.LogStore is
-	// empty. raft-wal commits twice as fast here (docs/benchmarks.md), but
+	BoltDB = "boltdb"
+	// Default is what a data dir gets when the kind is empty. raft-wal commits twice as fast here (docs/benchmarks.md), but
 	// a node killed with kill -9 after Raft truncated its log's tail failed
 	// to restart with raft-wal v0.4.0 ("sealed segment has no index block",
 	// e2e TestClusterWriteBackSurvivesKill), so raft-boltdb stays the
-	// default and raft-wal is opt-in (LogStoreWAL) until that is resolved.
-	DefaultLogStore = LogStoreBoltDB
+	// default and raft-wal is opt-in (WAL) until that is resolved.
+	Default = BoltDB
 )
 
 // Stable-store keys hashicorp/raft keeps (raft/raft.go): the current term
 // and the last vote. A migration copies them.
 var stableKeys = [][]byte{[]byte("CurrentTerm"), []byte("LastVoteTerm"), []byte("LastVoteCand")}
 
-type logStore interface {
+// Store is a Raft log and stable store that must be closed.
+type Store interface {
 	raft.LogStore
 	raft.StableStore
 	io.Closer
 }
 
-// openLogStore opens the Raft log and stable store of dir. kind "" is
-// DefaultLogStore, or raft-wal where dir already holds a wal directory;
+// Open opens the Raft log and stable store of dir and returns the kind it
+// opened. kind "" is Default, or raft-wal where dir already holds a wal directory;
 // kind "wal" migrates a raft-boltdb file into raft-wal once; a wal
 // directory opened with kind "boltdb" is refused (the log would be lost).
-func openLogStore(dir, kind string, log *slog.Logger) (logStore, string, error) {
+func Open(dir, kind string, log *slog.Logger) (Store, string, error) {
 	boltPath := filepath.Join(dir, "raft.db")
 	walDir := filepath.Join(dir, "wal")
 	hasBolt := exists(boltPath)
 	hasWAL := exists(walDir)
 	switch kind {
 	case "":
-		if DefaultLogStore == LogStoreWAL && hasBolt && !hasWAL {
+		if Default == WAL && hasBolt && !hasWAL {
 			if err := migrateToWAL(dir, log); err != nil {
 				return nil, "", err
 			}
 			hasBolt, hasWAL = false, true
 		}
-		if DefaultLogStore == LogStoreWAL || hasWAL {
-			kind = LogStoreWAL
+		if Default == WAL || hasWAL {
+			kind = WAL
 		} else {
-			kind = LogStoreBoltDB
+			kind = BoltDB
 		}
-	case LogStoreWAL:
+	case WAL:
 		if hasBolt && !hasWAL {
 			if err := migrateToWAL(dir, log); err != nil {
 				return nil, "", err
 			}
 			hasBolt, hasWAL = false, true
 		}
-	case LogStoreBoltDB:
+	case BoltDB:
 		if hasWAL {
-			return nil, "", fmt.Errorf("raft: %s holds a raft-wal log; it cannot be opened as %q", walDir, LogStoreBoltDB)
+			return nil, "", fmt.Errorf("raft: %s holds a raft-wal log; it cannot be opened as %q", walDir, BoltDB)
 		}
 	default:
-		return nil, "", fmt.Errorf("raft: unknown log store %q (want %q or %q)", kind, LogStoreWAL, LogStoreBoltDB)
+		return nil, "", fmt.Errorf("raft: unknown log store %q (want %q or %q)", kind, WAL, BoltDB)
 	}
-	if kind == LogStoreWAL && hasBolt {
+	if kind == WAL && hasBolt {
 		// A migration that ended before its last rename: the wal directory
 		// is complete (it was renamed into place), the old file is spare.
 		if err := os.Rename(boltPath, boltPath+".migrated"); err != nil {
@@ -91,8 +96,8 @@ func openLogStore(dir, kind string, log *slog.Logger) (logStore, string, error) 
 	return s, kind, err
 }
 
-func openKind(dir, kind string) (logStore, error) {
-	if kind == LogStoreBoltDB {
+func openKind(dir, kind string) (Store, error) {
+	if kind == BoltDB {
 		s, err := raftboltdb.New(raftboltdb.Options{
 			Path:        filepath.Join(dir, "raft.db"),
 			BoltOptions: &bolt.Options{Timeout: time.Second},
@@ -155,7 +160,7 @@ func migrateToWAL(dir string, log *slog.Logger) error {
 	if err := os.RemoveAll(tmp); err != nil {
 		return fmt.Errorf("raft: migrate log store: %w", err)
 	}
-	old, err := openKind(dir, LogStoreBoltDB)
+	old, err := openKind(dir, BoltDB)
 	if err != nil {
 		return err
 	}
@@ -190,7 +195,7 @@ func migrateToWAL(dir string, log *slog.Logger) error {
 	}
 	if err != nil {
 		os.RemoveAll(tmp)
-		return fmt.Errorf("raft: migrate log store to %s: %w", LogStoreWAL, err)
+		return fmt.Errorf("raft: migrate log store to %s: %w", WAL, err)
 	}
 	if err := syncDir(tmp); err != nil {
 		return err
@@ -244,4 +249,14 @@ func syncDir(dir string) error {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// Snapshots opens the file snapshot store under dir (dir/snapshots),
+// keeping the newest two.
+func Snapshots(dir string, log hclog.Logger) (*raft.FileSnapshotStore, error) {
+	s, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, log)
+	if err != nil {
+		return nil, fmt.Errorf("raft: open snapshot store: %w", err)
+	}
+	return s, nil
 }
