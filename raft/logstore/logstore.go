@@ -39,8 +39,13 @@ const (
 )
 
 // Stable-store keys hashicorp/raft keeps (raft/raft.go): the current term
-// and the last vote. A migration copies them.
-var stableKeys = [][]byte{[]byte("CurrentTerm"), []byte("LastVoteTerm"), []byte("LastVoteCand")}
+// and the last vote. A migration copies them: the terms as numbers
+// (raft-boltdb writes them big-endian, raft-wal little-endian: copied as
+// bytes they read as another term), the candidate as bytes.
+var (
+	uint64Keys = [][]byte{[]byte("CurrentTerm"), []byte("LastVoteTerm")}
+	bytesKeys  = [][]byte{[]byte("LastVoteCand")}
+)
 
 // Store is a Raft log and stable store that must be closed.
 type Store interface {
@@ -176,19 +181,8 @@ func migrateToWAL(dir string, log *slog.Logger) error {
 			err = copyLogs(old, w, first, last)
 		}
 	}
-	for _, k := range stableKeys {
-		if err != nil {
-			break
-		}
-		var v []byte
-		v, err = old.Get(k)
-		if err != nil && err.Error() == "not found" { // raft-boltdb's ErrKeyNotFound
-			err = nil
-			continue
-		}
-		if err == nil && len(v) > 0 {
-			err = w.Set(k, v)
-		}
+	if err == nil {
+		err = copyStable(old, w)
 	}
 	if cerr := w.Close(); err == nil {
 		err = cerr
@@ -213,6 +207,39 @@ func migrateToWAL(dir string, log *slog.Logger) error {
 	log.Info("raft: migrated the Raft log from raft-boltdb to raft-wal", "dir", dir, "kept", "raft.db.migrated")
 	return nil
 }
+
+// copyStable copies hashicorp/raft's stable keys that from holds.
+func copyStable(from, to raft.StableStore) error {
+	for _, k := range uint64Keys {
+		v, err := from.GetUint64(k)
+		if notFound(err) {
+			continue
+		}
+		if err == nil {
+			err = to.SetUint64(k, v)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, k := range bytesKeys {
+		v, err := from.Get(k)
+		if notFound(err) || (err == nil && len(v) == 0) {
+			continue
+		}
+		if err == nil {
+			err = to.Set(k, v)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// notFound is raft-boltdb's ErrKeyNotFound (an unexported error "not
+// found").
+func notFound(err error) bool { return err != nil && err.Error() == "not found" }
 
 // copyLogs copies entries first..last in batches.
 func copyLogs(from raft.LogStore, to raft.LogStore, first, last uint64) error {
