@@ -59,17 +59,6 @@ type User struct {
 	Created   time.Time `json:"created"`
 }
 
-// Errors of the catalog's commands.
-var (
-	// ErrBucketExists: the name is taken (BucketExistsError says by whom).
-	ErrBucketExists = errors.New("catalog: bucket exists")
-	ErrNoSuchBucket = errors.New("catalog: no such bucket")
-	// ErrNotHome: a change of a bucket sent by a region that is not its home.
-	ErrNotHome = errors.New("catalog: not the bucket's home region")
-	// ErrKeyInUse: a user's access key belongs to another user.
-	ErrKeyInUse = errors.New("catalog: access key in use by another user")
-)
-
 // BucketExistsError is a create of a taken name.
 type BucketExistsError struct {
 	Existing Bucket
@@ -82,6 +71,17 @@ func (e *BucketExistsError) Error() string {
 }
 
 func (e *BucketExistsError) Unwrap() error { return ErrBucketExists }
+
+// Errors of the catalog's commands.
+var (
+	// ErrBucketExists: the name is taken (BucketExistsError says by whom).
+	ErrBucketExists = errors.New("catalog: bucket exists")
+	ErrNoSuchBucket = errors.New("catalog: no such bucket")
+	// ErrNotHome: a change of a bucket sent by a region that is not its home.
+	ErrNotHome = errors.New("catalog: not the bucket's home region")
+	// ErrKeyInUse: a user's access key belongs to another user.
+	ErrKeyInUse = errors.New("catalog: access key in use by another user")
+)
 
 // Command is one change of the catalog. Op names its type (TypeCreate's
 // "create", ...); Raft carries it in the envelope of raft/envelope: the

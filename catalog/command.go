@@ -15,14 +15,15 @@ import (
 // upgrade can write it while older members still apply the log.
 type CommandType = envelope.Type
 
-// Command types. Append only; never renumber or reuse.
+// Command types, numbered from 1 in this order: add new ones at the end
+// only (the numbers are in every member's log; TestTypeNumbers pins them).
 const (
-	TypeCreate     CommandType = 1
-	TypeUpdate     CommandType = 2
-	TypeSetConfig  CommandType = 3
-	TypeDelete     CommandType = 4
-	TypePutUser    CommandType = 5
-	TypeDeleteUser CommandType = 6
+	TypeCreate CommandType = iota + 1
+	TypeUpdate
+	TypeSetConfig
+	TypeDelete
+	TypePutUser
+	TypeDeleteUser
 	// TypeJSON (the byte '{', 0x7b) is not a type a member writes: entries
 	// written before the envelope are a Command as JSON, its Op naming the
 	// change, and they start with it. It stays reserved.

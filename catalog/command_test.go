@@ -8,6 +8,15 @@ import (
 	"github.com/fedgate/fedgate/raft/envelope"
 )
 
+// The type numbers are in every member's log: they never change.
+func TestTypeNumbers(t *testing.T) {
+	got := []CommandType{TypeCreate, TypeUpdate, TypeSetConfig, TypeDelete, TypePutUser, TypeDeleteUser, TypeJSON}
+	want := []CommandType{1, 2, 3, 4, 5, 6, 0x7b}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("command type numbers %v, want %v", got, want)
+	}
+}
+
 // FuzzDecodeCommand: any log entry decodes to a command, a skip or an
 // error without panicking; a decoded command (of either form) encodes to
 // an entry that decodes to the same command.

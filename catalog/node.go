@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fedgate/fedgate/raft/rlog"
+	"github.com/fedgate/fedgate/raft/rmetrics"
 )
 
 // ErrNoMajority: the catalog could not commit the change in time (no
@@ -105,6 +106,10 @@ func (n *Node) Leader() string {
 	_, id := n.raft.LeaderWithID()
 	return string(id)
 }
+
+// RaftView is this member's view of the catalog's Raft group, for its
+// metrics (raft/rmetrics).
+func (n *Node) RaftView() rmetrics.View { return rmetrics.Of(n.raft, n.state.Applied()) }
 
 // Lag is how many committed entries this member has not applied yet as
 // far as it knows (its Raft commit index minus its applied index).

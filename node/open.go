@@ -91,7 +91,7 @@ func (n *Node) open(ctx context.Context) error {
 	if err := openCatalog(cfg, n.rcat, n.creds, n.rn); err != nil {
 		return err
 	}
-	metrics, err := registerMetrics(metricSources{n.conns, n.rn, n.cache, n.cl.clocks, n.cert, n.ns, pm})
+	metrics, err := registerMetrics(metricSources{n.conns, n.rn, n.cache, n.cl.clocks, n.cert, n.ns, pm, n.rcat})
 	if err != nil {
 		return err
 	}
@@ -583,6 +583,7 @@ type metricSources struct {
 	cert   *s3Cert // nil: plain HTTP
 	ns     *federation.Namespace
 	pm     *policyManager
+	rcat   *regionCatalog // nil: the policy peers no regions
 }
 
 // registerMetrics builds the node's Prometheus registry: Go and process
@@ -591,6 +592,9 @@ func registerMetrics(m metricSources) (*prometheus.Registry, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), m.conns.Collector())
 	reg.MustRegister(raftMetrics(m.rn)...)
+	if m.rcat != nil {
+		reg.MustRegister(m.rcat.metrics()...)
+	}
 	if err := m.cache.RegisterMetrics(reg); err != nil {
 		return nil, err
 	}

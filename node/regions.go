@@ -15,12 +15,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/catalog"
 	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/raft/rmetrics"
 	"github.com/fedgate/fedgate/raft/transport"
 	"github.com/fedgate/fedgate/regionstate"
 	"github.com/fedgate/fedgate/store"
@@ -123,6 +126,17 @@ func (rc *regionCatalog) open(cfg *Config) error {
 	go rc.probeLoop()
 	rc.log.Info("catalog member started", "id", m.ID(), "voter", m.Voter(), "addr", cfg.CatalogAddr)
 	return nil
+}
+
+// metrics are the gauges of this node's catalog member
+// (fedgate_catalog_*; all 0 until the member opens).
+func (rc *regionCatalog) metrics() []prometheus.Collector {
+	return rmetrics.Gauges("fedgate_catalog", "catalog", func() rmetrics.View {
+		if m := rc.member(); m != nil {
+			return m.RaftView()
+		}
+		return rmetrics.View{}
+	})
 }
 
 func (rc *regionCatalog) voters() map[string]string {
