@@ -2,37 +2,22 @@ package catalog
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/fedgate/fedgate/internal/testserver"
-	"github.com/fedgate/fedgate/raft/transport"
 )
 
 // TestMembersTLS: with the peering certificates every catalog link is
 // mutual TLS: two regions agree on a bucket, and a client holding a
 // certificate of another CA cannot forward a change.
 func TestMembersTLS(t *testing.T) {
-	dir := t.TempDir()
-	tlsFor := func(ca *testserver.CA, name string) *tls.Config {
-		t.Helper()
-		cert, key, caFile := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key"), filepath.Join(dir, name+"-ca.pem")
-		ca.Issue(t, cert, key, time.Now().UnixNano(), time.Now().Add(time.Hour))
-		ca.WriteCA(t, caFile)
-		c, err := transport.PeerTLSConfig(cert, key, caFile, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
 	ca := testserver.NewCA(t)
 	voters := map[string]string{"a": freeAddr(t), "b": freeAddr(t)}
 	open := func(region string) *Member {
 		m, err := OpenMember(MemberConfig{Region: region, NodeID: "n1", Bind: voters[region], Voters: voters, Dir: t.TempDir(),
-			TLS: tlsFor(ca, region), RTT: 20 * time.Millisecond})
+			TLS: ca.PeerTLS(t, region), RTT: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +39,7 @@ func TestMembersTLS(t *testing.T) {
 	// A stranger's certificate (trusting the regions' CA, so only the
 	// server's check of the client certificate can stop it): the handshake
 	// fails, nothing changes.
-	stranger := tlsFor(testserver.NewCA(t), "stranger")
+	stranger := testserver.NewCA(t).PeerTLS(t, "stranger")
 	stranger.RootCAs = a.cfg.TLS.RootCAs
 	forged := &Member{cfg: MemberConfig{TLS: stranger}, client: newClient(stranger)}
 	leader := voters[a.Leader()]

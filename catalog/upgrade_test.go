@@ -1,14 +1,10 @@
 package catalog
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"reflect"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -131,42 +127,4 @@ func TestMemberDial(t *testing.T) {
 	if dials.Load() == 0 {
 		t.Fatal("no Raft connection went through MemberConfig.Dial")
 	}
-}
-
-// lockedBuffer is a log destination that members write from many
-// goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// TestMemberLogs: the catalog's Raft log lines reach the member's logger
-// (the node gives it its own, component=catalog) under logger=raft; they
-// were discarded before the catalog used raft/rlog.
-func TestMemberLogs(t *testing.T) {
-	var buf lockedBuffer
-	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug - 8})).With("component", "catalog")
-	addr := freeAddr(t)
-	m, err := OpenMember(MemberConfig{Region: "a", NodeID: "n1", Bind: addr, Voters: map[string]string{"a": addr}, Dir: t.TempDir(),
-		Secret: []byte("s"), RTT: 20 * time.Millisecond, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	waitFor(t, func() bool { return m.Leader() == "a" })
-	waitFor(t, func() bool {
-		return strings.Contains(buf.String(), `"msg":"entering leader state","component":"catalog","logger":"raft"`)
-	})
 }

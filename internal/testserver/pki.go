@@ -4,14 +4,18 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
 	"net"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/fedgate/fedgate/raft/transport"
 )
 
 // CA is a throwaway certificate authority for tests of TLS (the S3 port's
@@ -88,4 +92,21 @@ func (ca *CA) Issue(tb testing.TB, certFile, keyFile string, serial int64, notAf
 	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// PeerTLS issues a certificate named name in a temporary directory and
+// returns the mutual-TLS configuration of Raft and catalog links built
+// from the files (transport.PeerTLSConfig), as a node started with
+// --peer-* would.
+func (ca *CA) PeerTLS(tb testing.TB, name string) *tls.Config {
+	tb.Helper()
+	dir := tb.TempDir()
+	cert, key, caFile := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key"), filepath.Join(dir, name+"-ca.pem")
+	ca.Issue(tb, cert, key, time.Now().UnixNano(), time.Now().Add(time.Hour))
+	ca.WriteCA(tb, caFile)
+	c, err := transport.PeerTLSConfig(cert, key, caFile, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
 }

@@ -2,13 +2,11 @@ package transport_test
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,19 +16,6 @@ import (
 	"github.com/fedgate/fedgate/internal/testserver"
 	"github.com/fedgate/fedgate/raft/transport"
 )
-
-func peerTLS(t *testing.T, ca *testserver.CA, name string) *tls.Config {
-	t.Helper()
-	dir := t.TempDir()
-	cert, key, caFile := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key"), filepath.Join(dir, "ca.pem")
-	ca.Issue(t, cert, key, time.Now().UnixNano(), time.Now().Add(time.Hour))
-	ca.WriteCA(t, caFile)
-	c, err := transport.PeerTLSConfig(cert, key, caFile, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 func plainDial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
@@ -44,7 +29,7 @@ func TestTransportDoesNotPipeline(t *testing.T) {
 	ca := testserver.NewCA(t)
 	for name, cfg := range map[string]transport.Config{
 		"tcp":  {Bind: "127.0.0.1:0"},
-		"tls":  {Bind: "127.0.0.1:0", TLS: peerTLS(t, ca, "n1")},
+		"tls":  {Bind: "127.0.0.1:0", TLS: ca.PeerTLS(t, "n1")},
 		"dial": {Bind: "127.0.0.1:0", Dial: plainDial},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -99,7 +84,7 @@ func TestDialIsHonoured(t *testing.T) {
 					return plainDial(ctx, network, addr)
 				}}
 				if withTLS {
-					c.TLS = peerTLS(t, ca, name)
+					c.TLS = ca.PeerTLS(t, name)
 				}
 				return c
 			}
@@ -135,7 +120,7 @@ func TestDialIsHonoured(t *testing.T) {
 // listener, and Drain lets go of accepted connections.
 func TestMux(t *testing.T) {
 	ca := testserver.NewCA(t)
-	serverTLS, clientTLS := peerTLS(t, ca, "a"), peerTLS(t, ca, "b")
+	serverTLS, clientTLS := ca.PeerTLS(t, "a"), ca.PeerTLS(t, "b")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
