@@ -153,19 +153,9 @@ type Node struct {
 // more than a second), fsm.db holds state while Raft holds none, or ctx
 // ends first.
 func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
-	if cfg.NodeID == "" || cfg.Dir == "" {
-		return nil, errors.New("raft: Config.NodeID and Config.Dir are required")
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	if cfg.ElectionTimeout != 0 && cfg.ElectionTimeout < 10*time.Millisecond {
-		return nil, errors.New("raft: Config.ElectionTimeout must be at least 10ms")
-	}
-	if cfg.BootstrapExpect < 0 || (cfg.Bootstrap && cfg.BootstrapExpect > 1) {
-		return nil, errors.New("raft: Config.Bootstrap and a BootstrapExpect above 1 exclude each other")
-	}
-	if cfg.TLS != nil && cfg.BindAddr == "" {
-		return nil, errors.New("raft: Config.TLS needs a BindAddr")
-	}
-	alone := cfg.Bootstrap || cfg.BootstrapExpect <= 1
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -174,46 +164,21 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	n := &Node{id: cfg.NodeID, expect: cfg.BootstrapExpect, forward: cfg.Forward,
-		wait: cmp.Or(cfg.LeaderWait, 5*time.Second), log: log, done: make(chan struct{})}
+		wait: cmp.Or(cfg.LeaderWait, 5*time.Second), log: log, done: make(chan struct{}),
+		election: cmp.Or(cfg.ElectionTimeout, raft.DefaultConfig().ElectionTimeout)}
 	n.group = &committer{n: n}
-	n.election = raft.DefaultConfig().ElectionTimeout
-	if cfg.ElectionTimeout > 0 {
-		n.election = cfg.ElectionTimeout
-	}
 	defer func() {
 		if err != nil {
 			n.Close()
 		}
 	}()
 
-	if n.fsm, err = openFSM(filepath.Join(cfg.Dir, "fsm.db"), log); err != nil {
-		return nil, err
-	}
-	n.closers = append(n.closers, n.fsm.close)
-	store, kind, err := logstore.Open(cfg.Dir, cfg.LogStore, log)
-	if err != nil {
-		return nil, err
-	}
-	n.logStore = kind
-	n.closers = append(n.closers, store.Close)
-	logs, err := raft.NewLogCache(512, store)
-	if err != nil {
-		return nil, fmt.Errorf("raft: %w", err)
-	}
 	hl := rlog.New(log, "raft").TrackPeers(time.Now)
-	snaps, err := logstore.Snapshots(cfg.Dir, hl.Named("snapshot"))
+	st, err := n.openStorage(cfg, hl)
 	if err != nil {
 		return nil, err
 	}
-	trans, err := transport.New(transport.Config{Bind: cfg.BindAddr, Advertise: cfg.AdvertiseAddr, LocalID: cfg.NodeID,
-		TLS: cfg.TLS, Dial: cfg.Dial, Timeout: cfg.TransportTimeout, MaxPool: cfg.TransportMaxPool, Logger: hl.Named("transport")})
-	if err != nil {
-		return nil, err
-	}
-	n.trans = trans
-	n.closers = append(n.closers, trans.Close)
-
-	hasState, err := raft.HasExistingState(logs, store, snaps)
+	hasState, err := raft.HasExistingState(st.logs, st.store, st.snaps)
 	if err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
@@ -225,7 +190,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// The file is normally at or past the newest snapshot (Raft snapshots
 	// what the FSM applied), and then Raft need not restore the snapshot
 	// into it; if the file is behind (lost, or an old copy), it must.
-	snapApplied, hasSnap, err := snapshotApplied(snaps)
+	snapApplied, hasSnap, err := snapshotApplied(st.snaps)
 	if err != nil {
 		return nil, fmt.Errorf("raft: read newest snapshot: %w", err)
 	}
@@ -236,37 +201,93 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
-	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, store, snaps, trans); err != nil {
+	if n.raft, err = raft.NewRaft(rc, n.fsm, st.logs, st.store, st.snaps, n.trans); err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	n.closers = append(n.closers, func() error { return n.raft.Shutdown().Error() })
 	n.raft.RegisterObserver(hl.Observer())
 	go n.markLeadership(leaderCh)
 	go n.announce()
+	if err := n.form(ctx, hasState, cfg.Bootstrap || cfg.BootstrapExpect <= 1, rc.LocalID); err != nil {
+		return nil, err
+	}
+	log.Info("raft: ready", "node", cfg.NodeID, "addr", n.trans.LocalAddr(),
+		"applied", n.fsm.state.AppliedIndex(), "restored_snapshot", hasSnap && !rc.NoSnapshotRestoreOnStart)
+	return n, nil
+}
+
+// validate checks the fields Open needs and the combinations it refuses.
+func (cfg *Config) validate() error {
+	switch {
+	case cfg.NodeID == "" || cfg.Dir == "":
+		return errors.New("raft: Config.NodeID and Config.Dir are required")
+	case cfg.ElectionTimeout != 0 && cfg.ElectionTimeout < 10*time.Millisecond:
+		return errors.New("raft: Config.ElectionTimeout must be at least 10ms")
+	case cfg.BootstrapExpect < 0 || (cfg.Bootstrap && cfg.BootstrapExpect > 1):
+		return errors.New("raft: Config.Bootstrap and a BootstrapExpect above 1 exclude each other")
+	case cfg.TLS != nil && cfg.BindAddr == "":
+		return errors.New("raft: Config.TLS needs a BindAddr")
+	}
+	return nil
+}
+
+// storage is what Raft runs on: the log (behind a cache), the stable
+// store and the snapshots.
+type storage struct {
+	logs  raft.LogStore
+	store logstore.Store
+	snaps raft.SnapshotStore
+}
+
+// openStorage opens the FSM's file, the log store, the snapshots and the
+// transport (raft/), each closed by Close.
+func (n *Node) openStorage(cfg Config, hl *rlog.Logger) (st storage, err error) {
+	if n.fsm, err = openFSM(filepath.Join(cfg.Dir, "fsm.db"), n.log); err != nil {
+		return st, err
+	}
+	n.closers = append(n.closers, n.fsm.close)
+	if st.store, n.logStore, err = logstore.Open(cfg.Dir, cfg.LogStore, n.log); err != nil {
+		return st, err
+	}
+	n.closers = append(n.closers, st.store.Close)
+	if st.logs, err = raft.NewLogCache(512, st.store); err != nil {
+		return st, fmt.Errorf("raft: %w", err)
+	}
+	if st.snaps, err = logstore.Snapshots(cfg.Dir, hl.Named("snapshot")); err != nil {
+		return st, err
+	}
+	n.trans, err = transport.New(transport.Config{Bind: cfg.BindAddr, Advertise: cfg.AdvertiseAddr, LocalID: cfg.NodeID,
+		TLS: cfg.TLS, Dial: cfg.Dial, Timeout: cfg.TransportTimeout, MaxPool: cfg.TransportMaxPool, Logger: hl.Named("transport")})
+	if err != nil {
+		return st, err
+	}
+	n.closers = append(n.closers, n.trans.Close)
+	return st, nil
+}
+
+// form bootstraps a one-node region without Raft state (alone), and waits
+// to lead one (new, or a Dir whose configuration is this node alone).
+func (n *Node) form(ctx context.Context, hasState, alone bool, self raft.ServerID) error {
 	wait := !hasState && alone
 	if wait {
 		boot := raft.Configuration{Servers: []raft.Server{{
-			Suffrage: raft.Voter, ID: rc.LocalID, Address: trans.LocalAddr(),
+			Suffrage: raft.Voter, ID: self, Address: n.trans.LocalAddr(),
 		}}}
 		if err := n.raft.BootstrapCluster(boot).Error(); err != nil {
-			return nil, fmt.Errorf("raft: bootstrap: %w", err)
+			return fmt.Errorf("raft: bootstrap: %w", err)
 		}
 	} else if hasState {
 		f := n.raft.GetConfiguration()
 		if err := f.Error(); err != nil {
-			return nil, fmt.Errorf("raft: %w", err)
+			return fmt.Errorf("raft: %w", err)
 		}
 		s := f.Configuration().Servers
-		wait = len(s) == 1 && s[0].ID == rc.LocalID
+		wait = len(s) == 1 && s[0].ID == self
 	}
-	if wait {
-		if err := n.waitReady(ctx); err != nil {
-			return nil, err
-		}
+	if !wait {
+		return nil
 	}
-	log.Info("raft: ready", "node", cfg.NodeID, "addr", trans.LocalAddr(),
-		"applied", n.fsm.state.AppliedIndex(), "restored_snapshot", hasSnap && !rc.NoSnapshotRestoreOnStart)
-	return n, nil
+	return n.waitReady(ctx)
 }
 
 func raftConfig(cfg Config, hl *rlog.Logger) *raft.Config {
