@@ -71,8 +71,28 @@ func (a *Logger) Log(level hclog.Level, msg string, args ...any) {
 		level = hclog.Info // every node's first election, not a problem
 	}
 	if a.enabled(level) {
-		a.l.Log(context.Background(), slogLevel(level), msg, args...)
+		a.l.Log(context.Background(), slogLevel(level), msg, formatted(args)...)
 	}
+}
+
+// formatted replaces hclog.Fmt values (hashicorp/raft logs its
+// configuration so) with the text they format to; slog would show the
+// format and its arguments as a list.
+func formatted(args []any) []any {
+	out := args
+	for i, v := range args {
+		if f, ok := v.(hclog.Format); ok && len(f) > 0 {
+			if &out[0] == &args[0] { // copy once: the slice is the caller's
+				out = append([]any(nil), args...)
+			}
+			if format, ok := f[0].(string); ok {
+				out[i] = fmt.Sprintf(format, f[1:]...)
+			} else {
+				out[i] = fmt.Sprint(f...)
+			}
+		}
+	}
+	return out
 }
 
 func (a *Logger) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }
