@@ -98,7 +98,10 @@ func Open(dir, kind string, log *slog.Logger) (Store, string, error) {
 		}
 	}
 	s, err := openKind(dir, kind)
-	return s, kind, err
+	if err != nil {
+		return nil, "", err
+	}
+	return s, kind, nil
 }
 
 func openKind(dir, kind string) (Store, error) {
@@ -112,7 +115,11 @@ func openKind(dir, kind string) (Store, error) {
 		}
 		return s, nil
 	}
-	return openWAL(filepath.Join(dir, "wal"))
+	w, err := openWAL(filepath.Join(dir, "wal"))
+	if err != nil {
+		return nil, err // not a Store holding a nil *walStore
+	}
+	return w, nil
 }
 
 // walStore is a raft-wal log whose meta database closes with it

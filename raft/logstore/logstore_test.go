@@ -114,3 +114,19 @@ func TestWALRefusesTruncatedHead(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A store that cannot be opened is returned as a nil Store, which a
+// caller's "if store != nil { store.Close() }" may skip.
+func TestOpenErrorIsNil(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "wal"), []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := Open(dir, WAL, slog.New(slog.DiscardHandler))
+	if err == nil {
+		t.Fatal("a wal that is a file opened")
+	}
+	if s != nil {
+		t.Fatalf("Open failed with a non-nil Store %#v", s)
+	}
+}
