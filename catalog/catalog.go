@@ -7,8 +7,9 @@
 // buckets) never waits for the catalog, and each region serves from its
 // applied copy while the catalog has no majority.
 //
-// The state machine (this file) holds buckets and users; node.go runs it
-// on Raft.
+// The state machine (this file) holds buckets and users; command.go lists
+// its commands (raft/envelope entries); node.go runs it on Raft and
+// member.go on the network, both on the plumbing of raft/.
 package catalog
 
 import (

@@ -6,8 +6,8 @@
 // region settings (members' addresses) and the egress ledger (bytes moved
 // per hour, bucket, prefix and location pair; egress.go).
 //
-// Writes are typed Commands (one type byte, then a JSON body; see
-// command.go) applied with Node.Apply. Reads go through State, an
+// Writes are typed Commands (one type byte, then a JSON body: a
+// raft/envelope table, command.go) applied with Node.Apply. Reads go through State, an
 // in-memory view that never touches disk or Raft. The FSM also keeps its
 // state in a bbolt file with the last applied index, so a restart loads the
 // file instead of replaying the log (see fsm.go).
@@ -19,6 +19,10 @@
 // leader (AddVoter, AddNonVoter, RemoveServer). Apply on a follower
 // forwards the write through Config.Forward, whose other end calls the
 // leader's ApplyEncoded; without Forward it returns a *NotLeaderError.
+//
+// The transport, the log store, the snapshot store and the logging of
+// hashicorp/raft are raft/'s (raft/transport, raft/logstore, raft/rlog),
+// shared with the catalog's Raft group.
 package regionstate
 
 import (
