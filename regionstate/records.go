@@ -88,104 +88,114 @@ func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 // load adds one record to c. It reports false for an unknown tag that may
 // be ignored, and fails for another unknown tag or a malformed record.
 func (c *catalog) load(t table, key, val []byte) (bool, error) {
-	var err error
-	switch t {
-	case tBucket:
-		var b Bucket
-		if err = json.Unmarshal(val, &b); err == nil {
-			c.buckets[b.Name] = b
-		}
-	case tUser:
-		var u User
-		if err = json.Unmarshal(val, &u); err == nil {
-			c.users[u.Name] = u
-			c.byKey[u.AccessKey] = u
-		}
-	case tGrant:
-		user, bucket, ok := strings.Cut(string(key), "\x00")
-		if !ok {
-			return false, fmt.Errorf("raft: malformed grant key %q", key)
-		}
-		if c.grants[user] == nil {
-			c.grants[user] = map[string]Perm{}
-		}
-		c.grants[user][bucket] = Perm(val)
-	case tUpload:
-		var u MultipartUpload
-		if err = json.Unmarshal(val, &u); err == nil {
-			u.Parts = nil
-			c.uploads.m[u.ID] = &uploadRec{up: u, parts: map[int]Part{}}
-		}
-	case tPart:
-		id, _, _ := strings.Cut(string(key), "\x00")
-		rec, ok := c.uploads.m[id]
-		if !ok {
-			return false, fmt.Errorf("raft: part record for unknown upload %q", id)
-		}
-		var p Part
-		if err = json.Unmarshal(val, &p); err == nil {
-			rec.parts[p.Number] = p
-		}
-	case tPolicy:
-		var p Policy
-		if err = json.Unmarshal(val, &p); err == nil {
-			c.policy = &p
-		}
-	case tSetting:
-		c.settings[string(key)] = string(val)
-	case tJournal:
-		if string(key) == journalClearedKey {
-			if len(val) != 8 {
-				return false, fmt.Errorf("raft: %d-byte journal cleared index", len(val))
-			}
-			c.journal.cleared = binary.BigEndian.Uint64(val)
-			break
-		}
-		var e JournalEntry
-		if err = json.Unmarshal(val, &e); err == nil {
-			c.journal.set(e.Bucket, e.Key, &e)
-		}
-	case tPin:
-		var p Pin
-		if err = json.Unmarshal(val, &p); err == nil {
-			c.pins[pinKey(p.Bucket, p.Prefix)] = p
-		}
-	case tEgress:
-		err = c.loadEgress(key, val)
-	case tJob:
-		var j PreloadJob
-		if err = json.Unmarshal(val, &j); err == nil {
-			c.jobs[j.ID] = j
-		}
-	case tVersion:
-		var v ObjectVersion
-		if err = json.Unmarshal(val, &v); err == nil {
-			c.versions.add(v)
-		}
-	case tVersionGarbage:
-		var g VersionGarbage
-		if err = json.Unmarshal(val, &g); err == nil {
-			c.versions.garbage[g.key()] = g
-		}
-	case tBucketConf:
-		bucket, kind, ok := strings.Cut(string(key), "\x00")
-		if !ok {
-			return false, fmt.Errorf("raft: malformed bucket configuration key %q", key)
-		}
-		if c.bconf[bucket] == nil {
-			c.bconf[bucket] = map[string]string{}
-		}
-		c.bconf[bucket][kind] = string(val)
-	default:
+	l, ok := loaders[t]
+	if !ok {
 		if t&tagIgnorable != 0 {
 			return false, nil
 		}
 		return false, fmt.Errorf("raft: unknown record tag %d", t)
 	}
-	if err != nil {
+	if err := l(c, key, val); err != nil {
+		var bad *badRecord
+		if errors.As(err, &bad) {
+			return false, bad.err
+		}
 		return false, fmt.Errorf("raft: decode record (tag %d, key %q): %w", t, key, err)
 	}
 	return true, nil
+}
+
+// badRecord is a loader's error returned as it is (not as a decoding
+// error of the record).
+type badRecord struct{ err error }
+
+func (e *badRecord) Error() string { return e.err.Error() }
+
+// loaders add a record of each table to a catalog.
+var loaders = map[table]func(c *catalog, key, val []byte) error{
+	tBucket: loadJSON(func(c *catalog, b Bucket) { c.buckets[b.Name] = b }),
+	tUser:   loadJSON(func(c *catalog, u User) { c.users[u.Name] = u; c.byKey[u.AccessKey] = u }),
+	tGrant:  (*catalog).loadGrant,
+	tUpload: loadJSON(func(c *catalog, u MultipartUpload) {
+		u.Parts = nil
+		c.uploads.m[u.ID] = &uploadRec{up: u, parts: map[int]Part{}}
+	}),
+	tPart:           (*catalog).loadPart,
+	tPolicy:         loadJSON(func(c *catalog, p Policy) { c.policy = &p }),
+	tSetting:        func(c *catalog, key, val []byte) error { c.settings[string(key)] = string(val); return nil },
+	tJournal:        (*catalog).loadJournal,
+	tPin:            loadJSON(func(c *catalog, p Pin) { c.pins[pinKey(p.Bucket, p.Prefix)] = p }),
+	tEgress:         (*catalog).loadEgress,
+	tJob:            loadJSON(func(c *catalog, j PreloadJob) { c.jobs[j.ID] = j }),
+	tVersion:        loadJSON(func(c *catalog, v ObjectVersion) { c.versions.add(v) }),
+	tVersionGarbage: loadJSON(func(c *catalog, g VersionGarbage) { c.versions.garbage[g.key()] = g }),
+	tBucketConf:     (*catalog).loadBucketConf,
+}
+
+// loadJSON is the loader of a table whose values are a T as JSON.
+func loadJSON[T any](add func(*catalog, T)) func(c *catalog, key, val []byte) error {
+	return func(c *catalog, _, val []byte) error {
+		var v T
+		if err := json.Unmarshal(val, &v); err != nil {
+			return err
+		}
+		add(c, v)
+		return nil
+	}
+}
+
+func (c *catalog) loadGrant(key, val []byte) error {
+	user, bucket, ok := strings.Cut(string(key), "\x00")
+	if !ok {
+		return &badRecord{fmt.Errorf("raft: malformed grant key %q", key)}
+	}
+	if c.grants[user] == nil {
+		c.grants[user] = map[string]Perm{}
+	}
+	c.grants[user][bucket] = Perm(val)
+	return nil
+}
+
+func (c *catalog) loadPart(key, val []byte) error {
+	id, _, _ := strings.Cut(string(key), "\x00")
+	rec, ok := c.uploads.m[id]
+	if !ok {
+		return &badRecord{fmt.Errorf("raft: part record for unknown upload %q", id)}
+	}
+	var p Part
+	if err := json.Unmarshal(val, &p); err != nil {
+		return err
+	}
+	rec.parts[p.Number] = p
+	return nil
+}
+
+func (c *catalog) loadJournal(key, val []byte) error {
+	if string(key) == journalClearedKey {
+		if len(val) != 8 {
+			return &badRecord{fmt.Errorf("raft: %d-byte journal cleared index", len(val))}
+		}
+		c.journal.cleared = binary.BigEndian.Uint64(val)
+		return nil
+	}
+	var e JournalEntry
+	if err := json.Unmarshal(val, &e); err != nil {
+		return err
+	}
+	c.journal.set(e.Bucket, e.Key, &e)
+	return nil
+}
+
+func (c *catalog) loadBucketConf(key, val []byte) error {
+	bucket, kind, ok := strings.Cut(string(key), "\x00")
+	if !ok {
+		return &badRecord{fmt.Errorf("raft: malformed bucket configuration key %q", key)}
+	}
+	if c.bconf[bucket] == nil {
+		c.bconf[bucket] = map[string]string{}
+	}
+	c.bconf[bucket][kind] = string(val)
+	return nil
 }
 
 // snapshotMagic starts every snapshot stream: the format name and version.

@@ -181,6 +181,51 @@ func (CollectVersionGarbage) Type() CommandType { return TypeCollectVersionGarba
 
 func (c *PutVersion) apply(b *batch) error {
 	v := c.Version.clone()
+	if err := validVersion(&v); err != nil {
+		return err
+	}
+	v.Seq = b.index
+	v.Created = b.stamp(v.Created)
+	if err := c.checkStaged(b, &v); err != nil {
+		return err
+	}
+	t := b.cat.versions
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tr, vk, keepBytes, err := c.checkKey(b, t, v)
+	if err != nil || (vk != nil && keepBytes && sameNull(vk, v)) {
+		return err // a nil error: adopting the same object again, nothing to do
+	}
+	if c.Stage != nil {
+		// The last check: StageObject checks the entry before it changes
+		// anything, and nothing above has changed anything yet.
+		st := &StageObject{Entry: *c.Stage}
+		st.Entry.Object = v.Key
+		if err := st.apply(b); err != nil {
+			return err
+		}
+		v.Staged = b.index
+	}
+	if vk != nil && v.ID == NullVersionID {
+		b.dropVersionLocked(t, tr, vk, NullVersionID, keepBytes)
+	}
+	if g := (VersionGarbage{Store: v.Store, StoreKey: v.StoreKey}); !v.DeleteMarker {
+		if _, ok := t.garbage[g.key()]; ok {
+			// The key's bytes were written again (an upload begun before
+			// versioning, completing at the plain key): they are this
+			// version's now, not garbage.
+			delete(t.garbage, g.key())
+			b.del(tVersionGarbage, g.key())
+		}
+	}
+	t.add(v)
+	b.put(tVersion, versionRecordKey(v.Bucket, v.Key, v.Seq), mustJSON(v))
+	return nil
+}
+
+// validVersion checks a new version's names, store key and lock, and
+// normalises its lock.
+func validVersion(v *ObjectVersion) error {
 	switch {
 	case validName("bucket name", v.Bucket) != nil:
 		return validName("bucket name", v.Bucket)
@@ -203,8 +248,12 @@ func (c *PutVersion) apply(b *batch) error {
 		// is: it protects nothing (the writer checked it was in the future).
 		v.Lock.RetainUntil = v.Lock.RetainUntil.UTC().Round(0)
 	}
-	v.Seq = b.index
-	v.Created = b.stamp(v.Created)
+	return nil
+}
+
+// checkStaged checks the journal entry the version adopts (AdoptStaged)
+// or brings (Stage).
+func (c *PutVersion) checkStaged(b *batch, v *ObjectVersion) error {
 	if c.AdoptStaged != 0 {
 		e, ok := b.cat.journal.get(v.Bucket, v.Key)
 		if !ok || e.Tombstone || e.Version != c.AdoptStaged || e.StoreKey != v.StoreKey {
@@ -220,71 +269,56 @@ func (c *PutVersion) apply(b *batch) error {
 			return invalid("version %q of %q: store key %q is journaled already", v.ID, v.Key, v.StoreKey)
 		}
 	}
-	t := b.cat.versions
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	return nil
+}
+
+// checkKey checks v against the key's versions (t locked): the condition
+// (Conditional, IfLatest), a taken id, a locked null version. It returns
+// the key's tree and versions (nil: none yet) and whether a null version
+// rewritten in place keeps its bytes (they are the new ones).
+func (c *PutVersion) checkKey(b *batch, t *versionTable, v ObjectVersion) (*btree.BTreeG[*versionedKey], *versionedKey, bool, error) {
+	tr := t.tree(v.Bucket, false)
+	var vk *versionedKey
+	if tr != nil {
+		vk, _ = tr.Get(&versionedKey{key: v.Key})
+	}
 	if c.Conditional {
 		var latest uint64
-		if tr := t.tree(v.Bucket, false); tr != nil {
-			if vk, ok := tr.Get(&versionedKey{key: v.Key}); ok {
-				latest = vk.versions[len(vk.versions)-1].Seq
-			}
+		if vk != nil {
+			latest = vk.versions[len(vk.versions)-1].Seq
 		}
 		if latest != c.IfLatest {
-			return ErrChanged
+			return nil, nil, false, ErrChanged
 		}
 	}
-	vk, exists := (*versionedKey)(nil), false
-	tr := t.tree(v.Bucket, false)
-	if tr != nil {
-		vk, exists = tr.Get(&versionedKey{key: v.Key})
-	}
-	if exists && v.ID != NullVersionID {
-		for _, old := range vk.versions {
-			if old.ID == v.ID {
-				return invalid("version %q of %q exists", v.ID, v.Key)
-			}
-		}
+	if vk == nil {
+		return tr, nil, false, nil
 	}
 	keepBytes := false
-	if exists && v.ID == NullVersionID {
-		for _, old := range vk.versions {
-			if old.ID == NullVersionID && old.Lock.Protects(b.now, false) {
-				return ErrObjectLocked // replacing it would delete it
-			}
-			if old.ID == NullVersionID && old.StoreKey == v.StoreKey && v.StoreKey != "" {
-				if old.ETag == v.ETag && old.Size == v.Size {
-					return nil // adopting the same object again: nothing to do
-				}
-				keepBytes = true // rewritten in place: its bytes are the new ones
-			}
+	for _, old := range vk.versions {
+		switch {
+		case v.ID != NullVersionID && old.ID == v.ID:
+			return nil, nil, false, invalid("version %q of %q exists", v.ID, v.Key)
+		case v.ID != NullVersionID || old.ID != NullVersionID:
+		case old.Lock.Protects(b.now, false):
+			return nil, nil, false, ErrObjectLocked // replacing it would delete it
+		case old.StoreKey == v.StoreKey && v.StoreKey != "":
+			keepBytes = true // rewritten in place: its bytes are the new ones
 		}
 	}
-	if c.Stage != nil {
-		// The last check: StageObject checks the entry before it changes
-		// anything, and nothing above has changed anything yet.
-		st := &StageObject{Entry: *c.Stage}
-		st.Entry.Object = v.Key
-		if err := st.apply(b); err != nil {
-			return err
-		}
-		v.Staged = b.index
-	}
-	if exists && v.ID == NullVersionID {
-		b.dropVersionLocked(t, tr, vk, NullVersionID, keepBytes)
-	}
-	if g := (VersionGarbage{Store: v.Store, StoreKey: v.StoreKey}); !v.DeleteMarker {
-		if _, ok := t.garbage[g.key()]; ok {
-			// The key's bytes were written again (an upload begun before
-			// versioning, completing at the plain key): they are this
-			// version's now, not garbage.
-			delete(t.garbage, g.key())
-			b.del(tVersionGarbage, g.key())
+	return tr, vk, keepBytes, nil
+}
+
+// sameNull reports whether vk's null version is v's object again (same
+// store key, ETag and size): adopting it changes nothing.
+func sameNull(vk *versionedKey, v ObjectVersion) bool {
+	for _, old := range vk.versions {
+		if v.ID == NullVersionID && old.ID == NullVersionID && old.StoreKey == v.StoreKey && v.StoreKey != "" &&
+			old.ETag == v.ETag && old.Size == v.Size {
+			return true
 		}
 	}
-	t.add(v)
-	b.put(tVersion, versionRecordKey(v.Bucket, v.Key, v.Seq), mustJSON(v))
-	return nil
+	return false
 }
 
 func (c *DeleteVersion) apply(b *batch) error {
