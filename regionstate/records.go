@@ -115,7 +115,7 @@ func (e *badRecord) Error() string { return e.err.Error() }
 var loaders = map[table]func(c *catalog, key, val []byte) error{
 	tBucket: loadJSON(func(c *catalog, b Bucket) { c.buckets[b.Name] = b }),
 	tUser:   loadJSON(func(c *catalog, u User) { c.users[u.Name] = u; c.byKey[u.AccessKey] = u }),
-	tGrant:  (*catalog).loadGrant,
+	tGrant:  func(c *catalog, key, val []byte) error { return putNested(c.grants, key, "grant", Perm(val)) },
 	tUpload: loadJSON(func(c *catalog, u MultipartUpload) {
 		u.Parts = nil
 		c.uploads.m[u.ID] = &uploadRec{up: u, parts: map[int]Part{}}
@@ -129,7 +129,9 @@ var loaders = map[table]func(c *catalog, key, val []byte) error{
 	tJob:            loadJSON(func(c *catalog, j PreloadJob) { c.jobs[j.ID] = j }),
 	tVersion:        loadJSON(func(c *catalog, v ObjectVersion) { c.versions.add(v) }),
 	tVersionGarbage: loadJSON(func(c *catalog, g VersionGarbage) { c.versions.garbage[g.key()] = g }),
-	tBucketConf:     (*catalog).loadBucketConf,
+	tBucketConf: func(c *catalog, key, val []byte) error {
+		return putNested(c.bconf, key, "bucket configuration", string(val))
+	},
 }
 
 // loadJSON is the loader of a table whose values are a T as JSON.
@@ -144,15 +146,16 @@ func loadJSON[T any](add func(*catalog, T)) func(c *catalog, key, val []byte) er
 	}
 }
 
-func (c *catalog) loadGrant(key, val []byte) error {
-	user, bucket, ok := strings.Cut(string(key), "\x00")
+// putNested sets m[a][b] for a record keyed "a\x00b".
+func putNested[V any](m map[string]map[string]V, key []byte, what string, v V) error {
+	a, b, ok := strings.Cut(string(key), "\x00")
 	if !ok {
-		return &badRecord{fmt.Errorf("raft: malformed grant key %q", key)}
+		return &badRecord{fmt.Errorf("raft: malformed %s key %q", what, key)}
 	}
-	if c.grants[user] == nil {
-		c.grants[user] = map[string]Perm{}
+	if m[a] == nil {
+		m[a] = map[string]V{}
 	}
-	c.grants[user][bucket] = Perm(val)
+	m[a][b] = v
 	return nil
 }
 
@@ -183,18 +186,6 @@ func (c *catalog) loadJournal(key, val []byte) error {
 		return err
 	}
 	c.journal.set(e.Bucket, e.Key, &e)
-	return nil
-}
-
-func (c *catalog) loadBucketConf(key, val []byte) error {
-	bucket, kind, ok := strings.Cut(string(key), "\x00")
-	if !ok {
-		return &badRecord{fmt.Errorf("raft: malformed bucket configuration key %q", key)}
-	}
-	if c.bconf[bucket] == nil {
-		c.bconf[bucket] = map[string]string{}
-	}
-	c.bconf[bucket][kind] = string(val)
 	return nil
 }
 
