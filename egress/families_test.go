@@ -28,12 +28,6 @@ func TestAdvisorFamilies(t *testing.T) {
 		t.Fatal(err)
 	}
 	traces := egresstest.Families(time.Date(2026, 9, 3, 0, 0, 0, 0, time.UTC))
-	// Where the advisor misses the bound, by how much at most (measured,
-	// docs/egress.md says why): bursts after silences longer than
-	// egress.KeepEvidenceHours, before the history holds a re-read that
-	// late, look like one-shot reads, and the first silence drops the
-	// copies that T_even keeps.
-	shortfall := map[string][2]float64{"bursts": {1.5, 1.75}}
 	var table strings.Builder
 	fmt.Fprintln(&table, "| family | advisor USD | cheapest other | advisor / cheapest other | advisor / T_even | advisor / optimum | optimum USD |")
 	fmt.Fprintln(&table, "|---|---:|---|---:|---:|---:|---:|")
@@ -59,10 +53,7 @@ func TestAdvisorFamilies(t *testing.T) {
 		}
 		fmt.Fprintf(&table, "| %s | %s | %s %s | %.3f | %.3f | %.3f | %s |\n", name, adv.Total, other.Name, other.Total,
 			ratio(adv.Total, other.Total), ratio(adv.Total, tEven.Total), ratio(adv.Total, res.Optimum), res.Optimum)
-		vsOther, vsOpt := 1.05, 1.3
-		if b, ok := shortfall[name]; ok {
-			vsOther, vsOpt = b[0], b[1]
-		}
+		const vsOther, vsOpt = 1.05, 1.3
 		if r := ratio(adv.Total, other.Total); r > vsOther {
 			t.Errorf("%s: advisor %s USD, %.3f × the cheapest other strategy (%s, %s USD): want at most %.2f", name, adv.Total, r, other.Name, other.Total, vsOther)
 		}

@@ -883,8 +883,12 @@ func (s *sim) read(o int32, r int, ev TraceEvent, t int64) {
 						s.count(st, k, 0, n, nil)
 					}
 				}
+				// The gap after this read is held for the keep time in
+				// force now (T_even, a TTL, or the advice just given).
 				if k := s.keepFor(st, obj, r, n); k > 0 {
-					*until = max(*until, addKeep(t, k))
+					*until = addKeep(t, k)
+				} else {
+					s.dropCopy(st, o, r, t)
 				}
 				continue
 			}
@@ -1218,7 +1222,6 @@ func (s *sim) advise(st *simStrat, h int64) {
 			}
 			return s.pBytes[i], true
 		}})
-	before := maps.Clone(st.adv.keep)
 	keep := st.adv.keep
 	clear(keep)
 	for _, a := range advice {
@@ -1240,40 +1243,6 @@ func (s *sim) advise(st *simStrat, h int64) {
 			keep[keepKey{prefix: i, bucket: b, loc: a.To}] = hours
 		}
 		s.log.Debug("simulate: advice", "strategy", st.Name(), "hour", until, "bucket", a.Bucket, "prefix", a.Prefix, "to", a.To, "keep_hours", hours)
-	}
-	if !maps.Equal(before, keep) {
-		s.applyKeep(st, h*usPerHour)
-	}
-}
-
-// applyKeep holds the copies already kept to the advice just given: a
-// copy whose new keep time since its last read has passed is dropped now,
-// one that would outlive it expires earlier. (A longer keep time takes
-// effect at the copy's next read.)
-func (s *sim) applyKeep(st *simStrat, now int64) {
-	for o := range s.objs {
-		obj := &s.objs[o]
-		if !obj.alive {
-			continue
-		}
-		for r := range s.regions {
-			_, until := s.copyState(int32(o), st.copyIdx, r)
-			if *until == never {
-				continue
-			}
-			last := *s.lastRead(int32(o), r)
-			if last == never {
-				continue
-			}
-			end := addKeep(last, s.keepFor(st, obj, r, obj.size))
-			switch {
-			case end >= *until:
-			case end <= now:
-				s.dropCopy(st, int32(o), r, now)
-			default:
-				*until = end
-			}
-		}
 	}
 }
 
