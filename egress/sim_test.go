@@ -286,7 +286,7 @@ buckets:
 		{head + "2026-11-02T00:00:01Z,gpu-x,data,a,1,get\n", `t.csv:3:22: region: "gpu-x" is not a region of the policy p.yaml (it has gpu)`},
 		{head + "2026-11-02T00:00:01Z,gpu,lost,a,1,get\n", `t.csv:3:26: bucket: "lost" is not a bucket of the policy, and the policy has no defaults.store for buckets created through S3 (p.yaml)`},
 		{head + "2026-11-02T00:00:01Z,gpu,nowhere,a,1,get\n", `t.csv:3:26: bucket: "nowhere" has no placement, origin or defaults.store in the policy: it would live in a region's embedded store, which other regions cannot read (p.yaml)`},
-		{head + "2026-11-02T00:00:01Z,gpu,data,b,1,get\n2026-11-02T00:00:02Z,gpu,data,c,1,get\n", `t.csv:4:31: key: the trace holds more than 2 distinct objects: raise the limit (--max-objects; each object costs about 140 bytes of memory plus its key)`},
+		{head + "2026-11-02T00:00:01Z,gpu,data,b,1,get\n2026-11-02T00:00:02Z,gpu,data,c,1,get\n", `t.csv:4:31: key: the trace holds more than 2 distinct objects: raise the limit (--max-objects; each object costs about 125 bytes of memory plus its key)`},
 	} {
 		res, err := egress.Simulate(context.Background(), egress.NewTraceReader("t.csv", strings.NewReader(c.in)),
 			egress.SimOptions{Policy: pol, MaxObjects: 2, Strategy: []egress.Strategy{{Kind: egress.StrategyAlwaysStore}}})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"math"
 	"math/big"
 	"math/bits"
@@ -177,7 +176,7 @@ type SimOptions struct {
 	AdviseEvery, AdviseWindow time.Duration
 	// MaxObjects bounds the distinct objects (bucket and key) the trace
 	// may hold, and so the memory: about 100 bytes plus the key per object,
-	// plus 8 bytes per region, 16 per region and copy strategy and 16 per
+	// plus 8 bytes per region, 16 per region and copy strategy and 1 per
 	// region for the offline optimum (default 10,000,000).
 	MaxObjects int
 	// Progress, when set, is called with the rows replayed so far every
@@ -197,9 +196,11 @@ type SimResult struct {
 	// Optimum is the offline optimum (see docs/egress.md, "The offline
 	// optimum"): per object and reading region, a copy is kept across the
 	// gap between two reads exactly when holding it costs less than
-	// fetching again (transfer and GET, plus the PUT that makes the copy).
-	// Every strategy that keeps the policy's placements costs at least
-	// this.
+	// fetching again (transfer and GET, plus the PUT that makes the copy),
+	// and what it fetches, keeps and requests is priced like every
+	// strategy's. Apart from what tiers and free tiers shift between
+	// months, a strategy that keeps the policy's placements costs at
+	// least this.
 	Optimum USD
 	Notes   []string
 }
@@ -352,7 +353,7 @@ type simStrat struct {
 	used                    map[PoolMonth]int64
 	egress                  *big.Rat
 	readEgress              *big.Rat // the part of egress that reads paid
-	hidden                  bool     // run for the optimum, not reported
+	hidden                  bool     // the optimum: priced, not reported
 	baseByteUs, copyByteUs  []u128   // per location
 	gets, puts              []int64
 	moved, read, local, hit int64
@@ -408,17 +409,14 @@ type sim struct {
 	advisors []*simStrat
 	nextAdv  int64
 
-	// The offline optimum: per object and region, two costs so far (A: a
-	// copy is held after the last read; B: none is), NaN before a read;
-	// optSum the finished ones; optPos the always-evict replay's running
-	// total per pool and month, whose marginal rate prices its fetches;
-	// optGets the GETs of reads that crossed, per location.
-	opt     [][]float64
-	optSum  float64
+	// The offline optimum (optRead): a strategy that knows, at each
+	// re-read, the gap since the read before; held: per object and
+	// region, whether it kept a copy across the last gap; optPos
+	// always-evict's running bytes per pool and month, whose marginal
+	// rate prices a fetch for its choice.
+	optimum *simStrat
+	held    [][]uint8
 	optPos  map[PoolMonth]int64
-	optFree map[PoolMonth]float64 // USD the free tier of a pool and month gives
-	optGets []int64
-	evict   *simStrat
 	// month's memory
 	monthFrom, monthTo int64
 	monthName          string
@@ -464,7 +462,7 @@ func newSim(opts SimOptions) (*sim, error) {
 	}
 	s := &sim{opts: opts, pol: opts.Policy, log: log, regIdx: map[string]int{}, locIdx: map[string]int{}, bIdx: map[string]int32{},
 		objIdx: map[string]int32{}, pIdx: map[prefixKey]int32{}, hour: math.MinInt64, first: true,
-		approx: map[string]bool{}, optPos: map[PoolMonth]int64{}, optFree: map[PoolMonth]float64{}}
+		approx: map[string]bool{}, optPos: map[PoolMonth]int64{}}
 	for i, r := range s.pol.Regions {
 		s.regions = append(s.regions, r)
 		s.regIdx[r.Name] = i
@@ -489,18 +487,11 @@ func newSim(opts SimOptions) (*sim, error) {
 		}
 		s.strats = append(s.strats, ss)
 		ss.grow(len(s.locs))
-		if st.Kind == StrategyAlwaysEvict {
-			s.evict = ss
-		}
 	}
-	if s.evict == nil {
-		// The optimum is always-evict's cost with its crossing reads
-		// priced again: run it, unreported.
-		s.evict = &simStrat{Strategy: Strategy{Kind: StrategyAlwaysEvict}, copyIdx: -1, used: map[PoolMonth]int64{}, egress: new(big.Rat),
-			readEgress: new(big.Rat), rows: map[Key]*Counts{}, hidden: true}
-		s.strats = append(s.strats, s.evict)
-		s.evict.grow(len(s.locs))
-	}
+	s.optimum = &simStrat{Strategy: Strategy{Kind: StrategyAlwaysEvict}, copyIdx: -1, used: map[PoolMonth]int64{}, egress: new(big.Rat),
+		readEgress: new(big.Rat), rows: map[Key]*Counts{}, hidden: true}
+	s.strats = append(s.strats, s.optimum)
+	s.optimum.grow(len(s.locs))
 	s.stride = len(s.regions) * (1 + 2*s.nCopy)
 	return s, nil
 }
@@ -525,12 +516,6 @@ func (st *simStrat) grow(n int) {
 		st.copyByteUs = append(st.copyByteUs, u128{})
 		st.gets = append(st.gets, 0)
 		st.puts = append(st.puts, 0)
-	}
-}
-
-func (s *sim) growOpt() {
-	for len(s.optGets) < len(s.locs) {
-		s.optGets = append(s.optGets, 0)
 	}
 }
 
@@ -684,7 +669,7 @@ func (s *sim) object(tr *TraceReader, b int32, key string, t int64) (int32, bool
 	k := string(s.keyBuf)
 	if len(s.objs) >= s.opts.MaxObjects {
 		return 0, false, tr.ErrorAt("key", fmt.Sprintf("the trace holds more than %d distinct objects: raise the limit (--max-objects; each object costs about %d bytes of memory plus its key)",
-			s.opts.MaxObjects, 100+8*s.stride+16*len(s.regions)))
+			s.opts.MaxObjects, 100+8*s.stride+len(s.regions)))
 	}
 	i := int32(len(s.objs))
 	s.objs = append(s.objs, simObj{bucket: b, prefix: s.prefix(b, key), born: t})
@@ -695,11 +680,7 @@ func (s *sim) object(tr *TraceReader, b int32, key string, t int64) (int32, bool
 		for j := range sl {
 			sl[j] = never
 		}
-		op := make([]float64, slabChunk*2*len(s.regions))
-		for j := range op {
-			op[j] = math.NaN()
-		}
-		s.slab, s.opt = append(s.slab, sl), append(s.opt, op)
+		s.slab, s.held = append(s.slab, sl), append(s.held, make([]uint8, slabChunk*len(s.regions)))
 	}
 	s.objIdx[k] = i
 	return i, true, nil
@@ -713,11 +694,10 @@ func (s *sim) lastRead(o int32, r int) *int64 {
 	return &s.slab[int(o)/slabChunk][int(o)%slabChunk*s.stride+r]
 }
 
-// optState returns the optimum's two costs of (o, r).
-func (s *sim) optState(o int32, r int) (*float64, *float64) {
-	c := s.opt[int(o)/slabChunk]
-	i := 2 * (int(o)%slabChunk*len(s.regions) + r)
-	return &c[i], &c[i+1]
+// heldCopy says whether the optimum kept a copy of o in r across the
+// last gap.
+func (s *sim) heldCopy(o int32, r int) *uint8 {
+	return &s.held[int(o)/slabChunk][int(o)%slabChunk*len(s.regions)+r]
 }
 
 // copyState returns a copy's (start, until); until == never: no copy.
@@ -825,7 +805,7 @@ func (s *sim) endVersion(o int32, t int64) {
 	}
 	for r := range s.regions {
 		*s.lastRead(o, r) = never
-		s.optEnd(o, r)
+		*s.heldCopy(o, r) = 0
 	}
 	s.pBytes[obj.prefix] -= obj.size
 	obj.alive = false
@@ -852,7 +832,7 @@ func (s *sim) read(o int32, r int, ev TraceEvent, t int64) {
 		rb = ReuseBucket(time.Duration(t-*lr)*time.Microsecond, false)
 	}
 	if !sb.readBase[r].local {
-		s.optRead(o, r, n, t, *lr)
+		s.optRead(o, r, ev, t, *lr)
 	}
 	*lr = t
 	regLoc := s.locStr[s.regLoc[r]]
@@ -861,6 +841,9 @@ func (s *sim) read(o int32, r int, ev TraceEvent, t int64) {
 		plan := sb.readBase[r]
 		if st.home {
 			plan = sb.readHome[r]
+		}
+		if st == s.optimum && !plan.local {
+			continue // optRead
 		}
 		if plan.local {
 			st.local += n
@@ -906,53 +889,45 @@ func (s *sim) read(o int32, r int, ev TraceEvent, t int64) {
 	}
 }
 
-// optAdvance adds the bytes of a transfer that every strategy keeping the
-// placements makes (a write, or a read that always-evict fetches) to the
-// optimum's running totals, per pool and month.
+// optAdvance adds the bytes of a write, which every strategy keeping the
+// placements makes, to always-evict's running total that the optimum
+// prices its choices at, per pool and month.
 func (s *sim) optAdvance(cloud string, plan simPlan, sch []*Schedule, size, t int64) {
 	if plan.local {
 		return
 	}
 	for i := range plan.parts {
-		s.optSum += s.optTransfer(cloud, sch[i], plan.bytes(i, size), t)
+		s.optTransfer(cloud, sch[i], plan.bytes(i, size), t)
 	}
 }
 
-// optTransfer prices n bytes for the optimum: at the marginal rate that
-// always-evict's running total of the pool and month has reached with
-// them, a free tier priced at the first paid rate (and taken off once per
-// pool and month at the end: optFree).
+// optTransfer prices n bytes for the optimum's choice: at the marginal
+// rate that always-evict's running total of the pool and month (writes
+// and every crossing read) has reached with them; within a free tier, at
+// the first paid rate (the optimum's own fetches may have used the free
+// bytes up: which fetches are free depends on the month's total).
 func (s *sim) optTransfer(cloud string, sc *Schedule, n, t int64) float64 {
 	used := int64(0)
 	if !sc.Flat() {
 		k := PoolMonth{Account: cloud, Pool: sc.Pool, Month: s.month(t)}
 		s.optPos[k] += n
 		used = s.optPos[k]
-		if s.optFree[k] == 0 && sc.Tiers[0].MicrosPerUnit == 0 {
-			free, paid := freeTier(sc)
-			s.optFree[k] = float64(free) * float64(paid) / (float64(sc.Unit) * 1e6)
-		}
 	}
 	rate := sc.RateAt(used)
 	if rate == 0 {
-		_, rate = freeTier(sc)
+		rate = firstPaid(sc)
 	}
 	return float64(n) * float64(rate) / (float64(sc.Unit) * 1e6)
 }
 
-// freeTier returns the bytes a schedule gives free each month and the
-// first rate after them (micros per unit).
-func freeTier(sc *Schedule) (free, paid int64) {
+// firstPaid returns a schedule's first rate above 0 (micros per unit).
+func firstPaid(sc *Schedule) int64 {
 	for _, t := range sc.Tiers {
 		if t.MicrosPerUnit > 0 {
-			return free, t.MicrosPerUnit
+			return t.MicrosPerUnit
 		}
-		if t.UpTo == 0 {
-			return free, 0
-		}
-		free = t.UpTo
 	}
-	return free, 0
+	return 0
 }
 
 // month is monthOf for a time in µs, remembered for the month last asked.
@@ -966,44 +941,50 @@ func (s *sim) month(t int64) string {
 	return s.monthName
 }
 
-// optRead adds a read of n bytes at t by region r, after its previous read
-// at prev (never: none), to the optimum's two costs for (o, r): a fetch is
-// its transfer at the marginal rate that always-evict's running total has
-// reached with it, plus its GETs; holding a copy across the gap costs its
-// storage plus a GET of the copy; making one costs a PUT.
-func (s *sim) optRead(o int32, r int, n, t, prev int64) {
-	sb := s.buckets[s.objs[o].bucket]
+// optRead is the optimum's read of ev at t by region r, whose previous
+// read of the object was at prev (never: none, or another version): it
+// kept a copy across the gap since prev exactly when holding it (its
+// storage over the gap, a GET of the copy, and the PUT that made it
+// unless the copy was already held across the gap before) cost less than
+// fetching again (transfer at the marginal rate always-evict's running
+// total of the month has reached, and the GETs of the base); else it
+// fetches. What it fetches, keeps and requests is
+// priced like every strategy's.
+func (s *sim) optRead(o int32, r int, ev TraceEvent, t, prev int64) {
+	st := s.optimum
+	obj := &s.objs[o]
+	sb := s.buckets[obj.bucket]
 	plan := sb.readBase[r]
-	fetch := 0.0
+	n := ev.Size
 	to := s.regions[r].Location
-	s.growOpt()
+	fetch := sb.getUSD[r]
 	for i, pt := range plan.parts {
 		if s.locs[pt.loc] != to {
 			fetch += s.optTransfer(s.locs[pt.loc].Cloud, sb.readSch[r][i], plan.bytes(i, n), t)
 		}
-		s.optGets[pt.loc]++
 	}
-	fetch += sb.getUSD[r]
-	a, bb := s.optState(o, r)
-	put, hit := sb.regPut[r], sb.regGet[r]
-	if math.IsNaN(*a) || prev == never {
-		s.optEnd(o, r)
-		*a, *bb = fetch+put, fetch
-		return
+	held := s.heldCopy(o, r)
+	if prev != never {
+		gap := t - prev
+		hold := float64(obj.size)*sb.storeRate[r]*float64(gap)/float64(usPerHour) + sb.regGet[r]
+		if *held == 0 {
+			hold += sb.regPut[r]
+		}
+		if hold < fetch {
+			loc := s.regLoc[r]
+			st.copyByteUs[loc].addMul(obj.size, gap)
+			st.gets[loc]++
+			if *held == 0 {
+				st.puts[loc]++
+			}
+			*held = 1
+			st.local += n
+			st.hit += n
+			return
+		}
 	}
-	hold := float64(s.objs[o].size) * sb.storeRate[r] * float64(t-prev) / float64(usPerHour)
-	low := min(*a, *bb)
-	*a, *bb = min(*a+hold+hit, low+fetch+put), low+fetch
-}
-
-// optEnd closes the optimum's account of (o, r): no copy is held after
-// the last read.
-func (s *sim) optEnd(o int32, r int) {
-	a, b := s.optState(o, r)
-	if !math.IsNaN(*a) {
-		s.optSum += min(*a, *b)
-	}
-	*a, *b = math.NaN(), math.NaN()
+	*held = 0
+	s.fetch(st, plan, obj, ev, s.locStr[s.regLoc[r]], -1)
 }
 
 // fetch reads an object from its base copies into region location dst.
@@ -1096,7 +1077,7 @@ func (s *sim) keepFor(st *simStrat, obj *simObj, r int, n int64) int64 {
 			return forever
 		}
 		return hoursToUs((float64(n)*sb.rate[r] + sb.getUSD[r]) / (float64(max(n, 1)) * sb.storeRate[r]))
-	case StrategyAdvisor, StrategyAdvisorMonthly:
+	case StrategyAdvisorMonthly:
 		loc := s.locStr[s.regLoc[r]]
 		if h, ok := st.adv.keep[keepKey{prefix: obj.prefix, bucket: obj.bucket, loc: loc}]; ok {
 			return hoursToUs(h)
@@ -1104,17 +1085,42 @@ func (s *sim) keepFor(st *simStrat, obj *simObj, r int, n int64) int64 {
 		if h, ok := st.adv.keep[keepKey{prefix: -1, bucket: obj.bucket, loc: loc}]; ok {
 			return hoursToUs(h)
 		}
-		if st.Kind == StrategyAdvisorMonthly {
-			return 0 // no advice: no copy
+		return 0 // no advice: no copy
+	case StrategyAdvisor:
+		loc := s.locStr[s.regLoc[r]]
+		h, ok := st.adv.keep[keepKey{prefix: obj.prefix, bucket: obj.bucket, loc: loc}]
+		if !ok {
+			h, ok = st.adv.keep[keepKey{prefix: -1, bucket: obj.bucket, loc: loc}]
 		}
-		// No advice yet for this bucket and region: what Advise gives
-		// data without history, the break-even time.
-		if sb.storeRate[r] <= 0 {
-			return forever
+		if !ok {
+			// No advice yet for this bucket and region: what Advise
+			// gives data without history, the break-even time.
+			h = math.Inf(1)
+			if sb.storeRate[r] > 0 {
+				h = sb.rate[r] / sb.storeRate[r]
+			}
 		}
-		return hoursToUs(sb.rate[r] / sb.storeRate[r])
+		return hoursToUs(min(h, s.copyPays(sb, r, n)))
 	}
 	return 0
+}
+
+// copyPays is the longest a copy of an object of n bytes in region r can
+// pay for itself, in hours: the advice is per byte, requests are per
+// object. A copy costs its PUT and a GET of it at the re-read it serves;
+// when fetching again costs no more than that (n×rate + the base's GETs
+// <= PUT + GET), it never pays: 0. Otherwise holding it longer than
+// (fetch - GET) / storage per hour costs more than the fetch it saves.
+func (s *sim) copyPays(sb *simBucket, r int, n int64) float64 {
+	fetch := float64(n)*sb.rate[r] + sb.getUSD[r]
+	if fetch <= sb.regPut[r]+sb.regGet[r] {
+		return 0
+	}
+	hold := float64(max(n, 1)) * sb.storeRate[r]
+	if hold <= 0 {
+		return math.Inf(1)
+	}
+	return (fetch - sb.regGet[r]) / hold
 }
 
 func hoursToUs(h float64) int64 {
@@ -1260,7 +1266,6 @@ func (s *sim) finish() (*SimResult, error) {
 		s.priceHour(st)
 	}
 	approx := s.approx
-	var evictTotal USD
 	for _, st := range s.strats {
 		r := StrategyResult{Strategy: st.Strategy, Name: st.Name(), Description: st.Describe(), Egress: USD{st.egress},
 			BytesMoved: st.moved, ReadBytes: st.read, LocalBytes: st.local, CopyHitBytes: st.hit}
@@ -1286,34 +1291,23 @@ func (s *sim) finish() (*SimResult, error) {
 		if r.ReadBytes > 0 {
 			r.HitRatio = float64(r.LocalBytes) / float64(r.ReadBytes)
 		}
-		if st == s.evict {
-			evictTotal = r.Total
+		if st == s.optimum {
+			s.res.Optimum = r.Total
 		}
 		if !st.hidden {
 			s.res.Strategies = append(s.res.Strategies, r)
 		}
 	}
-	// The optimum: always-evict with its crossing reads (their transfer
-	// and GETs) replaced by the optimum's choices for them.
-	s.growOpt()
-	opt := evictTotal.Sub(USD{s.evict.egress})
-	free := slices.SortedFunc(maps.Keys(s.optFree), func(a, b PoolMonth) int {
-		return strings.Compare(a.Account+" "+a.Pool+" "+a.Month, b.Account+" "+b.Pool+" "+b.Month)
-	})
-	for _, k := range free {
-		s.optSum -= s.optFree[k]
-	}
-	for i, l := range s.locs {
-		rp, _ := s.opts.Requests.Lookup(l)
-		opt = opt.Sub(rp.Cost(s.optGets[i], 0))
-	}
-	optReads := new(big.Rat)
-	if !math.IsNaN(s.optSum) && !math.IsInf(s.optSum, 0) {
-		optReads.SetFloat64(s.optSum)
-	}
-	s.res.Optimum = opt.Add(USD{optReads})
-	if s.res.Optimum.Sign() < 0 {
-		s.res.Optimum = USD{new(big.Rat)}
+	// The rule prices a fetch at list rates; a month's free tier or a
+	// cheaper tier can make fetching cost less than that, and a strategy
+	// that fetched then can cost less than the rule: the optimum is then
+	// that strategy's total, and a note says so.
+	for _, r := range s.res.Strategies {
+		if r.Strategy.Kind != StrategySingleRegion && r.Total.Cmp(s.res.Optimum) < 0 {
+			s.res.Notes = append(s.res.Notes, fmt.Sprintf("%s (%s USD) cost less than the offline rule (%s USD), with tiers the rule's fetch prices do not know: the optimum shown is %s's.",
+				r.Name, r.Total, s.res.Optimum, r.Name))
+			s.res.Optimum = r.Total
+		}
 	}
 	for i := range s.res.Strategies {
 		r := &s.res.Strategies[i]
