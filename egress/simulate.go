@@ -281,6 +281,7 @@ const (
 
 type simPart struct {
 	store string
+	sidx  int32 // index into sim.stores
 	loc   int   // index into sim.locs
 	num   int64 // bytes = size × num / den, rounded up
 	den   int64
@@ -349,7 +350,7 @@ type simStrat struct {
 	Strategy
 	copyIdx                 int // index among copy strategies; -1 for none
 	home                    bool
-	rows                    map[Key]*Counts // the current hour's ledger
+	rows                    map[rowID]*Row // the current hour's ledger
 	used                    map[PoolMonth]int64
 	egress                  *big.Rat
 	readEgress              *big.Rat // the part of egress that reads paid
@@ -367,6 +368,14 @@ type advisorState struct {
 	reuse  bool // record reuse distances in the ledger
 	window [][]Priced
 	keep   map[keepKey]float64 // hours
+}
+
+// rowID names a row of the hour's ledger by indexes: a key of ints hashes
+// faster than Key's strings.
+type rowID struct {
+	src, dst, bucket, store int32 // into sim.locs, sim.locs, sim.buckets, sim.stores
+	prefix                  int32 // into sim.prefixes; -1: ""
+	write                   bool
 }
 
 type prefixKey struct {
@@ -404,8 +413,11 @@ type sim struct {
 	pIdx     map[prefixKey]int32
 	pBytes   []int64 // live bytes per prefix, for Advise's Size
 
-	hour     int64                     // the hour being counted; math.MinInt64 before the first row
-	tracked  map[int32]map[string]bool // advisors' ledgers: prefixes tracked this hour, per bucket
+	hour     int64          // the hour being counted; math.MinInt64 before the first row
+	tracked  map[int32]bool // advisors' ledgers: prefixes tracked this hour
+	nTracked map[int32]int  // and how many, per bucket
+	stores   []string       // store names, by simPart.sidx
+	storeIdx map[string]int32
 	advisors []*simStrat
 	nextAdv  int64
 
@@ -476,7 +488,7 @@ func newSim(opts SimOptions) (*sim, error) {
 		}
 		seen[st.Name()] = true
 		ss := &simStrat{Strategy: st, copyIdx: -1, home: st.Kind == StrategySingleRegion, used: map[PoolMonth]int64{}, egress: new(big.Rat),
-			readEgress: new(big.Rat), rows: map[Key]*Counts{}}
+			readEgress: new(big.Rat), rows: map[rowID]*Row{}}
 		if st.copies() {
 			ss.copyIdx = s.nCopy
 			s.nCopy++
@@ -489,7 +501,7 @@ func newSim(opts SimOptions) (*sim, error) {
 		ss.grow(len(s.locs))
 	}
 	s.optimum = &simStrat{Strategy: Strategy{Kind: StrategyAlwaysEvict}, copyIdx: -1, used: map[PoolMonth]int64{}, egress: new(big.Rat),
-		readEgress: new(big.Rat), rows: map[Key]*Counts{}, hidden: true}
+		readEgress: new(big.Rat), rows: map[rowID]*Row{}, hidden: true}
 	s.strats = append(s.strats, s.optimum)
 	s.optimum.grow(len(s.locs))
 	s.stride = len(s.regions) * (1 + 2*s.nCopy)
@@ -508,6 +520,19 @@ func (s *sim) loc(l policies.Location) int {
 		st.grow(len(s.locs))
 	}
 	return len(s.locs) - 1
+}
+
+// store returns the index of a store name in sim.stores.
+func (s *sim) store(name string) int32 {
+	if i, ok := s.storeIdx[name]; ok {
+		return i
+	}
+	if s.storeIdx == nil {
+		s.storeIdx = map[string]int32{}
+	}
+	s.stores = append(s.stores, name)
+	s.storeIdx[name] = int32(len(s.stores) - 1)
+	return int32(len(s.stores) - 1)
 }
 
 func (st *simStrat) grow(n int) {
@@ -555,7 +580,7 @@ func (s *sim) bucket(tr *TraceReader, name string) (int32, error) {
 		sb.readBase = append(sb.readBase, rd)
 		// single-region: the placement's first store alone.
 		first, _ := s.pol.Store(place.Stores[0])
-		home := simPlan{parts: []simPart{{store: first.Name, loc: s.loc(first.Location), num: 1, den: 1}}}
+		home := simPlan{parts: []simPart{{store: first.Name, sidx: s.store(first.Name), loc: s.loc(first.Location), num: 1, den: 1}}}
 		home.local = first.Location == s.regions[r].Location
 		sb.writeHome = append(sb.writeHome, home)
 		sb.readHome = append(sb.readHome, home)
@@ -622,20 +647,20 @@ func (s *sim) plans(place policies.Placement, r int) (write, read simPlan, err e
 			shards[i] = members[i%len(members)]
 		}
 		for _, m := range shards {
-			write.parts = append(write.parts, simPart{store: m.store, loc: m.loc, num: 1, den: k})
+			write.parts = append(write.parts, simPart{store: m.store, sidx: s.store(m.store), loc: m.loc, num: 1, den: k})
 		}
 		for _, m := range cheapest(shards)[:k] {
-			read.parts = append(read.parts, simPart{store: m.store, loc: m.loc, num: 1, den: k})
+			read.parts = append(read.parts, simPart{store: m.store, sidx: s.store(m.store), loc: m.loc, num: 1, den: k})
 		}
 	case policies.PlacementReplicate:
 		for _, m := range members {
-			write.parts = append(write.parts, simPart{store: m.store, loc: m.loc, num: 1, den: 1})
+			write.parts = append(write.parts, simPart{store: m.store, sidx: s.store(m.store), loc: m.loc, num: 1, den: 1})
 		}
 		m := cheapest(members)[0]
-		read.parts = []simPart{{store: m.store, loc: m.loc, num: 1, den: 1}}
+		read.parts = []simPart{{store: m.store, sidx: s.store(m.store), loc: m.loc, num: 1, den: 1}}
 	default:
 		m := members[0]
-		write.parts = []simPart{{store: m.store, loc: m.loc, num: 1, den: 1}}
+		write.parts = []simPart{{store: m.store, sidx: s.store(m.store), loc: m.loc, num: 1, den: 1}}
 		read.parts = write.parts
 	}
 	local := func(p simPlan) bool {
@@ -750,7 +775,7 @@ func (s *sim) event(tr *TraceReader, ev TraceEvent) error {
 			for i, pt := range plan.parts {
 				n := plan.bytes(i, ev.Size)
 				st.puts[pt.loc]++
-				s.count(st, Key{Src: s.locStr[s.regLoc[r]], Dst: s.locStr[pt.loc], Bucket: ev.Bucket, Store: pt.store, Direction: Write}, n, 0, nil)
+				s.count(st, rowID{src: int32(s.regLoc[r]), dst: int32(pt.loc), bucket: b, store: pt.sidx, prefix: -1, write: true}, n, 0, nil)
 			}
 		}
 	case OpDelete:
@@ -835,7 +860,7 @@ func (s *sim) read(o int32, r int, ev TraceEvent, t int64) {
 		s.optRead(o, r, ev, t, *lr)
 	}
 	*lr = t
-	regLoc := s.locStr[s.regLoc[r]]
+	regLoc := s.regLoc[r]
 	for _, st := range s.strats {
 		st.read += n
 		plan := sb.readBase[r]
@@ -859,7 +884,7 @@ func (s *sim) read(o int32, r int, ev TraceEvent, t int64) {
 				st.gets[s.regLoc[r]]++
 				if st.adv != nil {
 					pt := plan.parts[0]
-					k := Key{Src: s.locStr[pt.loc], Dst: regLoc, Bucket: ev.Bucket, Store: pt.store, Direction: Read, Prefix: s.advisorPrefix(obj.bucket, ev.Key)}
+					k := rowID{src: int32(pt.loc), dst: int32(regLoc), bucket: obj.bucket, store: pt.sidx, prefix: s.advisorPrefix(obj)}
 					if st.adv.reuse {
 						s.count(st, k, 0, n, &rb)
 					} else {
@@ -984,18 +1009,18 @@ func (s *sim) optRead(o int32, r int, ev TraceEvent, t, prev int64) {
 		}
 	}
 	*held = 0
-	s.fetch(st, plan, obj, ev, s.locStr[s.regLoc[r]], -1)
+	s.fetch(st, plan, obj, ev, s.regLoc[r], -1)
 }
 
-// fetch reads an object from its base copies into region location dst.
-func (s *sim) fetch(st *simStrat, plan simPlan, obj *simObj, ev TraceEvent, dst string, rb int) {
+// fetch reads an object from its base copies into location dst.
+func (s *sim) fetch(st *simStrat, plan simPlan, obj *simObj, ev TraceEvent, dst int, rb int) {
 	for i, pt := range plan.parts {
 		n := plan.bytes(i, ev.Size)
 		st.gets[pt.loc]++
-		k := Key{Src: s.locStr[pt.loc], Dst: dst, Bucket: ev.Bucket, Store: pt.store, Direction: Read}
+		k := rowID{src: int32(pt.loc), dst: int32(dst), bucket: obj.bucket, store: pt.sidx, prefix: -1}
 		var reuse *int
 		if st.adv != nil && rb >= 0 && i == 0 {
-			k.Prefix = s.advisorPrefix(obj.bucket, ev.Key)
+			k.prefix = s.advisorPrefix(obj)
 			if st.adv.reuse {
 				reuse = &rb
 			}
@@ -1010,7 +1035,7 @@ func (s *sim) fetch(st *simStrat, plan simPlan, obj *simObj, ev TraceEvent, dst 
 	}
 }
 
-func (s *sim) count(st *simStrat, k Key, n, avoided int64, reuse *int) {
+func (s *sim) count(st *simStrat, k rowID, n, avoided int64, reuse *int) {
 	var demand int64
 	if reuse != nil {
 		demand = n + avoided
@@ -1018,13 +1043,20 @@ func (s *sim) count(st *simStrat, k Key, n, avoided int64, reuse *int) {
 	s.countReuse(st, k, n, avoided, reuse, demand)
 }
 
-func (s *sim) countReuse(st *simStrat, k Key, n, avoided int64, reuse *int, demand int64) {
-	k.Hour = s.hour
-	c := st.rows[k]
-	if c == nil {
-		c = &Counts{}
-		st.rows[k] = c
+func (s *sim) countReuse(st *simStrat, id rowID, n, avoided int64, reuse *int, demand int64) {
+	row := st.rows[id]
+	if row == nil {
+		row = &Row{Key: Key{Hour: s.hour, Src: s.locStr[id.src], Dst: s.locStr[id.dst], Bucket: s.buckets[id.bucket].name,
+			Store: s.stores[id.store], Direction: Read}}
+		if id.write {
+			row.Direction = Write
+		}
+		if id.prefix >= 0 {
+			row.Prefix = s.prefixes[id.prefix].prefix
+		}
+		st.rows[id] = row
 	}
+	c := &row.Counts
 	c.Bytes += n
 	c.AvoidedBytes += avoided
 	if reuse != nil {
@@ -1033,34 +1065,29 @@ func (s *sim) countReuse(st *simStrat, k Key, n, avoided int64, reuse *int, dema
 		}
 		c.Reuse[*reuse] += demand
 	}
-	if k.Src != k.Dst {
+	if id.src != id.dst {
 		st.moved += n
 	}
 }
 
-// advisorPrefix is the prefix the advisor's ledger counts a read under:
-// the key's, while the bucket has fewer than MaxPrefixes this hour (as a
-// gateway counts), else "".
-func (s *sim) advisorPrefix(b int32, key string) string {
-	p := AdvisePrefix(key)
-	if p == "" {
-		return ""
+// advisorPrefix is the prefix the advisor's ledger counts a read of obj
+// under (an index into sim.prefixes, -1 for ""): the key's, while the
+// bucket has fewer than MaxPrefixes this hour (as a gateway counts).
+func (s *sim) advisorPrefix(obj *simObj) int32 {
+	if s.prefixes[obj.prefix].prefix == "" {
+		return -1
 	}
 	if s.tracked == nil {
-		s.tracked = map[int32]map[string]bool{}
+		s.tracked, s.nTracked = map[int32]bool{}, map[int32]int{}
 	}
-	set := s.tracked[b]
-	if set == nil {
-		set = map[string]bool{}
-		s.tracked[b] = set
-	}
-	if !set[p] {
-		if len(set) >= MaxPrefixes {
-			return ""
+	if !s.tracked[obj.prefix] {
+		if s.nTracked[obj.bucket] >= MaxPrefixes {
+			return -1
 		}
-		set[p] = true
+		s.tracked[obj.prefix] = true
+		s.nTracked[obj.bucket]++
 	}
-	return p
+	return obj.prefix
 }
 
 // keepFor returns how long (µs) the strategy keeps a copy of obj in
@@ -1173,8 +1200,8 @@ func (s *sim) priceHour(st *simStrat) {
 		return
 	}
 	rows := make([]Row, 0, len(st.rows))
-	for k, c := range st.rows {
-		rows = append(rows, Row{Key: k, Counts: *c})
+	for _, r := range st.rows {
+		rows = append(rows, *r)
 	}
 	clear(st.rows)
 	priced, err := Price(rows, s.opts.Transfer, Options{Prior: st.used})
