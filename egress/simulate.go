@@ -182,6 +182,10 @@ type SimOptions struct {
 	// Progress, when set, is called with the rows replayed so far every
 	// 4096 rows and at the end.
 	Progress func(rows int64)
+	// OnAdvice, when set, is given every advice an advisor strategy takes
+	// (at: the end of its window), as Advise returned it: the same
+	// function, on the same kind of ledger, as `fedgate egress advise`.
+	OnAdvice func(strategy string, at time.Time, advice []Advice)
 	Logger   *slog.Logger
 }
 
@@ -1255,6 +1259,9 @@ func (s *sim) advise(st *simStrat, h int64) {
 			}
 			return s.pBytes[i], true
 		}})
+	if s.opts.OnAdvice != nil {
+		s.opts.OnAdvice(st.Name(), until, advice)
+	}
 	keep := st.adv.keep
 	clear(keep)
 	for _, a := range advice {

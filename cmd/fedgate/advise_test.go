@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/policies"
@@ -65,8 +67,14 @@ func TestEgressAdviseLearnsKeepFromGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := bytes.Repeat([]byte("x"), 4096)
+	// The same reads as a trace, for the replay below.
+	trace := "time,region,bucket,key,size,op\n"
 	read := func(key string, put bool) {
 		t.Helper()
+		if put {
+			trace += fmt.Sprintf("%s,gpu-gcp,data,%s,%d,put\n", now().Format(time.RFC3339), key, len(data))
+		}
+		trace += fmt.Sprintf("%s,gpu-gcp,data,%s,%d,get\n", now().Format(time.RFC3339), key, len(data))
 		if put {
 			if _, err := b.Put(ctx, key, bytes.NewReader(data), int64(len(data)), store.PutOptions{}); err != nil {
 				t.Fatal(err)
@@ -147,5 +155,50 @@ func TestEgressAdviseLearnsKeepFromGateway(t *testing.T) {
 	out, _, err = runFedgate(t, args...)
 	if err != nil || !strings.Contains(out, "keep copies in gcp:us-central1 for 16 h after each read") {
 		t.Fatalf("table: %v\n%s", err, out)
+	}
+
+	// The replay's advisor runs the same code: `fedgate egress simulate`'s
+	// advice at the end of the same window, on the ledger the replay
+	// writes for the same reads, keeps what the live command advised. (A
+	// local read on 2026-11-11 moves the replay's clock there.)
+	trace += "2026-11-11T00:00:00Z,gpu-gcp,scratch,x,1,get\n"
+	pol, err := policies.Parse("advise-replay.yaml", []byte(`regions: [{name: gpu-gcp, location: "gcp:us-central1"}]
+stores:
+  - {name: nas, kind: posix, location: "aws:us-east-1", path: /nas}
+  - {name: local, kind: posix, location: "gcp:us-central1", path: /local}
+buckets:
+  - {name: data, origin: nas/data/}
+  - {name: scratch, placement: {single: local}}
+`), policies.AllFeatures())
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
+	var replayed []egress.Advice
+	_, err = egress.Simulate(ctx, egress.NewTraceReader("advise-replay.csv", strings.NewReader(trace)), egress.SimOptions{Policy: pol,
+		Strategy: []egress.Strategy{{Kind: egress.StrategyAdvisor}}, AdviseEvery: 6 * time.Hour, AdviseWindow: until.Sub(t0),
+		OnAdvice: func(_ string, at time.Time, advice []egress.Advice) {
+			if at.Equal(until) {
+				replayed = advice
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(replayed) != len(doc.Advice) {
+		t.Fatalf("the replay advised %d prefixes, the live command %d:\n%s", len(replayed), len(doc.Advice), out)
+	}
+	for _, live := range doc.Advice {
+		i := slices.IndexFunc(replayed, func(a egress.Advice) bool { return a.Bucket == live.Bucket && a.Prefix == live.Prefix })
+		if i < 0 || replayed[i].Keep == nil {
+			t.Errorf("%s %q: no keep time in the replay's advice", live.Bucket, live.Prefix)
+			continue
+		}
+		r := replayed[i]
+		if r.Keep.Hours != *live.Keep.Hours || r.Keep.Learned != live.Keep.Learned || r.Keep.Scope != live.Keep.Scope || r.Demand != *live.Demand || r.Recommend != live.Recommend {
+			t.Errorf("%s %q: replay keeps %v h (learned %v, %s, demand %d, recommend %v); live %v h (learned %v, %s, demand %d, recommend %v)",
+				live.Bucket, live.Prefix, r.Keep.Hours, r.Keep.Learned, r.Keep.Scope, r.Demand, r.Recommend,
+				*live.Keep.Hours, live.Keep.Learned, live.Keep.Scope, *live.Demand, live.Recommend)
+		}
 	}
 }
