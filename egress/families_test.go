@@ -44,6 +44,11 @@ func TestAdvisorFamilies(t *testing.T) {
 				t.Errorf("%s: %s costs %s USD, less than the offline optimum %s USD", name, s.Name, s.Total, res.Optimum)
 			}
 		}
+		for _, n := range res.Notes {
+			if strings.Contains(n, "offline rule") {
+				t.Logf("%s: %s", name, n)
+			}
+		}
 		ratio := func(a, b egress.USD) float64 {
 			if b.Sign() == 0 {
 				return 1

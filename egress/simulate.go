@@ -243,28 +243,37 @@ func Simulate(ctx context.Context, tr *TraceReader, opts SimOptions) (*SimResult
 	if err != nil {
 		return nil, err
 	}
-	for n := int64(0); ; n++ {
-		if n%4096 == 0 {
-			if err := ctx.Err(); err != nil {
+	// The trace is read and parsed on another goroutine, a batch of rows
+	// at a time, while the rows before are replayed.
+	batches, free, done := make(chan *rowBatch, 2), make(chan *rowBatch, 4), make(chan struct{})
+	for range cap(free) {
+		free <- &rowBatch{}
+	}
+	go readBatches(tr, batches, free, done)
+	defer close(done)
+	var n int64
+	for b := range batches {
+		for i := range b.evs {
+			if n%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				if opts.Progress != nil {
+					opts.Progress(n)
+				}
+			}
+			if err := s.event(&b.pos[i], b.evs[i]); err != nil {
 				return nil, err
 			}
-			if opts.Progress != nil {
-				opts.Progress(n)
-			}
+			n++
 		}
-		ev, err := tr.Next()
-		if err == io.EOF {
-			if opts.Progress != nil {
-				opts.Progress(n)
-			}
-			break
+		if b.err != nil {
+			return nil, b.err
 		}
-		if err != nil {
-			return nil, err
-		}
-		if err := s.event(tr, ev); err != nil {
-			return nil, err
-		}
+		free <- b
+	}
+	if opts.Progress != nil {
+		opts.Progress(n)
 	}
 	if s.res.Rows == 0 {
 		if tr.csv != nil {
@@ -273,6 +282,51 @@ func Simulate(ctx context.Context, tr *TraceReader, opts SimOptions) (*SimResult
 		return nil, fmt.Errorf("simulate: %s: the trace has no rows", tr.file)
 	}
 	return s.finish()
+}
+
+// rowBatch is rows of the trace with where each is, or the error that
+// ended the trace.
+type rowBatch struct {
+	evs []TraceEvent
+	pos []rowPos
+	err error
+}
+
+// readBatches reads the trace into batches of up to 4096 rows, taken from
+// free, until the trace ends (io.EOF: the channel is closed) or fails (a
+// batch with err), or done is closed.
+func readBatches(tr *TraceReader, batches chan<- *rowBatch, free <-chan *rowBatch, done <-chan struct{}) {
+	defer close(batches)
+	for {
+		var b *rowBatch
+		select {
+		case b = <-free:
+		case <-done:
+			return
+		}
+		b.evs, b.pos = b.evs[:0], b.pos[:0]
+		end := false
+		for len(b.evs) < 4096 {
+			ev, err := tr.Next()
+			if err != nil {
+				if err != io.EOF {
+					b.err = err
+				}
+				end = true
+				break
+			}
+			b.evs = append(b.evs, ev)
+			b.pos = append(b.pos, tr.position())
+		}
+		select {
+		case batches <- b:
+		case <-done:
+			return
+		}
+		if end {
+			return
+		}
+	}
 }
 
 // --- the model ---
@@ -432,7 +486,7 @@ type sim struct {
 	// rate prices a fetch for its choice.
 	optimum *simStrat
 	held    [][]uint8
-	optPos  map[PoolMonth]int64
+	optPos  map[optPool]int64
 	// month's memory
 	monthFrom, monthTo int64
 	monthName          string
@@ -478,7 +532,7 @@ func newSim(opts SimOptions) (*sim, error) {
 	}
 	s := &sim{opts: opts, pol: opts.Policy, log: log, regIdx: map[string]int{}, locIdx: map[string]int{}, bIdx: map[string]int32{},
 		objIdx: map[string]int32{}, pIdx: map[prefixKey]int32{}, hour: math.MinInt64, first: true,
-		approx: map[string]bool{}, optPos: map[PoolMonth]int64{}}
+		approx: map[string]bool{}, optPos: map[optPool]int64{}}
 	for i, r := range s.pol.Regions {
 		s.regions = append(s.regions, r)
 		s.regIdx[r.Name] = i
@@ -549,8 +603,14 @@ func (st *simStrat) grow(n int) {
 }
 
 // bucket returns the index of a bucket, building its plans the first time.
-func (s *sim) bucket(tr *TraceReader, name string) (int32, error) {
-	if i, ok := s.bIdx[name]; ok {
+func (s *sim) bucket(tr *rowPos, name string) (int32, error) {
+	if len(s.buckets) <= 8 {
+		for i, b := range s.buckets {
+			if b.name == name {
+				return int32(i), nil
+			}
+		}
+	} else if i, ok := s.bIdx[name]; ok {
 		return i, nil
 	}
 	b, declared := s.pol.Bucket(name)
@@ -690,7 +750,7 @@ func (s *sim) prefix(b int32, key string) int32 {
 	return int32(len(s.prefixes) - 1)
 }
 
-func (s *sim) object(tr *TraceReader, b int32, key string, t int64) (int32, bool, error) {
+func (s *sim) object(tr *rowPos, b int32, key string, t int64) (int32, bool, error) {
 	s.keyBuf = append(append(append(s.keyBuf[:0], s.buckets[b].name...), 0), key...)
 	if i, ok := s.objIdx[string(s.keyBuf)]; ok {
 		return i, false, nil
@@ -736,8 +796,23 @@ func (s *sim) copyState(o int32, ci, r int) (*int64, *int64) {
 	return &c[base], &c[base+1]
 }
 
-func (s *sim) event(tr *TraceReader, ev TraceEvent) error {
-	r, ok := s.regIdx[ev.Region]
+// regionOf returns a region's index: a policy has a few, compared in
+// turn faster than hashed.
+func (s *sim) regionOf(name string) (int, bool) {
+	if len(s.regions) > 8 {
+		r, ok := s.regIdx[name]
+		return r, ok
+	}
+	for i := range s.regions {
+		if s.regions[i].Name == name {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+func (s *sim) event(tr *rowPos, ev TraceEvent) error {
+	r, ok := s.regionOf(ev.Region)
 	if !ok {
 		names := make([]string, len(s.regions))
 		for i, x := range s.regions {
@@ -938,15 +1013,22 @@ func (s *sim) optAdvance(cloud string, plan simPlan, sch []*Schedule, size, t in
 func (s *sim) optTransfer(cloud string, sc *Schedule, n, t int64) float64 {
 	used := int64(0)
 	if !sc.Flat() {
-		k := PoolMonth{Account: cloud, Pool: sc.Pool, Month: s.month(t)}
-		s.optPos[k] += n
-		used = s.optPos[k]
+		s.month(t)
+		k := optPool{cloud: cloud, pool: sc.Pool, month: s.monthFrom}
+		used = s.optPos[k] + n
+		s.optPos[k] = used
 	}
 	rate := sc.RateAt(used)
 	if rate == 0 {
 		rate = firstPaid(sc)
 	}
 	return float64(n) * float64(rate) / (float64(sc.Unit) * 1e6)
+}
+
+// optPool is PoolMonth with the month as its first µs.
+type optPool struct {
+	cloud, pool string
+	month       int64
 }
 
 // firstPaid returns a schedule's first rate above 0 (micros per unit).

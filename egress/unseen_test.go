@@ -287,6 +287,11 @@ func TestAdvisorUnseenTraces(t *testing.T) {
 			vsOther, vsOpt := ratio(adv.Total, other.Total), ratio(adv.Total, res.Optimum)
 			fmt.Fprintf(&table, "| %s | %d | %d | %s | %s %s | %.3f | %.3f | %s |\n", sh.name, seed, res.Rows, adv.Total, other.Name, other.Total,
 				vsOther, vsOpt, res.Optimum)
+			for _, n := range res.Notes {
+				if strings.Contains(n, "offline rule") {
+					t.Logf("%s: %s", name, n)
+				}
+			}
 			if vsOther > 1.05 || vsOpt > 1.3 || testing.Verbose() {
 				var tb strings.Builder
 				_ = egress.WriteSimTable(&tb, res)

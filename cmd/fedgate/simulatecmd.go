@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -19,6 +20,10 @@ import (
 	"github.com/fedgate/fedgate/internal/suggest"
 	"github.com/fedgate/fedgate/policies"
 )
+
+// simMemoryLimit is the soft memory limit `egress simulate` runs under
+// unless GOMEMLIMIT is set.
+const simMemoryLimit = 800 << 20
 
 // newSimulateCmd is `fedgate egress simulate`: replay an access trace
 // against strategies for keeping copies (egress.Simulate).
@@ -87,6 +92,13 @@ docs/egress.md has the model, the format and results on synthetic traces.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A soft memory limit unless the user set one: the collector
+			// runs more often as the heap nears it, so the replay's
+			// per-object state, not garbage, fills the process
+			// (docs/egress.md, "Memory and speed").
+			if os.Getenv("GOMEMLIMIT") == "" {
+				debug.SetMemoryLimit(simMemoryLimit)
+			}
 			opts := egress.SimOptions{MaxObjects: maxObjects, Logger: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
 			pol, err := policies.Load(policyFile, policies.AllFeatures())
 			if err != nil {
