@@ -35,36 +35,9 @@ func TestAdvisorFamilies(t *testing.T) {
 		res := simulate(t, pol, name, traces[name], egress.SimOptions{})
 		adv, _ := res.Strategy("advisor")
 		tEven, _ := res.Strategy("t-even")
-		var other egress.StrategyResult
-		for _, s := range res.Strategies {
-			if s.Name != "advisor" && (other.Name == "" || s.Total.Cmp(other.Total) < 0) {
-				other = s
-			}
-			if s.Total.Cmp(res.Optimum) < 0 {
-				t.Errorf("%s: %s costs %s USD, less than the offline optimum %s USD", name, s.Name, s.Total, res.Optimum)
-			}
-		}
-		for _, n := range res.Notes {
-			if strings.Contains(n, "offline rule") {
-				t.Logf("%s: %s", name, n)
-			}
-		}
-		ratio := func(a, b egress.USD) float64 {
-			if b.Sign() == 0 {
-				return 1
-			}
-			f, _ := new(big.Rat).Quo(a.Rat(), b.Rat()).Float64()
-			return f
-		}
+		other, vsOther, vsOpt := advisorBounds(t, name, res)
 		fmt.Fprintf(&table, "| %s | %s | %s %s | %.3f | %.3f | %.3f | %s |\n", name, adv.Total, other.Name, other.Total,
-			ratio(adv.Total, other.Total), ratio(adv.Total, tEven.Total), ratio(adv.Total, res.Optimum), res.Optimum)
-		const vsOther, vsOpt = 1.05, 1.3
-		if r := ratio(adv.Total, other.Total); r > vsOther {
-			t.Errorf("%s: advisor %s USD, %.3f × the cheapest other strategy (%s, %s USD): want at most %.2f", name, adv.Total, r, other.Name, other.Total, vsOther)
-		}
-		if r := ratio(adv.Total, res.Optimum); r > vsOpt {
-			t.Errorf("%s: advisor %s USD, %.3f × the offline optimum (%s USD): want at most %.2f", name, adv.Total, r, res.Optimum, vsOpt)
-		}
+			vsOther, usdRatio(adv.Total, tEven.Total), vsOpt, res.Optimum)
 		if testing.Verbose() {
 			var tab bytes.Buffer
 			_ = egress.WriteSimTable(&tab, res)
@@ -72,6 +45,51 @@ func TestAdvisorFamilies(t *testing.T) {
 		}
 	}
 	t.Logf("\n%s", table.String())
+}
+
+// advisorBounds checks issue 38's bounds on one replay: no strategy costs
+// less than the offline optimum, and the advisor at most 1.05 × the
+// cheapest other strategy and 1.3 × the optimum. single-region is left
+// out: it stores a replicated bucket once, dropping the placement's
+// replicas, which neither the copy strategies nor the optimum do (with
+// single placements it is always-evict). It returns the cheapest other
+// strategy and the advisor's two ratios.
+func advisorBounds(t *testing.T, name string, res *egress.SimResult) (other egress.StrategyResult, vsOther, vsOpt float64) {
+	t.Helper()
+	adv, _ := res.Strategy("advisor")
+	for _, s := range res.Strategies {
+		if s.Name == "single-region" {
+			continue
+		}
+		if s.Name != "advisor" && (other.Name == "" || s.Total.Cmp(other.Total) < 0) {
+			other = s
+		}
+		if s.Total.Cmp(res.Optimum) < 0 {
+			t.Errorf("%s: %s costs %s USD, less than the offline optimum %s USD", name, s.Name, s.Total, res.Optimum)
+		}
+	}
+	for _, n := range res.Notes {
+		if strings.Contains(n, "offline rule") {
+			t.Logf("%s: %s", name, n)
+		}
+	}
+	vsOther, vsOpt = usdRatio(adv.Total, other.Total), usdRatio(adv.Total, res.Optimum)
+	if vsOther > 1.05 {
+		t.Errorf("%s: advisor %s USD, %.3f × the cheapest other strategy (%s, %s USD): want at most 1.05", name, adv.Total, vsOther, other.Name, other.Total)
+	}
+	if vsOpt > 1.3 {
+		t.Errorf("%s: advisor %s USD, %.3f × the offline optimum (%s USD): want at most 1.3", name, adv.Total, vsOpt, res.Optimum)
+	}
+	return other, vsOther, vsOpt
+}
+
+// usdRatio is a / b (1 when b is 0).
+func usdRatio(a, b egress.USD) float64 {
+	if b.Sign() == 0 {
+		return 1
+	}
+	f, _ := new(big.Rat).Quo(a.Rat(), b.Rat()).Float64()
+	return f
 }
 
 // Advice runs on the trace's clock: an unrelated free read a day elsewhere
