@@ -16,7 +16,7 @@ import (
 // Zipf mixes of 300,000 objects (3 million reads each) and 1,000,000
 // one-shot reads; 1.4 million distinct objects.
 //
-//	FEDGATE_BIG_TRACE=/tmp/big.csv go test ./federation/egress -run TestWriteBigTrace
+//	FEDGATE_BIG_TRACE=/tmp/big.csv go test ./egress -run TestWriteBigTrace
 func TestWriteBigTrace(t *testing.T) {
 	out := os.Getenv("FEDGATE_BIG_TRACE")
 	if out == "" {

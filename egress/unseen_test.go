@@ -213,7 +213,7 @@ var unseenSeeds = []uint64{7, 1009, 424242}
 // TestAdvisorUnseenTraces: the issue's bounds (advisor at most 1.05 × the
 // cheapest other strategy that keeps the policy's placements and 1.3 × the
 // offline optimum) on the
-// independent traces, three seeds each. `go test ./federation/egress -run
+// independent traces, three seeds each. `go test ./egress -run
 // TestAdvisorUnseenTraces -v` prints the table docs/egress.md shows.
 func TestAdvisorUnseenTraces(t *testing.T) {
 	if testing.Short() {
