@@ -103,80 +103,14 @@ type Advice struct {
 // the object is read again before holding it costs more than fetching it
 // again.
 func Advise(priced []Priced, opts AdviseOptions) []Advice {
-	horizon := opts.HorizonMonths
-	if horizon <= 0 {
-		horizon = 12
-	}
-	type key struct{ bucket, prefix, dst string }
-	type bkey struct{ bucket, dst string }
-	groups := map[key]*Advice{}
-	var order []key
-	series := map[key]reuseSeries{}
-	bucketSeries := map[bkey]reuseSeries{}
-	rates := map[key]*big.Rat{} // Σ demand × rate, of rows with reuse distances
-	bucketKeeps := map[bkey]Keep{}
-	paid := map[key]*big.Rat{} // Σ cost, summed in place
-	paidRates := map[*Schedule]*big.Rat{}
-	first, last := int64(math.MaxInt64), int64(math.MinInt64)
+	acc := newAdviceAcc(opts)
 	for _, p := range priced {
-		t := p.HourStart()
-		if (!opts.Since.IsZero() && t.Before(opts.Since)) || (!opts.Until.IsZero() && !t.Before(opts.Until)) {
-			continue
-		}
-		first, last = min(first, p.Hour), max(last, p.Hour)
-		if p.Direction != Read {
-			continue
-		}
-		reuse := len(p.Reuse) > 0 && p.Schedule != nil && p.Schedule.Class != SameRegion
-		if !reuse && p.Cost.Sign() <= 0 {
-			continue
-		}
-		k := key{p.Bucket, p.Prefix, p.Dst}
-		a, ok := groups[k]
-		if !ok {
-			a = &Advice{Bucket: p.Bucket, Prefix: p.Prefix, Store: p.Store, From: p.Src, To: p.Dst, Schedule: p.Schedule}
-			groups[k] = a
-			order = append(order, k)
-		}
-		// A replicated or erasure-coded bucket reads several member
-		// stores: one copy in the reading region replaces them all.
-		a.Store = addName(a.Store, p.Store)
-		a.From = addName(a.From, p.Src)
-		if a.Schedule != nil && (p.Schedule == nil || p.Schedule.Name != a.Schedule.Name) {
-			a.Schedule = nil // several rates
-		}
-		a.BytesRead += p.Bytes
-		if paid[k] == nil {
-			paid[k] = new(big.Rat)
-		}
-		paid[k].Add(paid[k], p.Cost.rat())
-		if reuse {
-			var demand int64
-			for _, n := range p.Reuse {
-				demand += n
-			}
-			a.Demand += demand
-			if series[k] == nil {
-				series[k] = reuseSeries{}
-				rates[k] = new(big.Rat)
-			}
-			series[k].add(p.Hour, p.Reuse)
-			pr, ok := paidRates[p.Schedule]
-			if !ok {
-				pr = p.Schedule.PaidRate()
-				paidRates[p.Schedule] = pr
-			}
-			rates[k].Add(rates[k], new(big.Rat).Mul(new(big.Rat).SetInt64(demand), pr))
-			bk := bkey{p.Bucket, p.Dst}
-			if bucketSeries[bk] == nil {
-				bucketSeries[bk] = reuseSeries{}
-			}
-			bucketSeries[bk].add(p.Hour, p.Reuse)
-		}
+		acc.add(p)
 	}
-	if len(order) == 0 {
+	if len(acc.order) == 0 {
 		return nil
 	}
+	first, last := acc.first, acc.last
 	if !opts.Since.IsZero() {
 		first = HourOf(opts.Since)
 	}
@@ -187,81 +121,20 @@ func Advise(priced []Priced, opts AdviseOptions) []Advice {
 	perMonth := big.NewRat(HoursPerMonth, hours)
 
 	prefixed := map[string]bool{}
-	for _, k := range order {
+	for _, k := range acc.order {
 		prefixed[k.bucket] = prefixed[k.bucket] || k.prefix != ""
 	}
-	out := make([]Advice, 0, len(order))
-	for _, k := range order {
-		a := groups[k]
-		a.Paid = USD{paid[k]}
+	out := make([]Advice, 0, len(acc.order))
+	for _, k := range acc.order {
+		a := acc.groups[k]
+		a.Paid = USD{acc.paid[k]}
 		a.Rest = a.Prefix == "" && prefixed[a.Bucket]
 		a.WindowHours = hours
-		bpm := new(big.Rat).Mul(new(big.Rat).SetInt64(a.BytesRead), perMonth)
-		a.BytesPerMonth = new(big.Int).Quo(bpm.Num(), bpm.Denom()).Int64()
-		a.EgressPerMonth = a.Paid.MulRat(perMonth)
-		a.CopyBytes, a.CopyEstimated = a.BytesPerMonth, true
-		if opts.Size != nil {
-			if n, ok := opts.Size(a.Bucket, a.Prefix, a.Store); ok {
-				a.CopyBytes, a.CopyEstimated = n, false
-			}
-		}
-		to, _ := policies.ParseLocationOrCloud(a.To)
-		a.Storage, _ = opts.Storage.Lookup(to)
-		a.StoragePerMonth = a.Storage.MonthlyCost(a.CopyBytes)
-		if a.BytesRead > 0 {
-			a.CopyCost = a.Paid.MulRat(big.NewRat(a.CopyBytes, a.BytesRead))
-		}
-		a.SavingPerMonth = a.EgressPerMonth.Sub(a.StoragePerMonth)
-		a.BreakEvenMonths = math.Inf(1)
-		if a.SavingPerMonth.Sign() > 0 {
-			be := new(big.Rat).Quo(a.CopyCost.Rat(), a.SavingPerMonth.Rat())
-			a.BreakEvenMonths, _ = be.Float64()
-		}
-		if sr := series[k]; sr != nil {
-			now := last + 1
-			rate, _ := new(big.Rat).Quo(rates[k], new(big.Rat).SetInt64(max(a.Demand, 1))).Float64()
-			store, _ := a.Storage.PerByteHour().Float64()
-			keep, ok := LearnKeep(sr, now, rate, store)
-			keep.Scope = "prefix"
-			bk := bkey{a.Bucket, a.To}
-			bucket, seen := bucketKeeps[bk]
-			if !seen {
-				var bok bool
-				bucket, bok = LearnKeep(bucketSeries[bk], now, rate, store)
-				bucket.Scope = "bucket"
-				if !bok {
-					bucket.Hours, bucket.Scope = bucket.BreakEvenHours, "default"
-					bucket.Basis = fmt.Sprintf("less than %.0f h of history: keep copies for the break-even time", keepEvidence(bucket.BreakEvenHours)+1)
-				}
-				bucketKeeps[bk] = bucket
-			}
-			if !ok {
-				keep = bucket
-			}
-			a.Keep, a.BucketKeep = &keep, &bucket
-			a.Recommend = keep.Hours > 0
-			if a.Recommend {
-				a.Reason = fmt.Sprintf("keep copies in %s %s after each read (%s: %s)", a.To, keepText(keep.Hours), keep.Scope, keep.Basis)
-			} else {
-				a.Reason = fmt.Sprintf("do not keep copies in %s (%s: %s)", a.To, keep.Scope, keep.Basis)
-			}
-			out = append(out, *a)
-			continue
-		}
-		switch {
-		case a.SavingPerMonth.Sign() <= 0:
-			a.Reason = fmt.Sprintf("keep reading across: a copy's storage (%s USD/month) costs at least the egress it saves (%s USD/month)",
-				a.StoragePerMonth, a.EgressPerMonth)
-		case a.BreakEvenMonths > float64(horizon):
-			a.Reason = fmt.Sprintf("not yet: a copy saves %s USD/month but pays back its %s USD transfer only after %.1f months (horizon %d)",
-				a.SavingPerMonth, a.CopyCost, a.BreakEvenMonths, horizon)
-		default:
-			a.Recommend = true
-			a.Reason = fmt.Sprintf("replicate into %s: saves %s USD/month after %s USD/month of storage; the %s USD transfer pays back in %.1f months",
-				a.To, a.SavingPerMonth, a.StoragePerMonth, a.CopyCost, a.BreakEvenMonths)
-			if a.Paid.Cmp(a.CopyCost) >= 0 {
-				a.Reason += "; egress already paid in the window exceeds the copy's transfer"
-			}
+		a.price(opts, perMonth)
+		if acc.series[k] != nil {
+			acc.adviseKeep(a, k, last+1)
+		} else {
+			a.adviseCopy(opts.horizon())
 		}
 		out = append(out, *a)
 	}
@@ -276,6 +149,180 @@ func Advise(priced []Priced, opts AdviseOptions) []Advice {
 			cmp.Compare(x.Bucket, y.Bucket), cmp.Compare(x.Prefix, y.Prefix), cmp.Compare(x.Store, y.Store), cmp.Compare(x.To, y.To))
 	})
 	return out
+}
+
+// horizon is HorizonMonths, 12 when unset.
+func (o AdviseOptions) horizon() int {
+	if o.HorizonMonths <= 0 {
+		return 12
+	}
+	return o.HorizonMonths
+}
+
+type adviceKey struct{ bucket, prefix, dst string }
+type adviceBucketKey struct{ bucket, dst string }
+
+// adviceAcc gathers the rows Advise weighs, by bucket, prefix and reading
+// location, in the order they first appear.
+type adviceAcc struct {
+	opts         AdviseOptions
+	groups       map[adviceKey]*Advice
+	order        []adviceKey
+	series       map[adviceKey]reuseSeries
+	bucketSeries map[adviceBucketKey]reuseSeries
+	rates        map[adviceKey]*big.Rat // Σ demand × rate, of rows with reuse distances
+	bucketKeeps  map[adviceBucketKey]Keep
+	paid         map[adviceKey]*big.Rat // Σ cost, summed in place
+	paidRates    map[*Schedule]*big.Rat
+	first, last  int64
+}
+
+func newAdviceAcc(opts AdviseOptions) *adviceAcc {
+	return &adviceAcc{opts: opts, groups: map[adviceKey]*Advice{}, series: map[adviceKey]reuseSeries{},
+		bucketSeries: map[adviceBucketKey]reuseSeries{}, rates: map[adviceKey]*big.Rat{}, bucketKeeps: map[adviceBucketKey]Keep{},
+		paid: map[adviceKey]*big.Rat{}, paidRates: map[*Schedule]*big.Rat{}, first: math.MaxInt64, last: math.MinInt64}
+}
+
+// add weighs one row: every row of the window extends it; crossing reads
+// are grouped.
+func (c *adviceAcc) add(p Priced) {
+	t := p.HourStart()
+	if (!c.opts.Since.IsZero() && t.Before(c.opts.Since)) || (!c.opts.Until.IsZero() && !t.Before(c.opts.Until)) {
+		return
+	}
+	c.first, c.last = min(c.first, p.Hour), max(c.last, p.Hour)
+	if p.Direction != Read {
+		return
+	}
+	reuse := len(p.Reuse) > 0 && p.Schedule != nil && p.Schedule.Class != SameRegion
+	if !reuse && p.Cost.Sign() <= 0 {
+		return
+	}
+	k := adviceKey{p.Bucket, p.Prefix, p.Dst}
+	a, ok := c.groups[k]
+	if !ok {
+		a = &Advice{Bucket: p.Bucket, Prefix: p.Prefix, Store: p.Store, From: p.Src, To: p.Dst, Schedule: p.Schedule}
+		c.groups[k] = a
+		c.order = append(c.order, k)
+	}
+	// A replicated or erasure-coded bucket reads several member
+	// stores: one copy in the reading region replaces them all.
+	a.Store = addName(a.Store, p.Store)
+	a.From = addName(a.From, p.Src)
+	if a.Schedule != nil && (p.Schedule == nil || p.Schedule.Name != a.Schedule.Name) {
+		a.Schedule = nil // several rates
+	}
+	a.BytesRead += p.Bytes
+	if c.paid[k] == nil {
+		c.paid[k] = new(big.Rat)
+	}
+	c.paid[k].Add(c.paid[k], p.Cost.rat())
+	if reuse {
+		c.addReuse(a, k, p)
+	}
+}
+
+// addReuse adds a row's reuse distances to its group's and its bucket's.
+func (c *adviceAcc) addReuse(a *Advice, k adviceKey, p Priced) {
+	var demand int64
+	for _, n := range p.Reuse {
+		demand += n
+	}
+	a.Demand += demand
+	if c.series[k] == nil {
+		c.series[k] = reuseSeries{}
+		c.rates[k] = new(big.Rat)
+	}
+	c.series[k].add(p.Hour, p.Reuse)
+	pr, ok := c.paidRates[p.Schedule]
+	if !ok {
+		pr = p.Schedule.PaidRate()
+		c.paidRates[p.Schedule] = pr
+	}
+	c.rates[k].Add(c.rates[k], new(big.Rat).Mul(new(big.Rat).SetInt64(demand), pr))
+	bk := adviceBucketKey{p.Bucket, p.Dst}
+	if c.bucketSeries[bk] == nil {
+		c.bucketSeries[bk] = reuseSeries{}
+	}
+	c.bucketSeries[bk].add(p.Hour, p.Reuse)
+}
+
+// price fills what a copy of a's data in its reading location would cost
+// and save per month.
+func (a *Advice) price(opts AdviseOptions, perMonth *big.Rat) {
+	bpm := new(big.Rat).Mul(new(big.Rat).SetInt64(a.BytesRead), perMonth)
+	a.BytesPerMonth = new(big.Int).Quo(bpm.Num(), bpm.Denom()).Int64()
+	a.EgressPerMonth = a.Paid.MulRat(perMonth)
+	a.CopyBytes, a.CopyEstimated = a.BytesPerMonth, true
+	if opts.Size != nil {
+		if n, ok := opts.Size(a.Bucket, a.Prefix, a.Store); ok {
+			a.CopyBytes, a.CopyEstimated = n, false
+		}
+	}
+	to, _ := policies.ParseLocationOrCloud(a.To)
+	a.Storage, _ = opts.Storage.Lookup(to)
+	a.StoragePerMonth = a.Storage.MonthlyCost(a.CopyBytes)
+	if a.BytesRead > 0 {
+		a.CopyCost = a.Paid.MulRat(big.NewRat(a.CopyBytes, a.BytesRead))
+	}
+	a.SavingPerMonth = a.EgressPerMonth.Sub(a.StoragePerMonth)
+	a.BreakEvenMonths = math.Inf(1)
+	if a.SavingPerMonth.Sign() > 0 {
+		be := new(big.Rat).Quo(a.CopyCost.Rat(), a.SavingPerMonth.Rat())
+		a.BreakEvenMonths, _ = be.Float64()
+	}
+}
+
+// adviseKeep advises how long to keep a copy after each read, from the
+// reuse distances of the group (else of its bucket, else the break-even
+// time), as of hour now.
+func (c *adviceAcc) adviseKeep(a *Advice, k adviceKey, now int64) {
+	rate, _ := new(big.Rat).Quo(c.rates[k], new(big.Rat).SetInt64(max(a.Demand, 1))).Float64()
+	store, _ := a.Storage.PerByteHour().Float64()
+	keep, ok := LearnKeep(c.series[k], now, rate, store)
+	keep.Scope = "prefix"
+	bk := adviceBucketKey{a.Bucket, a.To}
+	bucket, seen := c.bucketKeeps[bk]
+	if !seen {
+		var bok bool
+		bucket, bok = LearnKeep(c.bucketSeries[bk], now, rate, store)
+		bucket.Scope = "bucket"
+		if !bok {
+			bucket.Hours, bucket.Scope = bucket.BreakEvenHours, "default"
+			bucket.Basis = fmt.Sprintf("less than %.0f h of history: keep copies for the break-even time", keepEvidence(bucket.BreakEvenHours)+1)
+		}
+		c.bucketKeeps[bk] = bucket
+	}
+	if !ok {
+		keep = bucket
+	}
+	a.Keep, a.BucketKeep = &keep, &bucket
+	a.Recommend = keep.Hours > 0
+	if a.Recommend {
+		a.Reason = fmt.Sprintf("keep copies in %s %s after each read (%s: %s)", a.To, keepText(keep.Hours), keep.Scope, keep.Basis)
+	} else {
+		a.Reason = fmt.Sprintf("do not keep copies in %s (%s: %s)", a.To, keep.Scope, keep.Basis)
+	}
+}
+
+// adviseCopy advises whether to keep a standing copy, from what it saves
+// a month and how soon it pays back its transfer (within horizon months).
+func (a *Advice) adviseCopy(horizon int) {
+	switch {
+	case a.SavingPerMonth.Sign() <= 0:
+		a.Reason = fmt.Sprintf("keep reading across: a copy's storage (%s USD/month) costs at least the egress it saves (%s USD/month)",
+			a.StoragePerMonth, a.EgressPerMonth)
+	case a.BreakEvenMonths > float64(horizon):
+		a.Reason = fmt.Sprintf("not yet: a copy saves %s USD/month but pays back its %s USD transfer only after %.1f months (horizon %d)",
+			a.SavingPerMonth, a.CopyCost, a.BreakEvenMonths, horizon)
+	default:
+		a.Recommend = true
+		a.Reason = fmt.Sprintf("replicate into %s: saves %s USD/month after %s USD/month of storage; the %s USD transfer pays back in %.1f months",
+			a.To, a.SavingPerMonth, a.StoragePerMonth, a.CopyCost, a.BreakEvenMonths)
+		if a.Paid.Cmp(a.CopyCost) >= 0 {
+			a.Reason += "; egress already paid in the window exceeds the copy's transfer"
+		}
+	}
 }
 
 // keepJSON is Keep in WriteAdviceJSON: hours null means for ever.
