@@ -48,7 +48,10 @@ func ReuseBucket(d time.Duration, first bool) int {
 
 // reuseLo and reuseHi bound bucket i (1..15) in hours; reuseHi of the last
 // is +Inf. reuseTab holds them, and reuseMid, for the loops.
-var reuseTab = func() (t [ReuseBuckets]struct{ lo, hi, mid float64 }) {
+// reuseBucket is one reuse-distance bucket's bounds and middle, in hours.
+type reuseBucket struct{ lo, hi, mid float64 }
+
+var reuseTab = func() (t [ReuseBuckets]reuseBucket) {
 	for i := range t {
 		t[i].lo, t[i].hi, t[i].mid = reuseLo(i), reuseHi(i), reuseMid(i)
 	}
@@ -152,9 +155,6 @@ func (s reuseSeries) add(hour int64, reuse []int64) {
 // judged, keeping longer kept paying and T_even is kept. Re-reads between
 // E and T_even after the read before also keep T_even.
 func LearnKeep(series map[int64]*[ReuseBuckets]int64, now int64, rate, storage float64) (keep Keep, ok bool) {
-	if len(series) == 0 {
-		return Keep{}, false
-	}
 	oldest, any := int64(math.MaxInt64), false
 	for h := range series {
 		if h < now {
@@ -164,16 +164,10 @@ func LearnKeep(series map[int64]*[ReuseBuckets]int64, now int64, rate, storage f
 	if !any {
 		return Keep{}, false
 	}
-	span := float64(now - oldest)
-	tEven := math.Inf(1)
-	if storage > 0 {
-		tEven = rate / storage
-	}
-	if rate <= 0 {
-		tEven = 0
-	}
+	tEven := breakEvenHours(rate, storage)
 	keep = Keep{BreakEvenHours: tEven}
 	ev := keepEvidence(tEven)
+	span := float64(now - oldest)
 	if span < ev+1 {
 		return keep, false
 	}
@@ -182,85 +176,139 @@ func LearnKeep(series map[int64]*[ReuseBuckets]int64, now int64, rate, storage f
 		keep.Basis = "fetching again is free"
 		return keep, true
 	}
-	type cand struct {
-		k              float64
-		old            float64 // bytes read at least k hours before now
-		within, holdBH float64 // re-read within k: bytes, byte-hours held
-		refetch        float64 // bytes re-read after more than k
+	t := newKeepTally(now, oldest, tEven, ev)
+	for h, hist := range series {
+		if h < now {
+			t.addHour(h, hist)
+		}
 	}
-	cands := []*cand{{k: 0}}
+	return t.decide(keep, span, rate, storage)
+}
+
+// breakEvenHours is T_even: how long holding a copy costs what fetching it
+// again does (0 when fetching is free, +Inf when holding is).
+func breakEvenHours(rate, storage float64) float64 {
+	if rate <= 0 {
+		return 0
+	}
+	if storage <= 0 {
+		return math.Inf(1)
+	}
+	return rate / storage
+}
+
+// keepCand is one keep time LearnKeep judges, with what the reads weighed
+// would have cost under it.
+type keepCand struct {
+	k              float64
+	old            float64 // bytes read at least k hours before now
+	within, holdBH float64 // re-read within k: bytes, byte-hours held
+	refetch        float64 // bytes re-read after more than k
+}
+
+// cost is the candidate's cost per byte read: storage of what was held
+// (a re-read copy for its gap, any other for k hours) plus fetching again
+// what was re-read later.
+func (c *keepCand) cost(rate, storage float64) float64 {
+	if c.old <= 0 {
+		return math.Inf(1)
+	}
+	return (storage*(c.holdBH+max(c.old-c.within, 0)*c.k) + rate*c.refetch) / c.old
+}
+
+// keepTally weighs a reuse series for LearnKeep: the candidate keeps up
+// to min(T_even, the evidence window ev), and T_even itself on the same
+// reads.
+type keepTally struct {
+	now, oldest    int64
+	tEven, ev      float64
+	cands          []*keepCand
+	te             *keepCand
+	total, rereads float64
+	long           float64 // re-read later than the evidence reaches
+}
+
+func newKeepTally(now, oldest int64, tEven, ev float64) *keepTally {
+	t := &keepTally{now: now, oldest: oldest, tEven: tEven, ev: ev, cands: []*keepCand{{k: 0}},
+		// T_even itself, judged on the same reads: a read not re-read
+		// within ev held a copy ev hours at least.
+		te: &keepCand{k: ev}}
 	for i := 1; i < ReuseBuckets-1; i++ {
 		if k := reuseHi(i); k <= tEven && k <= ev {
-			cands = append(cands, &cand{k: k})
+			t.cands = append(t.cands, &keepCand{k: k})
 		}
 	}
-	// T_even itself, judged on the same reads: a read not re-read within
-	// ev held a copy ev hours at least.
-	te := &cand{k: ev}
-	var total, rereads, long float64
-	for h, hist := range series {
-		if h >= now {
-			continue
+	return t
+}
+
+// addHour weighs the reads of hour h (before now) and their reuse
+// distances.
+func (t *keepTally) addHour(h int64, hist *[ReuseBuckets]int64) {
+	var demand float64
+	for _, n := range hist {
+		demand += float64(n)
+	}
+	t.total += demand
+	age := float64(t.now - h - 1) // full hours since the end of hour h
+	if age >= t.ev {
+		for _, c := range t.cands {
+			c.old += demand
 		}
-		var demand float64
-		for _, n := range hist {
-			demand += float64(n)
-		}
-		total += demand
-		age := float64(now - h - 1) // full hours since the end of hour h
-		if age >= ev {
-			for _, c := range cands {
-				c.old += demand
-			}
-			te.old += demand
-		}
-		for i := 1; i < ReuseBuckets; i++ {
-			n := float64(hist[i])
-			if n == 0 {
-				continue
-			}
-			rereads += n
-			b := &reuseTab[i]
-			if b.lo >= ev && b.lo < tEven {
-				long += n // re-read later than the evidence reaches
-			}
-			// When the previous read was: the middle of the bucket, or
-			// the window's start when the bucket reaches into the window
-			// only in part.
-			prev := float64(h) + 0.5 - b.mid
-			if float64(h)-b.lo >= float64(oldest) {
-				prev = max(prev, float64(oldest))
-			}
-			// Weighed with the reads at least ev old when the previous
-			// read may have been one of them (the bucket is wide).
-			if prev < float64(oldest) || float64(now)-(float64(h)+1-b.hi) < ev {
-				continue // not among the reads weighed
-			}
-			for _, c := range cands {
-				switch {
-				case b.hi <= c.k:
-					c.within += n
-					c.holdBH += n * b.mid
-				case b.lo >= c.k:
-					c.refetch += n
-				}
-			}
-			switch {
-			case b.hi <= tEven:
-				te.within += n
-				te.holdBH += n * b.mid
-			case b.lo >= tEven:
-				te.refetch += n
-			}
+		t.te.old += demand
+	}
+	for i := 1; i < ReuseBuckets; i++ {
+		if n := float64(hist[i]); n != 0 {
+			t.addReread(h, &reuseTab[i], n)
 		}
 	}
+}
+
+// addReread weighs n bytes read in hour h whose previous read was a
+// distance of bucket b before.
+func (t *keepTally) addReread(h int64, b *reuseBucket, n float64) {
+	t.rereads += n
+	if b.lo >= t.ev && b.lo < t.tEven {
+		t.long += n // re-read later than the evidence reaches
+	}
+	// When the previous read was: the middle of the bucket, or the
+	// window's start when the bucket reaches into the window only in part.
+	prev := float64(h) + 0.5 - b.mid
+	if float64(h)-b.lo >= float64(t.oldest) {
+		prev = max(prev, float64(t.oldest))
+	}
+	// Weighed with the reads at least ev old when the previous read may
+	// have been one of them (the bucket is wide).
+	if prev < float64(t.oldest) || float64(t.now)-(float64(h)+1-b.hi) < t.ev {
+		return // not among the reads weighed
+	}
+	for _, c := range t.cands {
+		c.addReread(b, n, c.k)
+	}
+	t.te.addReread(b, n, t.tEven)
+}
+
+// addReread counts n bytes re-read at a distance in bucket b as held by a
+// keep of k hours, or fetched again.
+func (c *keepCand) addReread(b *reuseBucket, n, k float64) {
+	switch {
+	case b.hi <= k:
+		c.within += n
+		c.holdBH += n * b.mid
+	case b.lo >= k:
+		c.refetch += n
+	}
+}
+
+// decide picks the keep: the cheapest candidate on the reads weighed,
+// unless T_even cost no more on the same reads or some re-reads came later
+// than the evidence reaches (then T_even).
+func (t *keepTally) decide(keep Keep, span, rate, storage float64) (Keep, bool) {
 	best, bestCost := -1, math.Inf(1)
-	for i, c := range cands {
+	for i, c := range t.cands {
 		if c.old <= 0 {
 			continue
 		}
-		cost := (storage*(c.holdBH+max(c.old-c.within, 0)*c.k) + rate*c.refetch) / c.old
-		if cost < bestCost*(1-1e-9) {
+		if cost := c.cost(rate, storage); cost < bestCost*(1-1e-9) {
 			best, bestCost = i, cost
 		}
 	}
@@ -268,27 +316,19 @@ func LearnKeep(series map[int64]*[ReuseBuckets]int64, now int64, rate, storage f
 		keep.Learned = false
 		return keep, false
 	}
-	c := cands[best]
-	reuse := fmt.Sprintf("%.0f%% of %s read in %.0f h were re-reads", 100*rereads/max(total, 1), HumanBytes(int64(total)), span)
-	teCost := math.Inf(1)
-	if te.old > 0 {
-		teCost = (storage*(te.holdBH+max(te.old-te.within, 0)*te.k) + rate*te.refetch) / te.old
-	}
+	c := t.cands[best]
+	reuse := fmt.Sprintf("%.0f%% of %s read in %.0f h were re-reads", 100*t.rereads/max(t.total, 1), HumanBytes(int64(t.total)), span)
 	switch {
-	case long > 0:
-		keep.Hours = tEven
-		keep.Basis = fmt.Sprintf("%s, some %.0f h or more after the read before: keep copies for the break-even time", reuse, ev)
-		return keep, true
-	case bestCost > teCost*(1+1e-9):
-		keep.Hours = tEven
-		keep.Basis = fmt.Sprintf("%s; on the reads %.0f h old or more no shorter keep cost less than the break-even time", reuse, ev)
-		return keep, true
-	}
-	switch {
+	case t.long > 0:
+		keep.Hours = t.tEven
+		keep.Basis = fmt.Sprintf("%s, some %.0f h or more after the read before: keep copies for the break-even time", reuse, t.ev)
+	case bestCost > t.te.cost(rate, storage)*(1+1e-9):
+		keep.Hours = t.tEven
+		keep.Basis = fmt.Sprintf("%s; on the reads %.0f h old or more no shorter keep cost less than the break-even time", reuse, t.ev)
 	case c.k == 0:
 		keep.Basis = reuse + "; keeping copies would have cost more than fetching again"
-	case best == len(cands)-1 && c.k < tEven:
-		keep.Hours = tEven
+	case best == len(t.cands)-1 && c.k < t.tEven:
+		keep.Hours = t.tEven
 		keep.Basis = fmt.Sprintf("%s; keeping copies longer kept paying as far as the history reaches (%.0f h): keep them for the break-even time", reuse, c.k)
 	default:
 		keep.Hours = c.k
