@@ -71,20 +71,9 @@ docs/egress.md has the model, the format and results on synthetic traces.`,
   fedgate egress simulate --trace trace.csv --policy policy.yaml --html > simulation.html`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			switch {
-			case asJSON && asHTML:
-				return errors.New("--json and --html: give one")
-			case (asJSON || asHTML) && cmd.Flags().Changed("format"):
-				return errors.New("--format and --json/--html: give one")
-			case asJSON:
-				format = "json"
-			case asHTML:
-				format = "html"
-			}
-			switch format {
-			case "table", "json", "html":
-			default:
-				return fmt.Errorf("--format %q: want table, json or html", format)
+			var err error
+			if format, err = outputFormat(format, cmd.Flags().Changed("format"), asJSON, asHTML); err != nil {
+				return err
 			}
 			if traceFile == "" || policyFile == "" {
 				return errors.New("--trace and --policy are required: the access trace to replay and the policy file whose regions, buckets and stores it runs against")
@@ -108,48 +97,8 @@ docs/egress.md has the model, the format and results on synthetic traces.`,
 			if opts.Transfer, err = egress.NewTable(pol.Egress.Prices); err != nil {
 				return fmt.Errorf("%s: %w", policyFile, err)
 			}
-			var sp []egress.StoragePrice
-			for _, v := range storagePrices {
-				p, err := egress.ParseStoragePrice(v)
-				if err != nil {
-					return fmt.Errorf("--storage-price: %w", err)
-				}
-				sp = append(sp, p)
-			}
-			opts.Storage = egress.NewStorageTable(sp...)
-			var rp []egress.RequestPrice
-			for _, v := range requestPrices {
-				p, err := egress.ParseRequestPrice(v)
-				if err != nil {
-					return fmt.Errorf("--request-price: %w", err)
-				}
-				rp = append(rp, p)
-			}
-			opts.Requests = egress.NewRequestTable(rp...)
-			for _, list := range strategies {
-				for _, name := range strings.Split(list, ",") {
-					if strings.TrimSpace(name) == "" {
-						continue
-					}
-					s, err := egress.ParseStrategy(name)
-					if err != nil {
-						if best := suggest.Closest(strings.TrimSpace(name), []string{"advisor", "t-even", "always-store", "always-evict", "single-region", "policy"}); best != "" {
-							return fmt.Errorf("--strategy: %w; did you mean %s?", err, best)
-						}
-						return fmt.Errorf("--strategy: %w", err)
-					}
-					opts.Strategy = append(opts.Strategy, s)
-				}
-			}
-			for _, d := range []struct {
-				flag, v string
-				dst     *time.Duration
-			}{{"--advise-every", adviseEvery, &opts.AdviseEvery}, {"--advise-window", adviseWindow, &opts.AdviseWindow}} {
-				v, err := policies.ParseDuration(d.v)
-				if err != nil || v < time.Hour || v%time.Hour != 0 {
-					return fmt.Errorf("%s %q: want whole hours, at least one (6h, 14d): the ledger the advisor reads is hourly", d.flag, d.v)
-				}
-				*d.dst = v
+			if err := simFlags(&opts, storagePrices, requestPrices, strategies, adviseEvery, adviseWindow); err != nil {
+				return err
 			}
 
 			in, size, closeIn, err := openTrace(traceFile)
@@ -343,4 +292,71 @@ func createOutput(stdout io.Writer, out string) (io.Writer, func() error, func()
 		}
 	}
 	return f, commit, abort, nil
+}
+
+// outputFormat is simulate's output format from --format, --json and --html.
+func outputFormat(format string, formatSet, asJSON, asHTML bool) (string, error) {
+	switch {
+	case asJSON && asHTML:
+		return "", errors.New("--json and --html: give one")
+	case (asJSON || asHTML) && formatSet:
+		return "", errors.New("--format and --json/--html: give one")
+	case asJSON:
+		format = "json"
+	case asHTML:
+		format = "html"
+	}
+	switch format {
+	case "table", "json", "html":
+		return format, nil
+	}
+	return "", fmt.Errorf("--format %q: want table, json or html", format)
+}
+
+// simFlags puts simulate's price, strategy and advice flags into opts.
+func simFlags(opts *egress.SimOptions, storagePrices, requestPrices, strategies []string, adviseEvery, adviseWindow string) error {
+	var sp []egress.StoragePrice
+	for _, v := range storagePrices {
+		p, err := egress.ParseStoragePrice(v)
+		if err != nil {
+			return fmt.Errorf("--storage-price: %w", err)
+		}
+		sp = append(sp, p)
+	}
+	opts.Storage = egress.NewStorageTable(sp...)
+	var rp []egress.RequestPrice
+	for _, v := range requestPrices {
+		p, err := egress.ParseRequestPrice(v)
+		if err != nil {
+			return fmt.Errorf("--request-price: %w", err)
+		}
+		rp = append(rp, p)
+	}
+	opts.Requests = egress.NewRequestTable(rp...)
+	for _, list := range strategies {
+		for _, name := range strings.Split(list, ",") {
+			if strings.TrimSpace(name) == "" {
+				continue
+			}
+			s, err := egress.ParseStrategy(name)
+			if err != nil {
+				if best := suggest.Closest(strings.TrimSpace(name), []string{"advisor", "t-even", "always-store", "always-evict", "single-region", "policy"}); best != "" {
+					return fmt.Errorf("--strategy: %w; did you mean %s?", err, best)
+				}
+				return fmt.Errorf("--strategy: %w", err)
+			}
+			opts.Strategy = append(opts.Strategy, s)
+		}
+	}
+	for _, d := range []struct {
+		flag, v string
+		dst     *time.Duration
+	}{{"--advise-every", adviseEvery, &opts.AdviseEvery}, {"--advise-window", adviseWindow, &opts.AdviseWindow}} {
+		v, err := policies.ParseDuration(d.v)
+		if err != nil || v < time.Hour || v%time.Hour != 0 {
+			return fmt.Errorf("%s %q: want whole hours, at least one (6h, 14d): the ledger the advisor reads is hourly", d.flag, d.v)
+		}
+		*d.dst = v
+	}
+	return nil
 }
