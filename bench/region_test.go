@@ -24,6 +24,7 @@ import (
 
 	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 type regionNode struct {
@@ -125,7 +126,7 @@ func startRegion(b *testing.B, opts regionOptions) *region {
 	for _, s := range r.nodes {
 		s.WaitReady(b)
 	}
-	testserver.WaitFor(b, 60*time.Second, "3 healthy members and a leader", func() bool {
+	wait.For(b, 60*time.Second, "3 healthy members and a leader", func() bool {
 		st, err := r.status()
 		if err != nil || st.Leader == "" || len(st.Members) != n {
 			return false
@@ -174,7 +175,7 @@ func (r *region) leader(b *testing.B) string {
 // waitDrained waits until the write-back backlog is empty.
 func (r *region) waitDrained(b *testing.B, timeout time.Duration) {
 	b.Helper()
-	testserver.WaitFor(b, timeout, "the write-back backlog to drain", func() bool {
+	wait.For(b, timeout, "the write-back backlog to drain", func() bool {
 		st, err := r.status()
 		return err == nil && st.DrainBacklog.Objects == 0
 	})

@@ -6,6 +6,9 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // (2) 16 concurrent readers of one cold chunk (streaming readers and
@@ -15,7 +18,7 @@ func TestConcurrentMissesShareOneFetch(t *testing.T) {
 	c := openCache(t, testConfig(t.TempDir()))
 	o := newOrigin(testChunk, 10)
 	o.hold = func(ctx context.Context) error {
-		return poll(ctx, func() bool { return c.st.misses.Load() >= 16 })
+		return wait.Until(ctx, 10*time.Second, func() bool { return c.st.misses.Load() >= 16 })
 	}
 	id := o.id("v")
 	var wg sync.WaitGroup

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/store"
 )
 
@@ -81,23 +82,6 @@ func (o *origin) waitUntil(ctx context.Context, cond func() bool) error {
 			return errors.New("origin: condition not met in 10s")
 		}
 	}
-}
-
-// poll waits for cond, which nothing signals, checking it every 100µs, for
-// at most ten seconds (a deadlock guard).
-func poll(ctx context.Context, cond func() bool) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return errors.New("condition not met in 10s")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Microsecond):
-		}
-	}
-	return nil
 }
 
 func (o *origin) fetch(ctx context.Context, off, n int64) (io.ReadCloser, error) {
@@ -252,7 +236,7 @@ func checkLimits(t testing.TB, c *Cache) {
 // fill holds its room until its fetch has stopped.
 func settle(t testing.TB, c *Cache) {
 	t.Helper()
-	if err := poll(context.Background(), func() bool { return c.st.filling.Load() == 0 }); err != nil {
+	if err := wait.Until(context.Background(), 10*time.Second, func() bool { return c.st.filling.Load() == 0 }); err != nil {
 		t.Fatal(err)
 	}
 }

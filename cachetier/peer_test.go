@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/store"
 )
 
@@ -617,7 +618,7 @@ func TestSequentialRangesWarmPeers(t *testing.T) {
 	opts := ReadOptions{ReadAhead: 4}
 	readRange(t, a, o, id, 0, testChunk, opts)
 	readRange(t, a, o, id, testChunk, testChunk, opts) // sequential: chunks 2..5 are warmed
-	err := poll(context.Background(), func() bool {
+	err := wait.Until(context.Background(), 10*time.Second, func() bool {
 		for idx := int64(2); idx <= 5; idx++ {
 			node, _ := a.Owner(ChunkKey{id, idx})
 			if !cached(r.nodes[node], id, idx) {

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // Prime fills a chunk from bytes the caller has; a reader that comes for
@@ -58,7 +60,7 @@ func TestPrimeFailureNotKept(t *testing.T) {
 	if !c.Prime(id, 0, broken, ReadOptions{}) {
 		t.Fatal("Prime: false")
 	}
-	if err := poll(t.Context(), func() bool {
+	if err := wait.Until(t.Context(), 10*time.Second, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return len(c.inflight) == 0

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // (6) Close + Open on the same Dir keeps the index and serves hits; what a
@@ -213,7 +215,7 @@ func TestFailedSyncWritesNoRecords(t *testing.T) {
 	idb.Key = "other"
 	readRange(t, c, a, ida, 0, -1, ReadOptions{})
 	settle(t, c)
-	if err := poll(context.Background(), func() bool { mu.Lock(); defer mu.Unlock(); return !fail }); err != nil {
+	if err := wait.Until(context.Background(), 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return !fail }); err != nil {
 		t.Fatal(err)
 	}
 	readRange(t, c, b, idb, 0, -1, ReadOptions{}) // after the failure: the sync now succeeds

@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // pending are metrics the rules and the dashboard use that a running node
@@ -206,7 +207,7 @@ func TestMetricsExported(t *testing.T) {
 	for _, n := range nodes {
 		n.WaitReady(t)
 	}
-	testserver.WaitFor(t, 60*time.Second, "a leader both nodes know", func() bool {
+	wait.For(t, 60*time.Second, "a leader both nodes know", func() bool {
 		for _, n := range nodes {
 			if v, err := gaugeValue(n.Endpoint, "fedgate_raft_has_leader"); err != nil || v != 1 {
 				return false

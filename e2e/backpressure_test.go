@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // TestWriteBackBackpressure: staging is bounded. While the store cannot
@@ -24,7 +26,7 @@ func TestWriteBackBackpressure(t *testing.T) {
 	s := startServer(t, "--config", writeBackPolicy(t, nas), "--staging-size", "12MiB", "--staging-wait", "2s")
 	c := s.root()
 	put(t, c, "ckpt", "warm/x", []byte("x"))
-	waitFor(t, 10*time.Second, "the first object to drain", func() bool { return s.metric("fedgate_writeback_backlog_objects") == 0 })
+	wait.For(t, 10*time.Second, "the first object to drain", func() bool { return s.metric("fedgate_writeback_backlog_objects") == 0 })
 
 	// Break the bucket's directory in the NAS: drains now fail.
 	entries, err := os.ReadDir(nas)
@@ -67,12 +69,12 @@ func TestWriteBackBackpressure(t *testing.T) {
 	// 8 MiB PUT waits, if it must, for the drain of the one before.
 	mustOK(t, os.Remove(dir))
 	mustOK(t, os.Rename(dir+".away", dir))
-	waitFor(t, 60*time.Second, "the backlog to drain", func() bool { return s.metric("fedgate_writeback_backlog_objects") == 0 })
+	wait.For(t, 60*time.Second, "the backlog to drain", func() bool { return s.metric("fedgate_writeback_backlog_objects") == 0 })
 	second := payload("bp-2", 8<<20)
 	put(t, c, "ckpt", "bp/2", second)
 	put(t, c, "ckpt", "bp/3", payload("bp-3", 8<<20))
 	put(t, c, "ckpt", "bp/2", second)
-	waitFor(t, 30*time.Second, "the backlog to drain", func() bool { return s.metric("fedgate_writeback_backlog_objects") == 0 })
+	wait.For(t, 30*time.Second, "the backlog to drain", func() bool { return s.metric("fedgate_writeback_backlog_objects") == 0 })
 	for key, want := range map[string][]byte{"bp/1": first, "bp/2": second} {
 		if got, _ := getBytes(t, c, "ckpt", key); string(got) != string(want) {
 			t.Fatalf("%s after the drain differs", key)

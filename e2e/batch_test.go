@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // The batch GET tests sign POST /_fedgate/v1/batch with aws-sdk-go-v2's
@@ -441,7 +442,7 @@ func TestBatchEgressBudget(t *testing.T) {
 	// (a key not read before each time) is refused.
 	next := 0
 	var refused batchAnswer
-	waitFor(t, 20*time.Second, "a cold batch entry refused by the spent budget", func() bool {
+	wait.For(t, 20*time.Second, "a cold batch entry refused by the spent budget", func() bool {
 		if next >= tries-2 {
 			t.Fatal("ran out of cold keys")
 		}

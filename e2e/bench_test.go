@@ -17,6 +17,7 @@ import (
 
 	"github.com/fedgate/fedgate/internal/loadgen"
 	"github.com/fedgate/fedgate/internal/testenv"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // bench runs `fedgate bench args...` with an environment without AWS
@@ -191,7 +192,7 @@ func TestBenchInterruptRemovesObjects(t *testing.T) {
 		}
 		return len(lst.Contents)
 	}
-	waitFor(t, 30*time.Second, "the bench to write 50 objects", func() bool { return count() >= 50 })
+	wait.For(t, 30*time.Second, "the bench to write 50 objects", func() bool { return count() >= 50 })
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}

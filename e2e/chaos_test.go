@@ -30,6 +30,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/fedgate/fedgate/adminapi"
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/store/posix"
 )
@@ -895,7 +896,7 @@ func runChaos(t *testing.T, cfg chaosConfig) {
 	if _, err := r.settled(90 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 3*time.Minute, "the write-back backlog to drain", func() bool {
+	wait.For(t, 3*time.Minute, "the write-back backlog to drain", func() bool {
 		st, err := r.status(r.nodes[0])
 		return err == nil && st.DrainBacklog.Objects == 0
 	})

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // Scripts can trust the CLI's exit status: a mistyped subcommand or flag
@@ -30,7 +32,7 @@ func TestCLIExitCodes(t *testing.T) {
 		t.Fatalf("cluster status --check on a healthy region: %v\n%s", err, out)
 	}
 	r.nodes[2].stop(syscall.SIGKILL)
-	waitFor(t, 30*time.Second, "cluster status --check to exit 2", func() bool {
+	wait.For(t, 30*time.Second, "cluster status --check to exit 2", func() bool {
 		out, err := r.nodes[0].fedgate("cluster", "status", "--check")
 		var ee *exec.ExitError
 		return errors.As(err, &ee) && ee.ExitCode() == 2 && strings.Contains(out, "not healthy") && strings.Contains(out, "n3")

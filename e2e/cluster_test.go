@@ -17,6 +17,7 @@ import (
 
 	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // freeAddrs returns n loopback addresses with ports free right now.
@@ -90,7 +91,7 @@ func startCluster(t *testing.T) ([]*server, map[string]*server, adminapi.Cluster
 		n.WaitReady(t)
 	}
 	var st adminapi.Cluster
-	waitFor(t, 20*time.Second, "3 healthy members and a leader", func() bool {
+	wait.For(t, 20*time.Second, "3 healthy members and a leader", func() bool {
 		var err error
 		st, err = clusterStatus(nodes[0])
 		return err == nil && settled(st, 3)
@@ -120,7 +121,7 @@ func TestCluster(t *testing.T) {
 	_, err = follower.root().HeadBucket(ctx(t), &s3.HeadBucketInput{Bucket: aws.String("shared")})
 	mustOK(t, err)
 	for _, n := range nodes {
-		waitFor(t, 5*time.Second, "the bucket on every node", func() bool {
+		wait.For(t, 5*time.Second, "the bucket on every node", func() bool {
 			_, err := n.root().HeadBucket(ctx(t), &s3.HeadBucketInput{Bucket: aws.String("shared")})
 			return err == nil
 		})
@@ -138,7 +139,7 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	waitFor(t, 5*time.Second, "carol on node 3", func() bool {
+	wait.For(t, 5*time.Second, "carol on node 3", func() bool {
 		_, err := nodes[2].s3Client("CAROLACCESSKEY000001", "carol-secret-key-0001").ListBuckets(ctx(t), &s3.ListBucketsInput{})
 		return err == nil
 	})
@@ -153,7 +154,7 @@ func TestCluster(t *testing.T) {
 			break
 		}
 	}
-	waitFor(t, 20*time.Second, "a new leader", func() bool {
+	wait.For(t, 20*time.Second, "a new leader", func() bool {
 		s, err := clusterStatus(survivor)
 		return err == nil && s.Leader != "" && s.Leader != oldLeader
 	})
@@ -163,11 +164,11 @@ func TestCluster(t *testing.T) {
 	// The killed node restarts on its data dir (the same flags: they are
 	// ignored now that it has Raft state) and rejoins.
 	leader.start()
-	waitFor(t, 20*time.Second, "the restarted node healthy", func() bool {
+	wait.For(t, 20*time.Second, "the restarted node healthy", func() bool {
 		s, err := clusterStatus(survivor)
 		return err == nil && settled(s, 3)
 	})
-	waitFor(t, 5*time.Second, "the failover bucket on the restarted node", func() bool {
+	wait.For(t, 5*time.Second, "the failover bucket on the restarted node", func() bool {
 		_, err := leader.root().HeadBucket(ctx(t), &s3.HeadBucketInput{Bucket: aws.String("after-failover")})
 		return err == nil
 	})

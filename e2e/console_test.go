@@ -17,6 +17,7 @@ import (
 	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // screenshotsEnv names a directory: when set, TestConsoleInChromium saves
@@ -66,7 +67,7 @@ func TestConsoleInChromium(t *testing.T) {
 		n.WaitReady(t)
 	}
 	var st adminapi.Cluster
-	waitFor(t, 20*time.Second, "3 healthy members and a leader", func() bool {
+	wait.For(t, 20*time.Second, "3 healthy members and a leader", func() bool {
 		var err error
 		st, err = clusterStatus(nodes[0])
 		return err == nil && settled(st, 3)

@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // TestRestartKeepsState: buckets, objects, a multipart upload in progress and
@@ -108,7 +110,7 @@ func TestCrashDuringWrites(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, 60*time.Second, "writes to be acknowledged", func() bool { return okCount.Load() >= 60 })
+	wait.For(t, 60*time.Second, "writes to be acknowledged", func() bool { return okCount.Load() >= 60 })
 	s.stop(syscall.SIGKILL)
 	stop.Store(true)
 	wg.Wait()

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // docRegion returns docs/operations.md's region.yaml example and the
@@ -120,7 +121,7 @@ func TestOperationsDocRegion(t *testing.T) {
 	for _, n := range nodes {
 		n.WaitReady(t)
 	}
-	waitFor(t, 30*time.Second, "3 healthy members and a leader", func() bool {
+	wait.For(t, 30*time.Second, "3 healthy members and a leader", func() bool {
 		st, err := clusterStatus(nodes[0])
 		return err == nil && settled(st, 3)
 	})

@@ -16,6 +16,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // lockedBuffer collects a process's output while the test reads it.
@@ -53,7 +55,7 @@ func startBare(t *testing.T, args ...string) *bareServer {
 	t.Helper()
 	s := spawnBare(t, args...)
 	testEndpoint := ""
-	waitFor(t, 60*time.Second, "the server's endpoint", func() bool {
+	wait.For(t, 60*time.Second, "the server's endpoint", func() bool {
 		select {
 		case <-s.done:
 			t.Fatalf("fedgate exited before serving:\nstdout:\n%s\nstderr:\n%s", s.stdout, s.stderr)
@@ -66,7 +68,7 @@ func startBare(t *testing.T, args ...string) *bareServer {
 		return false
 	})
 	s.Endpoint = testEndpoint
-	waitFor(t, 30*time.Second, "readyz", func() bool {
+	wait.For(t, 30*time.Second, "readyz", func() bool {
 		resp, err := http.Get(s.Endpoint + "/_fedgate/readyz")
 		if err != nil {
 			return false

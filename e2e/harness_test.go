@@ -70,11 +70,6 @@ func (s *server) restart(sig syscall.Signal) {
 	s.start()
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testserver.WaitFor(t, timeout, what, cond)
-}
-
 // s3Client is an aws-sdk-go-v2 client for the server with the given keys
 // and default client settings (checksums as the SDK sends them by default).
 func (s *server) s3Client(ak, sk string, opts ...func(*s3.Options)) *s3.Client {

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // A second node started without --join on the same policy file (so on the
@@ -29,7 +30,7 @@ func TestSecondRegionOnASharedStoreIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	second := testserver.Spawn(t, binary, dir, "--node-id", "n2", "--listen", addrs[2], "--raft-addr", addrs[3], "--internal-addr", addrs[5],
 		"--bootstrap", "--config", policy)
-	waitFor(t, time.Minute, "the second region's node to exit", second.Exited)
+	wait.For(t, time.Minute, "the second region's node to exit", second.Exited)
 	if code, log := second.ExitCode(), second.Log(); code == 0 || !strings.Contains(log, "refusing to start") ||
 		!strings.Contains(log, "belongs to another region") || !strings.Contains(log, "--join") {
 		t.Fatalf("a second region on the shared store: exit %d, log:\n%s", code, log)
@@ -37,7 +38,7 @@ func TestSecondRegionOnASharedStoreIsRefused(t *testing.T) {
 
 	again := testserver.Spawn(t, binary, dir, "--node-id", "n2", "--listen", addrs[2], "--raft-addr", addrs[3], "--internal-addr", addrs[5],
 		"--join", addrs[0], "--config", policy)
-	waitFor(t, time.Minute, "the node restarted with --join to exit", again.Exited)
+	wait.For(t, time.Minute, "the node restarted with --join to exit", again.Exited)
 	if code, log := again.ExitCode(), again.Log(); code == 0 || !strings.Contains(log, "empty its --data-dir") {
 		t.Fatalf("restarted with --join on its own region's data dir: exit %d, log:\n%s", code, log)
 	}

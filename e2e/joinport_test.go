@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // TestJoinAtRaftPort: a node told to --join another node's Raft port (a
@@ -23,7 +24,7 @@ func TestJoinAtRaftPort(t *testing.T) {
 		args := append([]string{"--node-id", "n2", "--listen", addrs[3], "--raft-addr", addrs[4+i], "--internal-addr", addrs[6], "--config", policy}, mode...)
 		start := time.Now()
 		second := testserver.Spawn(t, binary, t.TempDir(), args...)
-		waitFor(t, time.Minute, "the node joining a Raft port to exit", second.Exited)
+		wait.For(t, time.Minute, "the node joining a Raft port to exit", second.Exited)
 		log := second.Log()
 		if second.ExitCode() == 0 || !strings.Contains(log, addrs[1]+" is a Raft port") ||
 			!strings.Contains(log, "--join takes the S3 --listen address of a node") {

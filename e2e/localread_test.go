@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fedgate/fedgate/clients/localread"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // readAll reads f whole through ReadAt, in pieces that straddle the
@@ -96,7 +97,7 @@ func TestLocalSocketRead(t *testing.T) {
 	if p := s.metric("fedgate_cache_pinned_bytes"); p < float64(len(big)) {
 		t.Fatalf("%v bytes pinned while a short-circuit reader holds a %d-byte object", p, len(big))
 	}
-	waitFor(t, 10*time.Second, "the lease to end and unpin", func() bool { return s.metric("fedgate_cache_pinned_bytes") == 0 })
+	wait.For(t, 10*time.Second, "the lease to end and unpin", func() bool { return s.metric("fedgate_cache_pinned_bytes") == 0 })
 	mustOK(t, os.WriteFile(filepath.Join(tree, "train/shard-0.tar"), bytes.Repeat([]byte("new"), 1000), 0o644))
 	time.Sleep(2500 * time.Millisecond)
 	if got := readAll(t, f); !bytes.Equal(got, big) {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // The mount's end-to-end tests on a 3-node region (issue 36, "Done when"):
@@ -448,11 +449,11 @@ func TestMountRegion(t *testing.T) {
 			t.Fatalf("grant: %v %s", err, out)
 		}
 		// Both users and the grant are on node 1 before they mount there.
-		waitFor(t, 10*time.Second, "alice's grant on node 1", func() bool {
+		wait.For(t, 10*time.Second, "alice's grant on node 1", func() bool {
 			_, err := n1.s3Client(keys["alice"][0], keys["alice"][1]).HeadObject(ctx(t), &s3.HeadObjectInput{Bucket: aws.String("train"), Key: aws.String("class02/img0002.jpg")})
 			return err == nil
 		})
-		waitFor(t, 10*time.Second, "bob on node 1", func() bool {
+		wait.For(t, 10*time.Second, "bob on node 1", func() bool {
 			_, err := n1.s3Client(keys["bob"][0], keys["bob"][1]).ListBuckets(ctx(t), &s3.ListBucketsInput{})
 			return err == nil
 		})
@@ -572,7 +573,7 @@ func TestMountRegion(t *testing.T) {
 			mustOK(t, n3.Signal(syscall.SIGCONT))
 			// Back, the node serves the mount again: a new open reads it all.
 			r.settle(3)
-			waitFor(t, 30*time.Second, "big/frozen.bin read whole through the mount after SIGCONT", func() bool {
+			wait.For(t, 30*time.Second, "big/frozen.bin read whole through the mount after SIGCONT", func() bool {
 				got, err := os.ReadFile(filepath.Join(m.dir, "datasets/big/frozen.bin"))
 				return err == nil && bytes.Equal(got, big["big/frozen.bin"])
 			})

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fedgate/fedgate/internal/testenv"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // fuseMount is one `fedgate mount` process.
@@ -74,7 +75,7 @@ func startMount(t *testing.T, s *server, ak, sk string, args ...string) *fuseMou
 			t.Logf("fedgate mount log:\n%s", m.log.String())
 		}
 	})
-	waitFor(t, 20*time.Second, "the mount at "+dir, func() bool {
+	wait.For(t, 20*time.Second, "the mount at "+dir, func() bool {
 		select {
 		case <-m.exited:
 			t.Fatalf("fedgate mount exited: %v\n%s", m.err, m.log.String())
@@ -273,7 +274,7 @@ func TestMountReadOnly(t *testing.T) {
 		// Wait until a stat past the TTL asks S3 again (the kernel's attribute
 		// timeout is the TTL too): the next open then checks the ETag afresh.
 		heads := m.metric(t, `fedgate_mount_s3_requests_total{op="HeadObject"`)
-		waitFor(t, ttl+10*time.Second, "a stat past the TTL to HEAD the object", func() bool {
+		wait.For(t, ttl+10*time.Second, "a stat past the TTL to HEAD the object", func() bool {
 			if _, err := os.Stat(path); err != nil {
 				t.Fatal(err)
 			}
@@ -318,7 +319,7 @@ func TestMountReadOnly(t *testing.T) {
 		replaced := time.Now()
 		_, err := c.PutObject(ctx(t), &s3.PutObjectInput{Bucket: aws.String("train"), Key: aws.String("class03/img003.jpg"), Body: bytes.NewReader(next)})
 		mustOK(t, err)
-		waitFor(t, ttl+10*time.Second, "the replaced object through the mount", func() bool {
+		wait.For(t, ttl+10*time.Second, "the replaced object through the mount", func() bool {
 			got, err := os.ReadFile(path)
 			return err == nil && bytes.Equal(got, next)
 		})
@@ -779,10 +780,10 @@ time.sleep(600)
 			cmd.Process.Kill()
 			t.Fatalf("writer: %q %v", line, err)
 		}
-		waitFor(t, 30*time.Second, "the killed writer's multipart upload to start", func() bool { return openUploadsIn(t, c, "scratch") == 1 })
+		wait.For(t, 30*time.Second, "the killed writer's multipart upload to start", func() bool { return openUploadsIn(t, c, "scratch") == 1 })
 		mustOK(t, cmd.Process.Signal(syscall.SIGKILL))
 		_ = cmd.Wait()
-		waitFor(t, 30*time.Second, "the upload of a killed writer to be aborted", func() bool { return openUploadsIn(t, c, "scratch") == 0 })
+		wait.For(t, 30*time.Second, "the upload of a killed writer to be aborted", func() bool { return openUploadsIn(t, c, "scratch") == 0 })
 		if _, err := getObject(t, c, "scratch", "killed.bin"); err == nil {
 			t.Error("a killed writer left an object")
 		}
@@ -810,7 +811,7 @@ time.sleep(600)
 		if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
 			t.Fatalf("writer: %q %v", line, err)
 		}
-		waitFor(t, 30*time.Second, "the writer's multipart upload to start", func() bool { return openUploadsIn(t, c, "scratch") == 1 })
+		wait.For(t, 30*time.Second, "the writer's multipart upload to start", func() bool { return openUploadsIn(t, c, "scratch") == 1 })
 		m2.stop(t)
 		if n := openUploadsIn(t, c, "scratch"); n != 0 {
 			t.Errorf("the stopped mount left %d multipart uploads", n)

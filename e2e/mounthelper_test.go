@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fedgate/fedgate/internal/testenv"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // fedgate called as mount.fedgate, with the arguments mount(8) gives a
@@ -86,7 +87,7 @@ func TestMountHelperFstab(t *testing.T) {
 	if err := syscall.Unmount(dir, 0); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the daemon to log that it was unmounted and end", func() bool {
+	wait.For(t, 20*time.Second, "the daemon to log that it was unmounted and end", func() bool {
 		b, _ := os.ReadFile(logFile)
 		return strings.Contains(string(b), "unmounted from outside") && !strings.Contains(processList(t), "mount --bucket dsets/train")
 	})

@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // TestMetricsAndAccessLog: every S3 request is counted by operation and
@@ -54,7 +56,7 @@ func TestMetricsAndAccessLog(t *testing.T) {
 	resp.Body.Close()
 	id := resp.Header.Get("x-amz-request-id")
 	var line map[string]any
-	waitFor(t, 10*time.Second, "the access-log line", func() bool {
+	wait.For(t, 10*time.Second, "the access-log line", func() bool {
 		f, err := os.Open(filepath.Join(s.DataDir, "server.log"))
 		if err != nil {
 			return false
@@ -107,13 +109,13 @@ func TestSIGTERMDrains(t *testing.T) {
 	}
 	// The PUT must have reached a handler before SIGTERM: a connection still
 	// in the listen backlog when the listener closes is reset, by design.
-	waitFor(t, 10*time.Second, "the PUT to be in flight", func() bool {
+	wait.For(t, 10*time.Second, "the PUT to be in flight", func() bool {
 		return s.metric("fedgate_s3_requests_in_flight") >= 1
 	})
 	if err := s.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "readyz to fail", func() bool {
+	wait.For(t, 10*time.Second, "readyz to fail", func() bool {
 		resp, err := http.Get(s.Endpoint + "/_fedgate/readyz")
 		if err != nil {
 			return true // the listener is already closed

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/fedgate/fedgate/internal/testenv"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // originKind is one cloud stand-in as these tests use it: how to declare
@@ -191,7 +192,7 @@ func TestMountedOrigins(t *testing.T) {
 			// The cold read's last fills may still be finishing (written
 			// and synced) after its last byte was sent: a read joining one
 			// fetches nothing but is no hit either.
-			waitFor(t, 10*time.Second, "the cold read's fills to finish", func() bool { return s.metric("fedgate_cache_fills_in_progress") == 0 })
+			wait.For(t, 10*time.Second, "the cold read's fills to finish", func() bool { return s.metric("fedgate_cache_fills_in_progress") == 0 })
 			origin := s.metric("fedgate_cache_origin_bytes_total")
 			served := s.metric("fedgate_cache_served_bytes_total")
 			got, _ = getBytes(t, c, "mounted", "train/shard-0000.tar")

@@ -11,6 +11,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 func writePolicy(t *testing.T, nas string) string {
@@ -221,7 +223,7 @@ func TestBucketGlobRules(t *testing.T) {
 	if got := s.metric("fedgate_writeback_staged_bytes_total"); got != float64(len("checkpoint")) {
 		t.Fatalf("a bucket matching ckpt-* was not written back (staged %v bytes)", got)
 	}
-	waitFor(t, 10*time.Second, "the drain", func() bool { return s.metric("fedgate_writeback_backlog_objects") == 0 })
+	wait.For(t, 10*time.Second, "the drain", func() bool { return s.metric("fedgate_writeback_backlog_objects") == 0 })
 	if got, _ := getBytes(t, c, "ckpt-run1", "k"); string(got) != "checkpoint" {
 		t.Fatalf("read back %q", got)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/internal/testenv"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // preloadOrigin is a MinIO bucket mounted as fedgate bucket "mounted"
@@ -163,7 +164,7 @@ func TestPreloadAndPin(t *testing.T) {
 	if p := s.pins(); len(p) != 0 {
 		t.Fatalf("pins after unpin: %+v", p)
 	}
-	waitFor(t, 10*time.Second, "the chunks to be unpinned", func() bool { return s.metric("fedgate_cache_pinned_bytes") == 0 })
+	wait.For(t, 10*time.Second, "the chunks to be unpinned", func() bool { return s.metric("fedgate_cache_pinned_bytes") == 0 })
 
 	// Errors exit 1 with a message that names what is wrong.
 	out, err = s.fedgate("cache", "preload", "nosuchbucket/x/")
@@ -205,7 +206,7 @@ func TestPreloadResumesAfterKill(t *testing.T) {
 		t.Fatalf("cache preload --detach: %v\n%s", err, out)
 	}
 	var before adminapi.Job
-	waitFor(t, 60*time.Second, "the preload to record progress", func() bool {
+	wait.For(t, 60*time.Second, "the preload to record progress", func() bool {
 		jobs := s.jobs()
 		if len(jobs) != 1 {
 			t.Fatalf("jobs: %+v", jobs)
@@ -220,7 +221,7 @@ func TestPreloadResumesAfterKill(t *testing.T) {
 	proxy.setRate(0)
 
 	var j adminapi.Job
-	waitFor(t, 60*time.Second, "the resumed preload to finish", func() bool {
+	wait.For(t, 60*time.Second, "the resumed preload to finish", func() bool {
 		j = s.jobs()[0]
 		return j.Done
 	})
@@ -328,7 +329,7 @@ func TestPolicyPinnedBucket(t *testing.T) {
 	if got, _ := getBytes(t, s.root(), "mounted", "w.bin"); !bytes.Equal(got, data) {
 		t.Fatal("read differs")
 	}
-	waitFor(t, 10*time.Second, "the bucket's chunks to be pinned", func() bool {
+	wait.For(t, 10*time.Second, "the bucket's chunks to be pinned", func() bool {
 		return s.metric("fedgate_cache_pinned_bytes") == float64(len(data))
 	})
 }

@@ -19,6 +19,8 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"golang.org/x/sys/unix"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // stallPut opens a connection from local, sends a PUT of path that
@@ -148,7 +150,7 @@ func TestStalledSignedPutLeavesNoStaging(t *testing.T) {
 	}
 	// Nothing of the body stays anywhere under the data dir (staging
 	// files included).
-	waitFor(t, 5*time.Second, "no file under the data dir holds the stalled body", func() bool {
+	wait.For(t, 5*time.Second, "no file under the data dir holds the stalled body", func() bool {
 		found := ""
 		_ = filepath.WalkDir(s.DataDir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || !d.Type().IsRegular() || strings.HasSuffix(p, "server.log") {

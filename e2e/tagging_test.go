@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/tags"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // taggingPolicy declares a posix NAS with a write-through bucket
@@ -183,7 +185,7 @@ func TestTaggingAndAttributes(t *testing.T) {
 		wantCode(t, err, "NoSuchTagSet")
 	}
 	// The write-back bucket's tagged object was drained with its tags.
-	waitFor(t, 30*time.Second, "the write-back drain", func() bool { return s.metric("fedgate_writeback_backlog_objects") == 0 })
+	wait.For(t, 30*time.Second, "the write-back drain", func() bool { return s.metric("fedgate_writeback_backlog_objects") == 0 })
 	if got := objectTagList(t, c, "ckpt", "obj"); got != "stage=clean" {
 		t.Errorf("ckpt/obj after its drain: tags %q", got)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // s3PKI is a CA and the S3 port's certificate files it issued (serial
@@ -143,12 +144,12 @@ func TestS3TLS(t *testing.T) {
 		}
 		p.ca.Issue(t, p.cert, p.key, 200, time.Now().Add(48*time.Hour))
 		mustOK(t, s.Signal(syscall.SIGHUP))
-		waitFor(t, 10*time.Second, "the new certificate after SIGHUP", func() bool { return p.serial(t, s.Endpoint).Int64() == 200 })
+		wait.For(t, 10*time.Second, "the new certificate after SIGHUP", func() bool { return p.serial(t, s.Endpoint).Int64() == 200 })
 		put(t, c, "secure", "after-hup", []byte("renewed"))
 
 		mustOK(t, os.WriteFile(p.key, []byte("not a key\n"), 0o600))
 		mustOK(t, s.Signal(syscall.SIGHUP))
-		waitFor(t, 10*time.Second, "the failed reload's ERROR", func() bool {
+		wait.For(t, 10*time.Second, "the failed reload's ERROR", func() bool {
 			return strings.Contains(s.Log(), "TLS certificate reload failed")
 		})
 		for line := range strings.SplitSeq(s.Log(), "\n") {

@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // Issue 12: kill -9 of the leader during 100 concurrent versioned PUTs
@@ -91,7 +93,7 @@ func versionedPutsLeaderKilled(t *testing.T, nodes []*server, leader *server, bu
 			}
 		})
 	}
-	waitFor(t, 60*time.Second, "100 PUTs answered", func() bool { return done.Load() >= writers })
+	wait.For(t, 60*time.Second, "100 PUTs answered", func() bool { return done.Load() >= writers })
 	leader.stop(syscall.SIGKILL)
 	close(killed)
 	wg.Wait()
@@ -118,7 +120,7 @@ func versionedPutsLeaderKilled(t *testing.T, nodes []*server, leader *server, bu
 	var first []string
 	for i, f := range followers {
 		var listed []string
-		waitFor(t, 30*time.Second, "the listing on a survivor", func() bool {
+		wait.For(t, 30*time.Second, "the listing on a survivor", func() bool {
 			out, err := f.root().ListObjectVersions(ctx(t), &s3.ListObjectVersionsInput{Bucket: aws.String(bucket)})
 			if err != nil {
 				return false

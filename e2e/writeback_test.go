@@ -23,6 +23,7 @@ import (
 
 	"github.com/fedgate/fedgate/adminapi"
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/store/posix"
 )
@@ -102,7 +103,7 @@ func startRegionWith(t *testing.T, n int, policy, nas string, extra ...string) *
 func (r *region) settle(want int) adminapi.Cluster {
 	r.t.Helper()
 	var st adminapi.Cluster
-	waitFor(r.t, 60*time.Second, fmt.Sprintf("%d healthy members and a leader", want), func() bool {
+	wait.For(r.t, 60*time.Second, fmt.Sprintf("%d healthy members and a leader", want), func() bool {
 		for _, s := range r.nodes {
 			if s.Exited() {
 				continue
@@ -122,7 +123,7 @@ func (r *region) leader() *server { return r.byID[r.settle(len(r.nodes)).Leader]
 // drained waits until the region's write-back backlog is empty.
 func (r *region) drained(via *server, timeout time.Duration) {
 	r.t.Helper()
-	waitFor(r.t, timeout, "the write-back backlog to drain", func() bool {
+	wait.For(r.t, timeout, "the write-back backlog to drain", func() bool {
 		st, err := clusterStatus(via)
 		return err == nil && st.DrainBacklog.Objects == 0
 	})
@@ -435,7 +436,7 @@ func TestClusterWriteBackSurvivesKill(t *testing.T) {
 	}
 	wiped.start()
 	r.settle(3)
-	waitFor(t, 30*time.Second, "the wiped node to serve the bucket made while it was gone", func() bool {
+	wait.For(t, 30*time.Second, "the wiped node to serve the bucket made while it was gone", func() bool {
 		_, err := wiped.root().HeadObject(ctx(t), &s3.HeadObjectInput{Bucket: aws.String("after-wipe"), Key: aws.String("k99")})
 		return err == nil
 	})

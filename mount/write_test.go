@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // uploads is the real S3 client with its write calls counted, and
@@ -126,7 +128,7 @@ func TestWriteSequentialMultipart(t *testing.T) {
 		writeAll(t, w, data[:16*mib], 128<<10)
 	}()
 	// Three parts sent, none finished: the writer is on its fourth part.
-	waitUntil(t, func() bool { return api.inflight.Load() == 3 })
+	wait.For(t, 30*time.Second, "3 part uploads in flight", func() bool { return api.inflight.Load() == 3 })
 	<-done
 	close(api.gate)
 	for off := 16 * mib; off < len(data); off += mib {
@@ -162,17 +164,6 @@ func TestWriteSequentialMultipart(t *testing.T) {
 	}
 	if u := f.mem.inUse(); u != 0 {
 		t.Errorf("%d bytes of --max-memory held after release", u)
-	}
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 30s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -372,7 +363,7 @@ func TestWriteMemoryCapWaits(t *testing.T) {
 		}
 		wrote <- errno
 	}()
-	waitUntil(t, func() bool { return api.inflight.Load() == 2 })
+	wait.For(t, 30*time.Second, "2 part uploads in flight", func() bool { return api.inflight.Load() == 2 })
 	select {
 	case errno := <-wrote:
 		t.Fatalf("the writer finished (%v) with 2 parts held and no memory left", errno)
@@ -586,7 +577,7 @@ func TestReadBlocksUnderMemoryCap(t *testing.T) {
 		t.Errorf("peak memory %d, cap %d", peak, 5*mib)
 	}
 	h.Release(t.Context())
-	waitUntil(t, func() bool { return f.mem.inUse() == 0 })
+	wait.For(t, 30*time.Second, "the write buffers to be released", func() bool { return f.mem.inUse() == 0 })
 }
 
 // Reads through a descriptor open for writing come from the tail buffer;

@@ -14,6 +14,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/fedgate/fedgate/adminapi"
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/node"
 	"github.com/fedgate/fedgate/node/nodetest"
 )
@@ -39,7 +40,7 @@ func TestClockSkewIsReported(t *testing.T) {
 			t.Fatalf("a node with the right time: %+v", m)
 		}
 	}
-	waitFor(t, 10*time.Second, "the clock offset metric", func() bool {
+	wait.For(t, 10*time.Second, "the clock offset metric", func() bool {
 		v, ok := metric(t, r.Node(0).Endpoint(), `fedgate_cluster_clock_offset_seconds{peer="`+skewed+`"}`)
 		return ok && v > 6.5 && v < 7.5
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/node"
 )
 
@@ -97,20 +98,6 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		<-tick.C
-	}
 }
 
 func putGet(t *testing.T, ctx context.Context, put, get *s3.Client, bucket, key, body string) {
@@ -316,7 +303,7 @@ func TestThreeNodeRegion(t *testing.T) {
 	}
 
 	var leader *running
-	waitFor(t, 30*time.Second, "one leader known to every node, and 3 members", func() bool {
+	wait.For(t, 30*time.Second, "one leader known to every node, and 3 members", func() bool {
 		leader = nil
 		for _, n := range nodes {
 			if n.Raft().IsLeader() {
@@ -358,7 +345,7 @@ func TestThreeNodeRegion(t *testing.T) {
 		readBack(t, ctx, s3Client(n.Endpoint()), "shared", "ckpt/step-1", "weights after step 1")
 	}
 	want := follower.Raft().State().AppliedIndex()
-	waitFor(t, 10*time.Second, "every node applied the follower's writes", func() bool {
+	wait.For(t, 10*time.Second, "every node applied the follower's writes", func() bool {
 		for _, n := range nodes {
 			if n.Raft().State().AppliedIndex() < want {
 				return false

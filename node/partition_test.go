@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/node/nodetest"
 	"github.com/fedgate/fedgate/store"
 )
@@ -34,7 +35,7 @@ func TestPartitionedFollowerAnswersSlowDownUntilHealed(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	leader, cut := r.Leader(), r.Followers()[0]
 	r.Partition(cut)
-	nodetest.WaitFor(t, nodetest.Timeout, "the cut-off follower to lose its leader", func() bool {
+	wait.For(t, nodetest.Timeout, "the cut-off follower to lose its leader", func() bool {
 		id, _ := r.Node(cut).Raft().Leader()
 		return id == ""
 	})

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/node/nodetest"
 )
 
@@ -32,7 +33,7 @@ func TestRaftMetrics(t *testing.T) {
 			t.Fatalf("node %d: term %v, node 0's %v", i, v, term)
 		}
 		term = v
-		waitFor(t, 10*time.Second, "applied to catch up with commit", func() bool {
+		wait.For(t, 10*time.Second, "applied to catch up with commit", func() bool {
 			c, _ := metric(t, ep, "fedgate_raft_commit_index")
 			a, _ := metric(t, ep, "fedgate_raft_applied_index")
 			return c > 0 && a == c

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/node"
 	"github.com/fedgate/fedgate/node/nodetest"
 	"github.com/fedgate/fedgate/node/peerapi"
@@ -276,7 +277,7 @@ func TestS3PortTLSRegion(t *testing.T) {
 			// Each node registers its address through Raft as it starts;
 			// another node knows it once it has applied that entry.
 			id := r.Node(j).ID()
-			waitFor(t, 10*time.Second, fmt.Sprintf("node %d to know %s's S3 address as %s", i, id, r.Node(j).Endpoint()), func() bool {
+			wait.For(t, 10*time.Second, fmt.Sprintf("node %d to know %s's S3 address as %s", i, id, r.Node(j).Endpoint()), func() bool {
 				v, _ := n.Raft().State().Setting(peerapi.MemberKey(id))
 				return v == r.Node(j).Endpoint()
 			})

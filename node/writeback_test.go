@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/node/nodetest"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
@@ -157,7 +158,7 @@ func journaled(r *nodetest.Region, i int, bucket, key string) (regionstate.Journ
 // waitDrained waits until no running node's journal holds bucket/key.
 func waitDrained(t *testing.T, r *nodetest.Region, bucket, key string) {
 	t.Helper()
-	nodetest.WaitFor(t, nodetest.Timeout, fmt.Sprintf("the journal entry of %s/%s to clear on every node", bucket, key), func() bool {
+	wait.For(t, nodetest.Timeout, fmt.Sprintf("the journal entry of %s/%s to clear on every node", bucket, key), func() bool {
 		for i := range r.Len() {
 			if r.Node(i) == nil {
 				continue
@@ -250,7 +251,7 @@ func TestWriteBackPutIsStagedReadEverywhereAndDrained(t *testing.T) {
 	}
 	// Drained copies are kept on every holder for readers still reading
 	// them (the sweep's grace), marked so a new write may take their room.
-	nodetest.WaitFor(t, nodetest.Timeout, "the staged copies to be marked drained", func() bool {
+	wait.For(t, nodetest.Timeout, "the staged copies to be marked drained", func() bool {
 		for i := range r.Len() {
 			if slices.Contains(seg.Nodes, r.Node(i).ID()) && !r.Node(i).Staging().DrainedWithin(seg.ID, time.Minute) {
 				return false

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/node/nodetest"
 	"github.com/fedgate/fedgate/store"
 )
@@ -227,7 +228,7 @@ func TestWriteBackVersions(t *testing.T) {
 
 	unblockOld()
 	unblockVersions()
-	nodetest.WaitFor(t, nodetest.Timeout, "the backlog to drain", func() bool {
+	wait.For(t, nodetest.Timeout, "the backlog to drain", func() bool {
 		for i := range r.Len() {
 			if r.Node(i).Namespace().Backlog().Entries != 0 {
 				return false

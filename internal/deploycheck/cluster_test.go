@@ -18,9 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zclconf/go-cty/cty"
+
 	"github.com/fedgate/fedgate/internal/deploycheck"
 	"github.com/fedgate/fedgate/internal/testserver"
-	"github.com/zclconf/go-cty/cty"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // TestRenderedRegionForms starts the AWS region of the example for real, on
@@ -176,7 +178,7 @@ defaults: {store: shared}
 		} `json:"drain_backlog"`
 	}
 	// Members report healthy once each has heard from a leader.
-	testserver.WaitFor(t, 30*time.Second, "three healthy members", func() bool {
+	wait.For(t, 30*time.Second, "three healthy members", func() bool {
 		if err := json.Unmarshal(status("--json"), &st); err != nil {
 			t.Fatal(err)
 		}

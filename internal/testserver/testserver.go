@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // Root credentials every test server starts with.
@@ -189,16 +191,12 @@ func (p *Process) Log() string {
 	return string(b)
 }
 
-// WaitFor polls cond every 20ms until it holds, failing tb after timeout.
+// WaitFor is wait.For, kept for callers not yet switched to it.
+//
+// Deprecated: use internal/wait.For.
 func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(tb, timeout, what, cond)
 }
 
 // PeakRSS returns the process's peak resident set size in bytes (VmHWM).

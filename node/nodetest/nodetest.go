@@ -51,6 +51,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/node"
 )
 
@@ -394,19 +395,12 @@ func (r *Region) Freeze(i int) { r.net.freeze(i) }
 // Thaw ends Freeze.
 func (r *Region) Thaw() { r.net.thaw() }
 
-// WaitFor polls cond every 10ms until it holds, and fails the test when it
-// still does not after timeout.
+// WaitFor is wait.For, kept for callers not yet switched to it.
+//
+// Deprecated: use internal/wait.For.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("nodetest: timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
+	wait.For(t, timeout, what, cond)
 }
 
 // logWriter hands a node's log lines to the test log while the test runs.
