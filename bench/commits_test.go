@@ -300,11 +300,11 @@ func runCommits(b *testing.B, clients int, op func(*commitWorker) error, finish 
 			}
 		})
 	}
-	time.Sleep(max(d/5, 300*time.Millisecond))
+	time.Sleep(max(d/5, 300*time.Millisecond)) // pacing: warm-up before the measured window
 	resetLatency()
 	measuring.Store(true)
 	start := time.Now()
-	time.Sleep(d)
+	time.Sleep(d) // pacing: the measured window
 	measuring.Store(false)
 	n := count.Load()
 	el := time.Since(start).Seconds()
@@ -378,7 +378,7 @@ func profileCommits(b *testing.B, r *region, dir string, op func(*commitWorker) 
 			}
 		})
 	}
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // pacing: warm-up before the measured window
 	var pw sync.WaitGroup
 	var errs [2]error
 	start := time.Now()

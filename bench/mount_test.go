@@ -29,6 +29,7 @@ import (
 
 	"github.com/fedgate/fedgate/internal/testenv"
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // The mount benchmarks of issue 36 (docs/benchmarks.md, "fedgate mount"):
@@ -118,17 +119,21 @@ func startProcMount(b *testing.B, name, dir string, cmd *exec.Cmd) (*procMount, 
 			b.Logf("%s log:\n%s", name, tail(m.log.String(), 4000))
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for !testenv.Mounted(dir) {
+	exited := false
+	err := wait.Until(context.Background(), 60*time.Second, func() bool {
 		select {
 		case <-m.exited:
-			return m, false
+			exited = true
+			return true
 		default:
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%s: %s not mounted after 60s:\n%s", name, dir, m.log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return testenv.Mounted(dir)
+	})
+	if exited {
+		return m, false
+	}
+	if err != nil {
+		b.Fatalf("%s: %s not mounted after 60s:\n%s", name, dir, m.log.String())
 	}
 	return m, true
 }

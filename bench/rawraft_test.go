@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/raft-wal/metadb"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/fedgate/fedgate/internal/wait"
 	fgraft "github.com/fedgate/fedgate/regionstate"
 )
 
@@ -134,13 +135,7 @@ func startRawRaft(b *testing.B, kind fsmKind, lk logKind) *rawCluster {
 		}
 		c.nodes = append(c.nodes, r)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for c.leader() == nil {
-		if time.Now().After(deadline) {
-			b.Fatal("raw raft: no leader within 30s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(b, 30*time.Second, "raw raft: a leader", func() bool { return c.leader() != nil })
 	return c
 }
 

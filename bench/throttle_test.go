@@ -100,6 +100,7 @@ func throttledCopy(dst io.Writer, src io.Reader, rate int64) (int64, error) {
 			last = now
 			tokens -= float64(n)
 			if tokens < 0 {
+				// pacing: the token bucket's rate limit
 				time.Sleep(time.Duration(-tokens / float64(rate) * float64(time.Second)))
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -157,7 +158,7 @@ func delayedCopy(dst io.Writer, src io.Reader, rate int64, delay time.Duration) 
 			<-done
 			return total, p.err
 		}
-		time.Sleep(time.Until(p.at.Add(delay)))
+		time.Sleep(time.Until(p.at.Add(delay))) // pacing: the delay line's latency
 		if _, err := pw.Write(p.b); err != nil {
 			go func() {
 				for range line { // let the reader finish

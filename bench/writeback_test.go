@@ -267,7 +267,7 @@ func profileNodes(b *testing.B, r *region, dir string, wg *sync.WaitGroup) {
 	}
 	for _, s := range r.nodes {
 		wg.Go(func() {
-			time.Sleep(500 * time.Millisecond) // into the PUT
+			time.Sleep(500 * time.Millisecond) // pacing: start the profiles half a second into the PUT
 			if err := s.profileCPU(context.Background(), dir, 4, "writeback-"+s.id+".pprof"); err != nil {
 				b.Error(err)
 			}

@@ -283,7 +283,7 @@ func TestSyncsAreSpacedOut(t *testing.T) {
 		id := o.id("v")
 		id.Key = fmt.Sprintf("k%d", i)
 		readRange(t, c, o, id, 0, -1, ReadOptions{})
-		// Spread the fills over more than two intervals.
+		// pacing: spread the fills over more than two persist intervals.
 		time.Sleep(time.Until(start.Add(time.Duration(i+1) * 3 * persistEvery / objects)))
 	}
 	settle(t, c)

@@ -248,8 +248,7 @@ func TestMetricsExported(t *testing.T) {
 	// nothing is missing, then report what still is.
 	var missing []string
 	var s series
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	_ = wait.Until(context.Background(), 30*time.Second, func() bool {
 		s = series{}
 		for _, n := range nodes {
 			if err := scrape(n.Endpoint, s); err != nil {
@@ -257,11 +256,8 @@ func TestMetricsExported(t *testing.T) {
 			}
 		}
 		missing = problems(us, s)
-		if len(missing) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return len(missing) == 0
+	}) // what is still missing after the deadline is reported below
 	for _, m := range missing {
 		t.Error(m)
 	}

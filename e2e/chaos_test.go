@@ -233,20 +233,25 @@ func (r *chaosRegion) exited(n *chaosNode) bool {
 
 func (r *chaosRegion) waitReady(n *chaosNode, timeout time.Duration) error {
 	hc := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if r.exited(n) {
-			return fmt.Errorf("%s exited while starting", n.id)
+	exited := false
+	err := wait.Until(context.Background(), timeout, func() bool {
+		if exited = r.exited(n); exited {
+			return true
 		}
-		if resp, err := hc.Get(n.endpoint + "/_fedgate/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
+		resp, err := hc.Get(n.endpoint + "/_fedgate/readyz")
+		if err != nil {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	switch {
+	case exited:
+		return fmt.Errorf("%s exited while starting", n.id)
+	case err != nil:
+		return fmt.Errorf("%s not ready within %v", n.id, timeout)
 	}
-	return fmt.Errorf("%s not ready within %v", n.id, timeout)
+	return nil
 }
 
 // status is `fedgate cluster status --json` through n, given up after 3 s
@@ -276,32 +281,38 @@ func (r *chaosRegion) byID(id string) int {
 // settled waits for three healthy voters and a leader, and returns the
 // leader's index.
 func (r *chaosRegion) settled(timeout time.Duration) (int, error) {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	leader := -1
+	err := wait.Until(context.Background(), timeout, func() bool {
 		for _, n := range r.nodes {
 			if st, err := r.status(n); err == nil && settled(st, 3) {
-				return r.byID(st.Leader), nil
+				leader = r.byID(st.Leader)
+				return true
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
+		return false
+	})
+	if err != nil {
+		return -1, fmt.Errorf("the region did not settle (3 healthy voters and a leader) within %v", timeout)
 	}
-	return -1, fmt.Errorf("the region did not settle (3 healthy voters and a leader) within %v", timeout)
+	return leader, nil
 }
 
 // leaderNow asks the nodes clients use which node leads.
 func (r *chaosRegion) leaderNow() int {
-	for range 50 {
+	leader := -1
+	_ = wait.Until(context.Background(), 10*time.Second, func() bool {
 		for _, n := range r.nodes {
 			if !n.up.Load() {
 				continue
 			}
 			if st, err := r.status(n); err == nil && st.Leader != "" {
-				return r.byID(st.Leader)
+				leader = r.byID(st.Leader)
+				return true
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return -1
+		return false
+	}) // -1 when no node names a leader within 10 s
+	return leader
 }
 
 // inject runs one fault to its end.
@@ -343,22 +354,22 @@ func (r *chaosRegion) inject(f chaosFault, cfg chaosConfig, rng *rand.Rand) faul
 				fail(os.RemoveAll(filepath.Join(n.dir, e.Name())))
 			}
 		}
-		time.Sleep(cfg.down)
+		time.Sleep(cfg.down) // pacing: the fault schedule: the node stays down this long
 		r.launch(n)
 		fail(r.waitReady(n, 90*time.Second))
 		n.up.Store(true)
 	case "stop":
 		r.kill(n, syscall.SIGSTOP)
-		time.Sleep(cfg.hold)
+		time.Sleep(cfg.hold) // pacing: the fault schedule: the fault is held this long
 		r.kill(n, syscall.SIGCONT)
 	case "partition":
 		r.lab.partition(run.node)
-		time.Sleep(cfg.hold)
+		time.Sleep(cfg.hold) // pacing: the fault schedule: the fault is held this long
 		r.lab.heal(run.node)
 	case "diskfull":
 		filler, err := fillDisk(n.dir)
 		fail(err)
-		time.Sleep(cfg.hold)
+		time.Sleep(cfg.hold) // pacing: the fault schedule: the fault is held this long
 		fail(os.Remove(filler))
 	}
 	run.end = r.now()
@@ -497,7 +508,7 @@ func (l *chaosLoad) nodeFor(pin int, rng *rand.Rand) (int, bool) {
 	case pin < 0:
 		return l.pick(rng), true
 	case !l.r.nodes[pin].up.Load():
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // pacing: a client's pause before it probes its gone node again
 		return pin, false
 	}
 	return pin, true
@@ -878,14 +889,14 @@ func runChaos(t *testing.T, cfg chaosConfig) {
 	go func() { defer close(monDone); l.monitor(stopMon) }()
 	var runs []faultRun
 	rng := rand.New(rand.NewPCG(1, 2))
-	time.Sleep(cfg.gap)
+	time.Sleep(cfg.gap) // pacing: the fault schedule: load alone before the first fault
 	for i := 0; r.now()+cfg.hold+cfg.gap < until-cfg.quiet; i++ {
 		f := chaosFaults[i%len(chaosFaults)]
 		run := r.inject(f, cfg, rng)
 		t.Logf("%6.1fs  %-28s n%d  for %.1fs%s", run.start.Seconds(), f, run.node+1, (run.end - run.start).Seconds(),
 			map[bool]string{true: "  error: " + run.err}[run.err != ""])
 		runs = append(runs, run)
-		time.Sleep(cfg.gap + time.Duration(rng.Int64N(int64(cfg.gap))))
+		time.Sleep(cfg.gap + time.Duration(rng.Int64N(int64(cfg.gap)))) // pacing: the fault schedule: a random gap between faults
 	}
 	wg.Wait()
 	end := r.now()

@@ -217,7 +217,7 @@ func TestEgressBudgetBlocksColdReads(t *testing.T) {
 		_, err := s.root().GetObject(ctx(t), &s3.GetObjectInput{Bucket: aws.String("dsb"), Key: aws.String(fmt.Sprintf("b%02d", i))})
 		switch {
 		case err == nil:
-			time.Sleep(50 * time.Millisecond) // the next try, on a fresh key: refresh is every 100 ms
+			time.Sleep(50 * time.Millisecond) // pacing: the next try, on a fresh key: refresh is every 100 ms
 		case errors.As(err, &ae) && ae.ErrorCode() == "EgressBudgetExceeded":
 			refused = true
 		default:

@@ -99,7 +99,10 @@ func TestLocalSocketRead(t *testing.T) {
 	}
 	wait.For(t, 10*time.Second, "the lease to end and unpin", func() bool { return s.metric("fedgate_cache_pinned_bytes") == 0 })
 	mustOK(t, os.WriteFile(filepath.Join(tree, "train/shard-0.tar"), bytes.Repeat([]byte("new"), 1000), 0o644))
-	time.Sleep(2500 * time.Millisecond)
+	wait.For(t, 10*time.Second, "the node to serve the replaced object", func() bool {
+		got, _ := getBytes(t, s.root(), "datasets", "train/shard-0.tar")
+		return string(got) == strings.Repeat("new", 1000)
+	})
 	if got := readAll(t, f); !bytes.Equal(got, big) {
 		t.Fatal("an open short-circuit read changed under its reader")
 	}

@@ -311,7 +311,7 @@ func (p *slowProxy) wait(k int) {
 	p.next = p.next.Add(time.Duration(float64(k) / float64(rate) * float64(time.Second)))
 	due := p.next
 	p.mu.Unlock()
-	time.Sleep(time.Until(due))
+	time.Sleep(time.Until(due)) // pacing: the origin's read rate
 }
 
 // TestPolicyPinnedBucket: a bucket whose policy says cache.pin: true keeps

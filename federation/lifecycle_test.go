@@ -103,7 +103,8 @@ buckets:
 	overwritten := false
 	ns.SetLifecycleHook(func(bucket, key string) {
 		if key == "runs/2/model.pt" {
-			time.Sleep(10 * time.Millisecond) // a new mtime for the posix validator
+			// A new validator: another size ("old" was 3 bytes), and the
+			// posix store stamps each commit with a fresh nanosecond mtime.
 			put(key, "new bytes", "")
 			overwritten = true
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fedgate/fedgate/cachetier"
 	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/regionstate"
 	"github.com/fedgate/fedgate/store"
@@ -108,20 +109,15 @@ func (f *fixture) run() (stop func()) {
 
 func (f *fixture) waitJob(id string, cond func(federation.PreloadStatus) bool) federation.PreloadStatus {
 	f.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st, err := f.ns[0].Job(id)
-		if err != nil {
+	var st federation.PreloadStatus
+	wait.For(f.t, 30*time.Second, "job "+id, func() bool {
+		var err error
+		if st, err = f.ns[0].Job(id); err != nil {
 			f.t.Fatal(err)
 		}
-		if cond(st) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("timed out waiting on job %s: %+v", id, st)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return cond(st)
+	})
+	return st
 }
 
 func done(st federation.PreloadStatus) bool { return st.Done }
@@ -162,13 +158,7 @@ func TestPreloadSingleNodePinned(t *testing.T) {
 	if err := f.ns[0].Unpin(ctx, "data", "train/"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for f.caches[0].Stats().PinnedBytes != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("unpinned chunks are still pinned")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, 10*time.Second, "the unpinned chunks to be unpinned", func() bool { return f.caches[0].Stats().PinnedBytes == 0 })
 	if len(f.ns[0].Pins()) != 0 {
 		t.Fatal("the pin is still listed")
 	}

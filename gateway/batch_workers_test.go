@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // runBlocked hands n functions to w that block until release closes, and
@@ -34,19 +37,11 @@ func runBlocked(t *testing.T, w *workers, n int) (release func()) {
 // idleWorkers waits until want workers are idle.
 func idleWorkers(t *testing.T, w *workers, want int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.For(t, 10*time.Second, fmt.Sprintf("%d idle workers", want), func() bool {
 		w.mu.Lock()
-		n := len(w.ready)
-		w.mu.Unlock()
-		if n == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d idle workers, want %d", n, want)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer w.mu.Unlock()
+		return len(w.ready) == want
+	})
 }
 
 // The batch fetch workers: every function handed over runs at once,
@@ -65,19 +60,11 @@ func TestBatchWorkersRunEverythingAtOnce(t *testing.T) {
 	idleWorkers(t, w, 2*n)
 	// Idle for idleFor, they end, and so does the sweep.
 	idleWorkers(t, w, 0)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.For(t, 10*time.Second, "the sweep of idle workers to end with no worker left", func() bool {
 		w.mu.Lock()
-		sweeping := w.sweeping
-		w.mu.Unlock()
-		if !sweeping {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the sweep of idle workers did not end with no worker left")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer w.mu.Unlock()
+		return !w.sweeping
+	})
 	// And new ones start when needed.
 	runBlocked(t, w, 8)()
 	idleWorkers(t, w, 8)

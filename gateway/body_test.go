@@ -16,6 +16,7 @@ import (
 	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/gateway/gatewaytest"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // bodyServer is a gateway over a fake with a private bucket "private",
@@ -158,6 +159,7 @@ func TestSlowSteadyBodyIsNotCut(t *testing.T) {
 	pr, pw := io.Pipe()
 	go func() {
 		for range 10 {
+			// pacing: a slow client's body, a piece every 100 ms (the silence timeout is 300 ms)
 			time.Sleep(100 * time.Millisecond)
 			if _, err := io.WriteString(pw, "0123456789"); err != nil {
 				return
@@ -199,7 +201,7 @@ func TestUnauthenticatedConnectionsPerAddress(t *testing.T) {
 		c, _ := rawRequest(t, addr, "127.0.0.2", "", "")
 		held = append(held, c)
 	}
-	testWait(t, "4 connections from 127.0.0.2 counted", func() bool { return lim.Unauthenticated("127.0.0.2") == 4 })
+	wait.For(t, 5*time.Second, "4 connections from 127.0.0.2 counted", func() bool { return lim.Unauthenticated("127.0.0.2") == 4 })
 	c, br := rawRequest(t, addr, "127.0.0.2", "GET /_fedgate/healthz HTTP/1.1\r\nHost: h\r\n\r\n", "")
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := http.ReadResponse(br, nil); err == nil {
@@ -238,21 +240,10 @@ func TestUnauthenticatedConnectionsPerAddress(t *testing.T) {
 	for _, c := range held[1:] {
 		c.Close()
 	}
-	testWait(t, "closed connections leave the count", func() bool { return lim.Unauthenticated("127.0.0.2") <= 1 })
+	wait.For(t, 5*time.Second, "closed connections leave the count", func() bool { return lim.Unauthenticated("127.0.0.2") <= 1 })
 }
 
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-
-func testWait(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // Keys under _fedgate/ are fedgate's own in the stores it writes to (a
 // bucket mounted at a store's root would reach its markers and versions):

@@ -89,7 +89,7 @@ func TestPresignExpiresRange(t *testing.T) {
 type stalledBody struct{}
 
 func (stalledBody) Read([]byte) (int, error) {
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // pacing: a client whose body does not come (what the test sends, not a wait)
 	return 0, io.ErrUnexpectedEOF
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/node"
 	"github.com/fedgate/fedgate/node/nodetest"
 )
@@ -46,12 +47,8 @@ defaults:`, 1)
 	}
 	waitGone := func(i int, key string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !gone(i, key) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s was not expired (lifecycle status %+v)", key, r.Node(i).Namespace().LifecycleStatus())
-			}
-			time.Sleep(50 * time.Millisecond)
+		if wait.Until(ctx, 30*time.Second, func() bool { return gone(i, key) }) != nil {
+			t.Fatalf("%s was not expired (lifecycle status %+v)", key, r.Node(i).Namespace().LifecycleStatus())
 		}
 	}
 	put(l, "tmp/first")
@@ -71,16 +68,11 @@ defaults:`, 1)
 	l2 := r.WaitForLeader()
 	put(l2, "tmp/second")
 	waitGone(l2, "tmp/second")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if wait.Until(ctx, 30*time.Second, func() bool {
 		st := r.Node(l2).Namespace().LifecycleStatus()
-		if st.Last.Node != "" && st.Last.Node != first {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no pass by the new leader: %+v (the old leader was %s)", st, first)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return st.Last.Node != "" && st.Last.Node != first
+	}) != nil {
+		t.Fatalf("no pass by the new leader: %+v (the old leader was %s)", r.Node(l2).Namespace().LifecycleStatus(), first)
 	}
 	if gone(l2, "keep/first") {
 		t.Error("an object no rule selects was deleted")

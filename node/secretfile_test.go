@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fedgate/fedgate/internal/testenv"
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/store"
 )
@@ -82,15 +83,7 @@ func TestS3StoreCredentialFilesAreReread(t *testing.T) {
 	if err := os.WriteFile(skf, []byte(minio.SecretKey+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := put()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Put still fails 10 s after the secret file was fixed: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if wait.Until(t.Context(), 10*time.Second, func() bool { err = put(); return err == nil }) != nil {
+		t.Fatalf("Put still fails 10 s after the secret file was fixed: %v", err)
 	}
 }

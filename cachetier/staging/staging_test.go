@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -258,7 +259,10 @@ func TestMarksSurviveReopen(t *testing.T) {
 }
 
 // A held file is passed by when a Reserve needs room, until the hold ends.
-func TestHeldFilesStay(t *testing.T) {
+// In a synctest bubble: the hold's 200 ms pass on the fake clock.
+func TestHeldFilesStay(t *testing.T) { synctest.Test(t, testHeldFilesStay) }
+
+func testHeldFilesStay(t *testing.T) {
 	a := open(t, t.TempDir(), 100)
 	write(t, a, idA, bytes.Repeat([]byte("a"), 60))
 	a.MarkSuperseded(idA)
@@ -272,7 +276,7 @@ func TestHeldFilesStay(t *testing.T) {
 	if !errors.Is(err, ErrFull) || !a.Has(idA) {
 		t.Fatalf("reserve over a held file: %v (kept %v); want ErrFull and the file kept", err, a.Has(idA))
 	}
-	time.Sleep(250 * time.Millisecond)
+	time.Sleep(250 * time.Millisecond) // the fake clock: past the hold
 	res, err := a.Reserve(context.Background(), 60)
 	if err != nil {
 		t.Fatalf("reserve after the hold ended: %v", err)

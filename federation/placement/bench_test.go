@@ -193,6 +193,7 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 	b.avail = min(b.c.burst, b.avail+b.c.rate*now.Sub(b.last).Seconds())
 	b.last = now
 	if b.avail < 0 {
+		// pacing: the capped body's rate
 		time.Sleep(time.Duration(-b.avail / b.c.rate * float64(time.Second)))
 		now = time.Now()
 		b.avail = min(b.c.burst, b.avail+b.c.rate*now.Sub(b.last).Seconds())

@@ -127,23 +127,21 @@ defaults: {store: shared}
 	deadline := time.Now().Add(90 * time.Second)
 	for i, n := range nodes {
 		url := scheme + n.host.ip + ":" + strconv.Itoa(r.ports["s3"]) + "/_fedgate/readyz"
-		for {
+		err := wait.Until(context.Background(), time.Until(deadline), func() bool {
 			select {
 			case <-exited[i]:
 				t.Fatalf("%s exited:\n%s", n.host.id, logs())
 			default:
 			}
 			resp, err := client.Get(url)
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
+			if err != nil {
+				return false
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not ready at %s after 90s:\n%s", n.host.id, url, logs())
-			}
-			time.Sleep(100 * time.Millisecond)
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		})
+		if err != nil {
+			t.Fatalf("%s not ready at %s after 90s:\n%s", n.host.id, url, logs())
 		}
 	}
 

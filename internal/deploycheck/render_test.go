@@ -25,6 +25,7 @@ import (
 
 	"github.com/fedgate/fedgate/internal/deploycheck"
 	"github.com/fedgate/fedgate/internal/testserver"
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // TestExampleWiring follows the two-region example's inputs
@@ -414,30 +415,34 @@ func checkFlagsParse(t *testing.T, r *testRegion, n *rendered) {
 		}
 		return err == nil
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var (
+		ended   bool
+		exitErr error
+	)
+	err := wait.Until(context.Background(), 30*time.Second, func() bool {
 		select {
-		case err := <-exited:
-			exited <- err
-			msg := out.String()
-			if err == nil || !strings.Contains(msg, "erasure placement is not supported yet") {
-				t.Fatalf("fedgate server with the rendered command line exited (%v) for another reason than an unserved erasure placement:\n%s", err, msg)
-			}
-			for _, bad := range []string{"unknown flag", "invalid argument", "unknown shorthand", "Usage:"} {
-				if strings.Contains(msg, bad) {
-					t.Fatalf("fedgate server does not accept the rendered command line:\n%s", msg)
-				}
-			}
-			return
+		case exitErr = <-exited:
+			exited <- exitErr
+			ended = true
+			return true
 		default:
 		}
-		if up(r.ports["s3"]) && up(r.ports["raft"]) {
-			return // flags and policy accepted; waiting for its peers
-		}
-		if time.Now().After(deadline) {
+		return up(r.ports["s3"]) && up(r.ports["raft"]) // flags and policy accepted; waiting for its peers
+	})
+	if !ended {
+		if err != nil {
 			t.Fatalf("fedgate server with the rendered command line neither listens nor exits after 30s:\n%s", out.String())
 		}
-		time.Sleep(50 * time.Millisecond)
+		return
+	}
+	msg := out.String()
+	if exitErr == nil || !strings.Contains(msg, "erasure placement is not supported yet") {
+		t.Fatalf("fedgate server with the rendered command line exited (%v) for another reason than an unserved erasure placement:\n%s", exitErr, msg)
+	}
+	for _, bad := range []string{"unknown flag", "invalid argument", "unknown shorthand", "Usage:"} {
+		if strings.Contains(msg, bad) {
+			t.Fatalf("fedgate server does not accept the rendered command line:\n%s", msg)
+		}
 	}
 }
 
