@@ -146,7 +146,9 @@ func (c Configuration) Validate() error {
 	return nil
 }
 
-// Validate checks one rule as S3 does, returning an *Error.
+// Validate checks one rule as S3 does, returning an *Error: the ID and
+// that there is an action, then the filter, then each action in turn (the
+// first error found, in this order, is the answer).
 func (r *Rule) Validate() error {
 	if len([]rune(r.ID)) > MaxIDLength {
 		return invalidArg("ID length should not exceed allowed limit of 255")
@@ -154,7 +156,20 @@ func (r *Rule) Validate() error {
 	if r.Expiration == nil && r.NoncurrentVersionExpiration == nil && r.AbortIncompleteMultipartUploadDays == 0 {
 		return invalidReq("At least one action needs to be specified in a rule")
 	}
-	f := r.Filter
+	if err := r.Filter.validate(); err != nil {
+		return err
+	}
+	if err := r.Expiration.validate(r.Filter); err != nil {
+		return err
+	}
+	if err := r.NoncurrentVersionExpiration.validate(); err != nil {
+		return err
+	}
+	return validateAbort(r.AbortIncompleteMultipartUploadDays, r.Filter)
+}
+
+// validate checks the filter's size bounds and tags.
+func (f Filter) validate() error {
 	if f.ObjectSizeGreaterThan != nil && *f.ObjectSizeGreaterThan < 0 {
 		return invalidArg("'ObjectSizeGreaterThan' must be a non-negative integer")
 	}
@@ -174,49 +189,63 @@ func (r *Rule) Validate() error {
 		}
 		seen[t.Key] = true
 	}
-	if e := r.Expiration; e != nil {
-		set := 0
-		if e.Days != 0 {
+	return nil
+}
+
+// validate checks an Expiration action (nil: none) of a rule with filter f:
+// exactly one of Days, Date and ExpiredObjectDeleteMarker.
+func (e *Expiration) validate(f Filter) error {
+	if e == nil {
+		return nil
+	}
+	set := 0
+	for _, on := range []bool{e.Days != 0, !e.Date.IsZero(), e.ExpiredObjectDeleteMarker} {
+		if on {
 			set++
-		}
-		if !e.Date.IsZero() {
-			set++
-		}
-		if e.ExpiredObjectDeleteMarker {
-			set++
-		}
-		switch {
-		case e.Days < 0 || e.Days > math.MaxInt32:
-			return invalidArg("'Days' for Expiration action must be a positive integer")
-		case set == 0:
-			return errMalformed
-		case set > 1 && e.ExpiredObjectDeleteMarker:
-			return invalidReq("ExpiredObjectDeleteMarker cannot be specified with Days or Date in a Lifecycle Expiration Policy")
-		case set > 1:
-			return errMalformed
-		case !e.Date.IsZero() && !isMidnightUTC(e.Date):
-			return invalidArg("'Date' must be at midnight GMT")
-		case e.ExpiredObjectDeleteMarker && f.HasTagFilter():
-			return invalidReq("ExpiredObjectDeleteMarker cannot be specified with a Tag-based filter")
 		}
 	}
-	if n := r.NoncurrentVersionExpiration; n != nil {
-		if n.NoncurrentDays <= 0 || n.NoncurrentDays > math.MaxInt32 {
-			return invalidArg("'NoncurrentDays' for NoncurrentVersionExpiration action must be a positive integer")
-		}
-		if n.NewerNoncurrentVersions < 0 || n.NewerNoncurrentVersions > MaxNewerNoncurrentVersions {
-			return invalidArg("'NewerNoncurrentVersions' for NoncurrentVersionExpiration action must be a positive integer up to 100")
-		}
+	switch {
+	case e.Days < 0 || e.Days > math.MaxInt32:
+		return invalidArg("'Days' for Expiration action must be a positive integer")
+	case set == 0:
+		return errMalformed
+	case set > 1 && e.ExpiredObjectDeleteMarker:
+		return invalidReq("ExpiredObjectDeleteMarker cannot be specified with Days or Date in a Lifecycle Expiration Policy")
+	case set > 1:
+		return errMalformed
+	case !e.Date.IsZero() && !isMidnightUTC(e.Date):
+		return invalidArg("'Date' must be at midnight GMT")
+	case e.ExpiredObjectDeleteMarker && f.HasTagFilter():
+		return invalidReq("ExpiredObjectDeleteMarker cannot be specified with a Tag-based filter")
 	}
-	if d := r.AbortIncompleteMultipartUploadDays; d != 0 {
-		switch {
-		case d < 0 || d > math.MaxInt32:
-			return invalidArg("'DaysAfterInitiation' for AbortIncompleteMultipartUpload action must be a positive integer")
-		case f.HasTagFilter():
-			return invalidReq("AbortIncompleteMultipartUpload cannot be specified with Tags.")
-		case f.ObjectSizeGreaterThan != nil || f.ObjectSizeLessThan != nil:
-			return invalidReq("AbortIncompleteMultipartUpload cannot be specified with an object size filter.")
-		}
+	return nil
+}
+
+// validate checks a NoncurrentVersionExpiration action (nil: none).
+func (n *NoncurrentVersionExpiration) validate() error {
+	switch {
+	case n == nil:
+		return nil
+	case n.NoncurrentDays <= 0 || n.NoncurrentDays > math.MaxInt32:
+		return invalidArg("'NoncurrentDays' for NoncurrentVersionExpiration action must be a positive integer")
+	case n.NewerNoncurrentVersions < 0 || n.NewerNoncurrentVersions > MaxNewerNoncurrentVersions:
+		return invalidArg("'NewerNoncurrentVersions' for NoncurrentVersionExpiration action must be a positive integer up to 100")
+	}
+	return nil
+}
+
+// validateAbort checks an AbortIncompleteMultipartUpload action of d days
+// (0: none) of a rule with filter f.
+func validateAbort(d int, f Filter) error {
+	switch {
+	case d == 0:
+		return nil
+	case d < 0 || d > math.MaxInt32:
+		return invalidArg("'DaysAfterInitiation' for AbortIncompleteMultipartUpload action must be a positive integer")
+	case f.HasTagFilter():
+		return invalidReq("AbortIncompleteMultipartUpload cannot be specified with Tags.")
+	case f.ObjectSizeGreaterThan != nil || f.ObjectSizeLessThan != nil:
+		return invalidReq("AbortIncompleteMultipartUpload cannot be specified with an object size filter.")
 	}
 	return nil
 }

@@ -160,20 +160,9 @@ func (xr xmlRule) rule() (Rule, error) {
 	default:
 		return r, errMalformed
 	}
-	switch {
-	case hasPrefix && hasFilter:
-		return r, errMalformed
-	case hasPrefix:
-		r.LegacyPrefix = true
-		r.Filter.Prefix = prefix
-	case hasFilter:
-		f, err := filter.filter()
-		if err != nil {
-			return r, err
-		}
-		r.Filter = f
-	default:
-		return r, errMalformed
+	var err error
+	if r.Filter, r.LegacyPrefix, err = ruleFilter(prefix, hasPrefix, filter, hasFilter); err != nil {
+		return r, err
 	}
 	if hasExp {
 		e, err := exp.expiration()
@@ -183,30 +172,57 @@ func (xr xmlRule) rule() (Rule, error) {
 		r.Expiration = e
 	}
 	if hasNC {
-		days, hasDays, ok := one(nc.NoncurrentDays)
-		newer, _, ok2 := one(nc.NewerNoncurrentVersions)
-		if !ok || !ok2 || !hasDays {
-			return r, errMalformed
+		if r.NoncurrentVersionExpiration, err = nc.noncurrent(); err != nil {
+			return r, err
 		}
-		if days <= 0 || days > 1<<31-1 {
-			return r, invalidArg("'NoncurrentDays' for NoncurrentVersionExpiration action must be a positive integer")
-		}
-		if newer < 0 || newer > MaxNewerNoncurrentVersions {
-			return r, invalidArg("'NewerNoncurrentVersions' for NoncurrentVersionExpiration action must be a positive integer up to 100")
-		}
-		r.NoncurrentVersionExpiration = &NoncurrentVersionExpiration{NoncurrentDays: int(days), NewerNoncurrentVersions: int(newer)}
 	}
 	if hasAb {
-		days, hasDays, ok := one(ab.DaysAfterInitiation)
-		if !ok || !hasDays {
-			return r, errMalformed
+		if r.AbortIncompleteMultipartUploadDays, err = ab.days(); err != nil {
+			return r, err
 		}
-		if days <= 0 || days > 1<<31-1 {
-			return r, invalidArg("'DaysAfterInitiation' for AbortIncompleteMultipartUpload action must be a positive integer")
-		}
-		r.AbortIncompleteMultipartUploadDays = int(days)
 	}
 	return r, nil
+}
+
+// ruleFilter is a rule's filter: the legacy Prefix element (legacy true) or
+// the Filter element, exactly one of them.
+func ruleFilter(prefix string, hasPrefix bool, filter xmlFilter, hasFilter bool) (f Filter, legacy bool, err error) {
+	switch {
+	case hasPrefix && hasFilter:
+		return Filter{}, false, errMalformed
+	case hasPrefix:
+		return Filter{Prefix: prefix}, true, nil
+	case hasFilter:
+		f, err := filter.filter()
+		return f, false, err
+	}
+	return Filter{}, false, errMalformed
+}
+
+func (nc xmlNoncurrent) noncurrent() (*NoncurrentVersionExpiration, error) {
+	days, hasDays, ok := one(nc.NoncurrentDays)
+	newer, _, ok2 := one(nc.NewerNoncurrentVersions)
+	if !ok || !ok2 || !hasDays {
+		return nil, errMalformed
+	}
+	if days <= 0 || days > 1<<31-1 {
+		return nil, invalidArg("'NoncurrentDays' for NoncurrentVersionExpiration action must be a positive integer")
+	}
+	if newer < 0 || newer > MaxNewerNoncurrentVersions {
+		return nil, invalidArg("'NewerNoncurrentVersions' for NoncurrentVersionExpiration action must be a positive integer up to 100")
+	}
+	return &NoncurrentVersionExpiration{NoncurrentDays: int(days), NewerNoncurrentVersions: int(newer)}, nil
+}
+
+func (ab xmlAbortUpload) days() (int, error) {
+	days, hasDays, ok := one(ab.DaysAfterInitiation)
+	if !ok || !hasDays {
+		return 0, errMalformed
+	}
+	if days <= 0 || days > 1<<31-1 {
+		return 0, invalidArg("'DaysAfterInitiation' for AbortIncompleteMultipartUpload action must be a positive integer")
+	}
+	return int(days), nil
 }
 
 func (x xmlExpiration) expiration() (*Expiration, error) {
