@@ -628,8 +628,27 @@ func (b *Bucket) ListVersions(ctx context.Context, opts VersionListOptions) iter
 	if ver, ok := b.originVersioner(ctx); ok {
 		return b.listOriginVersions(ctx, ver, opts)
 	}
+	// Starting after KeyMarker also passes a version marker's key in an
+	// unversioned bucket: its one version was listed already.
 	lo := store.ListOptions{Prefix: opts.Prefix, Delimiter: opts.Delimiter, StartAfter: opts.KeyMarker}
-	plain := func(yield func(VersionEntry, error) bool) {
+	plain := b.plainVersions(ctx, lo)
+	if !b.versioned() {
+		return plain
+	}
+	return func(yield func(VersionEntry, error) bool) {
+		if err := b.ns.readBarrier(ctx); err != nil {
+			yield(VersionEntry{}, err)
+			return
+		}
+		mergeVersions(plain, b.indexVersions(b.ns.rs.State(), opts, lo), opts, yield)
+	}
+}
+
+// plainVersions lists the objects at their plain places as null versions,
+// each its key's latest (the version store's own keys and collected
+// objects left out).
+func (b *Bucket) plainVersions(ctx context.Context, lo store.ListOptions) iter.Seq2[VersionEntry, error] {
+	return func(yield func(VersionEntry, error) bool) {
 		for e, err := range b.path.list(ctx, lo) {
 			if err != nil {
 				yield(VersionEntry{}, err)
@@ -650,91 +669,84 @@ func (b *Bucket) ListVersions(ctx context.Context, opts VersionListOptions) iter
 			}
 		}
 	}
-	if !b.versioned() {
-		if opts.KeyMarker != "" && opts.VersionIDMarker != "" {
-			// The marker's key has one version, listed already.
-			lo.StartAfter = opts.KeyMarker
+}
+
+// indexVersions lists the version index's rows after the markers, each
+// key's versions newest first, common prefixes folded as lo says.
+func (b *Bucket) indexVersions(st *regionstate.State, opts VersionListOptions, lo store.ListOptions) iter.Seq[VersionEntry] {
+	afterKey, afterSeq := opts.KeyMarker, uint64(0)
+	if opts.KeyMarker != "" && opts.VersionIDMarker != "" {
+		for _, v := range st.Versions(b.Name, opts.KeyMarker) {
+			if v.ID == opts.VersionIDMarker {
+				afterSeq = v.Seq
+			}
 		}
-		return plain
 	}
-	return func(yield func(VersionEntry, error) bool) {
-		if err := b.ns.readBarrier(ctx); err != nil {
-			yield(VersionEntry{}, err)
-			return
+	return func(yield func(VersionEntry) bool) {
+		lastKey, lastPrefix := "", ""
+		if afterSeq != 0 {
+			lastKey = afterKey // resuming inside a key: its newest version was listed already
 		}
-		st := b.ns.rs.State()
-		afterKey, afterSeq := opts.KeyMarker, uint64(0)
-		if opts.KeyMarker != "" && opts.VersionIDMarker != "" {
-			for _, v := range st.Versions(b.Name, opts.KeyMarker) {
-				if v.ID == opts.VersionIDMarker {
-					afterSeq = v.Seq
+		st.ListVersions(b.Name, opts.Prefix, afterKey, afterSeq, func(v regionstate.ObjectVersion) bool {
+			if p, ok := foldPrefix(v.Key, lo); ok {
+				if p == lastPrefix || p <= opts.KeyMarker {
+					return true
 				}
+				lastPrefix = p
+				return yield(VersionEntry{Key: p, IsPrefix: true})
 			}
-		}
-		// The index's rows, each key's versions newest first.
-		index := func(yield func(VersionEntry) bool) {
-			lastKey, lastPrefix := "", ""
-			if afterSeq != 0 {
-				lastKey = afterKey // resuming inside a key: its newest version was listed already
+			latest := v.Key != lastKey
+			lastKey = v.Key
+			e := VersionEntry{Key: v.Key, IsLatest: latest, DeleteMarker: v.DeleteMarker}
+			if v.DeleteMarker {
+				e.Info = store.ObjectInfo{Key: v.Key, ModTime: v.Created, VersionID: v.ID}
+			} else {
+				e.Info = versionInfo(v)
 			}
-			st.ListVersions(b.Name, opts.Prefix, afterKey, afterSeq, func(v regionstate.ObjectVersion) bool {
-				if p, ok := foldPrefix(v.Key, lo); ok {
-					if p == lastPrefix || p <= opts.KeyMarker {
-						return true
-					}
-					lastPrefix = p
-					return yield(VersionEntry{Key: p, IsPrefix: true})
-				}
-				latest := v.Key != lastKey
-				lastKey = v.Key
-				e := VersionEntry{Key: v.Key, IsLatest: latest, DeleteMarker: v.DeleteMarker}
-				if v.DeleteMarker {
-					e.Info = store.ObjectInfo{Key: v.Key, ModTime: v.Created, VersionID: v.ID}
-				} else {
-					e.Info = versionInfo(v)
-				}
-				return yield(e)
-			})
-		}
-		next, stop := iter.Pull(index)
-		defer stop()
-		pending, ok := next()
-		for e, err := range plain {
-			if err != nil {
-				yield(e, err)
-				return
-			}
-			for ok && pending.Key < e.Key {
-				if !yield(pending, nil) {
-					return
-				}
-				pending, ok = next()
-			}
-			if ok && pending.Key == e.Key {
-				// The key is in the index (or both fold into one prefix):
-				// every version of it comes from there.
-				for ok && pending.Key == e.Key {
-					if !yield(pending, nil) {
-						return
-					}
-					pending, ok = next()
-				}
-				continue
-			}
-			if e.Key == opts.KeyMarker && opts.VersionIDMarker != "" {
-				continue // its one null version was the marker
-			}
-			if !yield(e, nil) {
-				return
-			}
-		}
-		for ok {
+			return yield(e)
+		})
+	}
+}
+
+// mergeVersions yields the plain listing and the index's rows in key order;
+// a key in the index (or a prefix both fold into) has all its versions from
+// there.
+func mergeVersions(plain iter.Seq2[VersionEntry, error], index iter.Seq[VersionEntry], opts VersionListOptions, yield func(VersionEntry, error) bool) {
+	next, stop := iter.Pull(index)
+	defer stop()
+	pending, ok := next()
+	// flush yields the index's rows while more(pending) holds.
+	flush := func(more func(VersionEntry) bool) bool {
+		for ok && more(pending) {
 			if !yield(pending, nil) {
-				return
+				return false
 			}
 			pending, ok = next()
 		}
+		return true
 	}
+	for e, err := range plain {
+		if err != nil {
+			yield(e, err)
+			return
+		}
+		if !flush(func(p VersionEntry) bool { return p.Key < e.Key }) {
+			return
+		}
+		if ok && pending.Key == e.Key {
+			if !flush(func(p VersionEntry) bool { return p.Key == e.Key }) {
+				return
+			}
+			continue
+		}
+		if e.Key == opts.KeyMarker && opts.VersionIDMarker != "" {
+			continue // its one null version was the marker
+		}
+		if !yield(e, nil) {
+			return
+		}
+	}
+	flush(func(VersionEntry) bool { return true })
 }
 
 // uploadStoreKey is the store key a multipart upload assembles into.

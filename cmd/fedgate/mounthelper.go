@@ -62,30 +62,9 @@ type mountHelperArgs struct {
 // bucket/prefix, or "-" for every bucket.
 func parseMountHelper(argv []string) (mountHelperArgs, error) {
 	var h mountHelperArgs
-	var pos, opts []string
-	for i := 0; i < len(argv); i++ {
-		a := argv[i]
-		switch {
-		case a == "-o" || a == "-t" || a == "-N":
-			if i+1 >= len(argv) {
-				return h, fmt.Errorf("%s needs a value", a)
-			}
-			i++
-			switch a {
-			case "-o":
-				opts = append(opts, strings.Split(argv[i], ",")...)
-			case "-N":
-				return h, errors.New("-N (another mount namespace) is not supported")
-			}
-		case strings.HasPrefix(a, "-o") && len(a) > 2:
-			opts = append(opts, strings.Split(a[2:], ",")...)
-		case strings.HasPrefix(a, "-") && len(a) > 1 && strings.Trim(a[1:], "sfnv") == "":
-			h.fake = h.fake || strings.Contains(a, "f")
-		case strings.HasPrefix(a, "-") && a != "-":
-			return h, fmt.Errorf("unknown argument %s (mount(8) passes SPEC DIR [-sfnv] [-o OPTIONS])", a)
-		default:
-			pos = append(pos, a)
-		}
+	pos, opts, err := h.splitArgv(argv)
+	if err != nil {
+		return h, err
 	}
 	if len(pos) != 2 {
 		return h, fmt.Errorf("want SPEC and MOUNTPOINT (a bucket, bucket/prefix or - for every bucket, then a directory), got %q", pos)
@@ -97,28 +76,8 @@ func parseMountHelper(argv []string) (mountHelperArgs, error) {
 		args = append(args, "--bucket", spec)
 	}
 	for _, o := range opts {
-		if o == "" {
-			continue
-		}
-		name, value, hasValue := strings.Cut(o, "=")
-		switch {
-		case mountHelperIgnored[name] || strings.HasPrefix(name, "x-") || name == "comment":
-		case name == "ro" && !hasValue:
-			args = append(args, "--read-only")
-		case name == "allow_other" && !hasValue:
-			args = append(args, "--allow-other")
-		case name == "credentials" && hasValue:
-			env, err := readEnvFile(value)
-			if err != nil {
-				return h, err
-			}
-			h.env = append(h.env, env...)
-		case name == "log" && hasValue:
-			h.logFile = value
-		case mountHelperFlags[strings.ReplaceAll(name, "_", "-")] && hasValue:
-			args = append(args, "--"+strings.ReplaceAll(name, "_", "-")+"="+value)
-		default:
-			return h, fmt.Errorf("unknown option %q (fedgate mount's flags as name=value: %s; ro, allow_other, credentials=FILE, log=FILE; docs/mount.md)", o, strings.Join(slices.Sorted(maps.Keys(mountHelperFlags)), ", "))
+		if args, err = h.option(o, args); err != nil {
+			return h, err
 		}
 	}
 	if h.logFile == "" {
@@ -126,6 +85,66 @@ func parseMountHelper(argv []string) (mountHelperArgs, error) {
 	}
 	h.args = append(args, dir)
 	return h, nil
+}
+
+// splitArgv sorts mount(8)'s arguments into the positional ones and the -o
+// options, and notes -f.
+func (h *mountHelperArgs) splitArgv(argv []string) (pos, opts []string, err error) {
+	for i := 0; i < len(argv); i++ {
+		a := argv[i]
+		switch {
+		case a == "-o" || a == "-t" || a == "-N":
+			if i+1 >= len(argv) {
+				return nil, nil, fmt.Errorf("%s needs a value", a)
+			}
+			i++
+			switch a {
+			case "-o":
+				opts = append(opts, strings.Split(argv[i], ",")...)
+			case "-N":
+				return nil, nil, errors.New("-N (another mount namespace) is not supported")
+			}
+		case strings.HasPrefix(a, "-o") && len(a) > 2:
+			opts = append(opts, strings.Split(a[2:], ",")...)
+		case strings.HasPrefix(a, "-") && len(a) > 1 && strings.Trim(a[1:], "sfnv") == "":
+			h.fake = h.fake || strings.Contains(a, "f")
+		case strings.HasPrefix(a, "-") && a != "-":
+			return nil, nil, fmt.Errorf("unknown argument %s (mount(8) passes SPEC DIR [-sfnv] [-o OPTIONS])", a)
+		default:
+			pos = append(pos, a)
+		}
+	}
+	return pos, opts, nil
+}
+
+// option applies one -o option: fedgate mount's flags appended to args,
+// credentials and log kept in h, mount(8)'s own options ignored.
+func (h *mountHelperArgs) option(o string, args []string) ([]string, error) {
+	if o == "" {
+		return args, nil
+	}
+	name, value, hasValue := strings.Cut(o, "=")
+	flag := strings.ReplaceAll(name, "_", "-")
+	switch {
+	case mountHelperIgnored[name] || strings.HasPrefix(name, "x-") || name == "comment":
+	case name == "ro" && !hasValue:
+		args = append(args, "--read-only")
+	case name == "allow_other" && !hasValue:
+		args = append(args, "--allow-other")
+	case name == "credentials" && hasValue:
+		env, err := readEnvFile(value)
+		if err != nil {
+			return args, err
+		}
+		h.env = append(h.env, env...)
+	case name == "log" && hasValue:
+		h.logFile = value
+	case mountHelperFlags[flag] && hasValue:
+		args = append(args, "--"+flag+"="+value)
+	default:
+		return args, fmt.Errorf("unknown option %q (fedgate mount's flags as name=value: %s; ro, allow_other, credentials=FILE, log=FILE; docs/mount.md)", o, strings.Join(slices.Sorted(maps.Keys(mountHelperFlags)), ", "))
+	}
+	return args, nil
 }
 
 // readEnvFile reads KEY=VALUE lines (blank lines and # comments skipped),

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fedgate/fedgate/adminapi"
+	"github.com/fedgate/fedgate/backend"
 	"github.com/fedgate/fedgate/node/peerapi"
 )
 
@@ -59,61 +60,13 @@ written. 'fedgate cluster status' lists the objects the nodes read degraded late
 				return c.answerError(resp.Status, data)
 			}
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			// A bar on a terminal; into a pipe or a file, a line at the
-			// first progress and then every watchLine (no \r debris).
-			term := isTerminal(errw)
-			var lastLine time.Time
-			var bar *progressbar.ProgressBar // made with the first progress line
 			verb := "repairing "
 			if dryRun {
 				verb = "checking "
 			}
-			var found []adminapi.DegradedObject
-			sc := bufio.NewScanner(resp.Body)
-			var last adminapi.RepairLine
-			for sc.Scan() {
-				last = adminapi.RepairLine{}
-				if err := json.Unmarshal(sc.Bytes(), &last); err != nil {
-					return fmt.Errorf("unreadable progress from the server: %w", err)
-				}
-				if last.Found != nil {
-					found = append(found, *last.Found)
-					continue
-				}
-				if last.Stats != nil || last.Error != "" {
-					break
-				}
-				if !asJSON && !term {
-					if time.Since(lastLine) >= watchLine {
-						fmt.Fprintf(errw, "%s%s: %s objects, %s read\n", verb, args[0], ofTotal(last.Done, last.Total, itoa), humanBytes(last.BytesRead))
-						lastLine = time.Now()
-					}
-					continue
-				}
-				if bar == nil && !asJSON {
-					bar = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(errw),
-						progressbar.OptionSetDescription(verb+args[0]), progressbar.OptionShowCount(),
-						progressbar.OptionSetItsString("objects"), progressbar.OptionShowIts(), progressbar.OptionClearOnFinish())
-				}
-				if bar != nil {
-					if last.Total > 0 && bar.GetMax64() != last.Total {
-						bar.ChangeMax64(last.Total)
-					}
-					bar.Describe(fmt.Sprintf("%s%s (%s read)", verb, args[0], humanBytes(last.BytesRead)))
-					_ = bar.Set64(last.Done)
-				}
-			}
-			if bar != nil {
-				_ = bar.Finish()
-			}
-			if err := sc.Err(); err != nil {
-				return fmt.Errorf("the repair's progress stream broke (the repair may go on or stop on the server): %w", err)
-			}
-			if last.Error != "" && last.Stats == nil {
-				return errors.New(last.Error)
-			}
-			if last.Stats == nil {
-				return errors.New("the server ended the repair without a result")
+			last, found, err := followRepair(resp.Body, errw, verb+args[0], asJSON)
+			if err != nil {
+				return err
 			}
 			s := last.Stats
 			if asJSON {
@@ -121,21 +74,7 @@ written. 'fedgate cluster status' lists the objects the nodes read degraded late
 					return err
 				}
 			} else {
-				if dryRun {
-					if len(found) > 0 {
-						tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-						fmt.Fprintln(tw, "KEY\tLACKING ON")
-						for _, f := range found {
-							fmt.Fprintf(tw, "%s\t%s\n", f.Key, strings.Join(f.Stores, ","))
-						}
-						_ = tw.Flush()
-					}
-					fmt.Fprintf(out, "Dry run, nothing written: %d objects checked, %d healthy, %d need repair (%d shards, %d manifests, %d copies to rewrite), %d could not be checked; %d bytes read\n",
-						s.Objects, s.Healthy, s.Repaired, s.Shards, s.Manifests, s.Copies, s.Failed, s.BytesRead)
-				} else {
-					fmt.Fprintf(out, "%d objects: %d healthy, %d repaired, %d failed (%d shards, %d manifests, %d copies rewritten; %d bytes read)\n",
-						s.Objects, s.Healthy, s.Repaired, s.Failed, s.Shards, s.Manifests, s.Copies, s.BytesRead)
-				}
+				printRepair(out, dryRun, s, found)
 			}
 			if last.Error != "" {
 				return errors.New(last.Error)
@@ -150,4 +89,83 @@ written. 'fedgate cluster status' lists the objects the nodes read degraded late
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"dry_run", "stats": {...}, "needs_repair": [{"bucket", "key", "stores"}]} instead of a table`)
 	c.bind(cmd)
 	return cmd
+}
+
+// followRepair reads the repair's progress stream to its result line, and
+// shows the progress on errw (a bar on a terminal; into a pipe or a file, a
+// line at the first progress and then every watchLine, no \r debris;
+// nothing with asJSON). It returns the last line, which has Stats, and the
+// objects found needing repair.
+func followRepair(body io.Reader, errw io.Writer, what string, asJSON bool) (adminapi.RepairLine, []adminapi.DegradedObject, error) {
+	term := isTerminal(errw)
+	var lastLine time.Time
+	var bar *progressbar.ProgressBar // made with the first progress line
+	var found []adminapi.DegradedObject
+	sc := bufio.NewScanner(body)
+	var last adminapi.RepairLine
+	for sc.Scan() {
+		last = adminapi.RepairLine{}
+		if err := json.Unmarshal(sc.Bytes(), &last); err != nil {
+			return last, nil, fmt.Errorf("unreadable progress from the server: %w", err)
+		}
+		if last.Found != nil {
+			found = append(found, *last.Found)
+			continue
+		}
+		if last.Stats != nil || last.Error != "" {
+			break
+		}
+		switch {
+		case asJSON:
+		case !term:
+			if time.Since(lastLine) >= watchLine {
+				fmt.Fprintf(errw, "%s: %s objects, %s read\n", what, ofTotal(last.Done, last.Total, itoa), humanBytes(last.BytesRead))
+				lastLine = time.Now()
+			}
+		default:
+			if bar == nil {
+				bar = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(errw),
+					progressbar.OptionSetDescription(what), progressbar.OptionShowCount(),
+					progressbar.OptionSetItsString("objects"), progressbar.OptionShowIts(), progressbar.OptionClearOnFinish())
+			}
+			if last.Total > 0 && bar.GetMax64() != last.Total {
+				bar.ChangeMax64(last.Total)
+			}
+			bar.Describe(fmt.Sprintf("%s (%s read)", what, humanBytes(last.BytesRead)))
+			_ = bar.Set64(last.Done)
+		}
+	}
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	if err := sc.Err(); err != nil {
+		return last, nil, fmt.Errorf("the repair's progress stream broke (the repair may go on or stop on the server): %w", err)
+	}
+	if last.Error != "" && last.Stats == nil {
+		return last, nil, errors.New(last.Error)
+	}
+	if last.Stats == nil {
+		return last, nil, errors.New("the server ended the repair without a result")
+	}
+	return last, found, nil
+}
+
+// printRepair prints a repair's result for people: with dryRun, the objects
+// that need repair and the stores lacking their data, then the counts.
+func printRepair(out io.Writer, dryRun bool, s *backend.RepairStats, found []adminapi.DegradedObject) {
+	if !dryRun {
+		fmt.Fprintf(out, "%d objects: %d healthy, %d repaired, %d failed (%d shards, %d manifests, %d copies rewritten; %d bytes read)\n",
+			s.Objects, s.Healthy, s.Repaired, s.Failed, s.Shards, s.Manifests, s.Copies, s.BytesRead)
+		return
+	}
+	if len(found) > 0 {
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KEY\tLACKING ON")
+		for _, f := range found {
+			fmt.Fprintf(tw, "%s\t%s\n", f.Key, strings.Join(f.Stores, ","))
+		}
+		_ = tw.Flush()
+	}
+	fmt.Fprintf(out, "Dry run, nothing written: %d objects checked, %d healthy, %d need repair (%d shards, %d manifests, %d copies to rewrite), %d could not be checked; %d bytes read\n",
+		s.Objects, s.Healthy, s.Repaired, s.Shards, s.Manifests, s.Copies, s.Failed, s.BytesRead)
 }
