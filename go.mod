@@ -42,6 +42,7 @@ require github.com/HdrHistogram/hdrhistogram-go v1.4.0
 
 require (
 	github.com/aws/aws-sdk-go-v2/feature/s3/manager v1.23.24
+	github.com/fzipp/gocyclo v0.6.0
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/hashicorp/raft-wal v0.4.0
 )
