@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 func freeAddr(t *testing.T) string {
@@ -105,11 +107,5 @@ func TestMembers(t *testing.T) {
 
 func waitFor(t *testing.T, f func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 15s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(t, 15*time.Second, "the catalog's condition", f)
 }

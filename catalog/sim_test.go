@@ -17,6 +17,7 @@ import (
 
 	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/policies"
 )
 
@@ -68,7 +69,7 @@ func (t *wanTransport) hop(target raft.ServerAddress) error {
 	if !ok {
 		return errCut
 	}
-	time.Sleep(d)
+	time.Sleep(d) // pacing: the simulated WAN link's one-way delay
 	return nil
 }
 
@@ -181,26 +182,26 @@ func (s *sim) forward(from string) Forward {
 		if !ok {
 			return 0, fmt.Errorf("%w: %v", ErrNoMajority, errCut)
 		}
-		time.Sleep(d)
+		time.Sleep(d) // pacing: the simulated WAN link's delay, there
 		idx, err := s.nodes[leader].ApplyLocal(ctx, data)
-		time.Sleep(d)
+		time.Sleep(d) // pacing: and back
 		return idx, err
 	}
 }
 
 func (s *sim) waitLeader(t *testing.T, among []string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	var leader string
+	wait.For(t, 30*time.Second, fmt.Sprintf("a leader among %v", among), func() bool {
 		for _, r := range among {
 			if l := s.nodes[r].Leader(); l != "" && slices.Contains(among, l) && s.nodes[l].raft.State() == raft.Leader {
-				return l
+				leader = l
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no leader among %v", among)
-	return ""
+		return false
+	})
+	return leader
 }
 
 // converged reports whether every region in rs holds the same buckets.
@@ -217,12 +218,7 @@ func (s *sim) converged(rs []string) bool {
 func (s *sim) waitConverged(t *testing.T, rs []string, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for !s.converged(rs) {
-		if time.Since(start) > timeout {
-			t.Fatalf("regions %v did not converge in %v", rs, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, timeout, fmt.Sprintf("regions %v to converge", rs), func() bool { return s.converged(rs) })
 	return time.Since(start)
 }
 

@@ -66,9 +66,10 @@ func newCluster(t *testing.T, size int, tweak func(*Config)) *cluster {
 func init() { announceEvery.Store(int64(10 * time.Millisecond)) }
 
 func (c *cluster) config(id string) Config {
-	// 200ms: short enough for quick tests, long enough that a loaded 2-core
-	// CI machine does not depose the leader mid-test.
-	cfg := Config{NodeID: id, Dir: c.dirs[id], Logger: testLogger(c.t), ElectionTimeout: 200 * time.Millisecond,
+	// 500ms: short enough for quick tests, long enough that a loaded 2-core
+	// machine does not depose the leader mid-test (at 200ms, load averages
+	// of 13-17 here lost the leadership under the group-commit writers).
+	cfg := Config{NodeID: id, Dir: c.dirs[id], Logger: testLogger(c.t), ElectionTimeout: 500 * time.Millisecond,
 		BootstrapExpect: len(c.ids), LeaderWait: 2 * time.Second, Forward: c.forwarder(id)}
 	if c.tweak != nil {
 		c.tweak(&cfg)

@@ -127,7 +127,7 @@ func TestGroupCommit(t *testing.T) {
 		}
 		return true
 	})
-	time.Sleep(1100 * time.Millisecond) // the leader's cached answer expires
+	l.group.forgetMembers() // the leader's cached answer, a second old at most
 	const writers, each = 48, 12
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -186,7 +186,13 @@ func TestGroupWaitsForEveryMember(t *testing.T) {
 	// Every member announced (newCluster waits for it) and its announcing
 	// goroutine ended; take one member's word back, as if it were of a
 	// version that never gave it.
-	time.Sleep(100 * time.Millisecond)
+	for _, n := range c.live() {
+		select {
+		case <-n.announced:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s still announcing its log features", n.ID())
+		}
+	}
 	var old string
 	for _, id := range c.ids {
 		if id != l.ID() {
@@ -194,7 +200,7 @@ func TestGroupWaitsForEveryMember(t *testing.T) {
 		}
 	}
 	applyVia(t, l, SetSetting{Key: FeatureKey(old), Delete: true})
-	time.Sleep(1100 * time.Millisecond) // the leader's cached answer expires
+	l.group.forgetMembers()
 	var wg sync.WaitGroup
 	for w := range 32 {
 		wg.Go(func() {
@@ -253,4 +259,12 @@ func TestApplyAckedThenAwait(t *testing.T) {
 		t.Fatalf("after AwaitAcked the follower reads %q", v)
 	}
 	c.converge()
+}
+
+// forgetMembers drops the leader's cached answer to "does every member
+// apply groups?" (kept a second), so that the next write asks again.
+func (c *committer) forgetMembers() {
+	c.mu.Lock()
+	c.okAt = time.Time{}
+	c.mu.Unlock()
 }

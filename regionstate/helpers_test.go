@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // testLogger writes Warn and above to the test log, and nothing once the
@@ -81,13 +83,7 @@ func apply(t testing.TB, n *Node, cmds ...Command) {
 // waitFor polls cond until it holds, failing the test after 10s.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.For(t, 10*time.Second, what, cond)
 }
 
 // rawCommand lets tests write any type byte and body.

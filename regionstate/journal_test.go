@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/fedgate/fedgate/internal/wait"
 )
 
 // TestJournalDrainOrder: a drain claim on an old version holds the key
@@ -64,7 +66,8 @@ func TestJournalDrainOrder(t *testing.T) {
 	// An expired claim can be taken over.
 	v3 := stage(JournalEntry{Bucket: "b", Key: "gone", Tombstone: true, Store: "s", StoreKey: "b/gone"})
 	apply(t, n, ClaimDrain{Bucket: "b", Key: "gone", Version: v3, Node: "n1", Lease: time.Millisecond})
-	time.Sleep(5 * time.Millisecond)
+	applied := time.Now() // the lease runs from the entry's time, before this
+	wait.For(t, time.Second, "the 1 ms claim lease to run out", func() bool { return time.Since(applied) > 2*time.Millisecond })
 	apply(t, n, ClaimDrain{Bucket: "b", Key: "gone", Version: v3, Node: "n3", Lease: time.Minute})
 	if e, _ := s.JournalEntry("b", "gone"); !e.Tombstone || e.Claim.Node != "n3" {
 		t.Fatalf("tombstone after takeover = %+v", e)

@@ -133,17 +133,20 @@ type Node struct {
 	// committed: from then on its CommitIndex covers every entry the
 	// previous leaders committed (ReadIndex).
 	markedTerm atomic.Uint64
-	log        *slog.Logger
-	logStore   string // the kind opened
-	raft       *raft.Raft
-	trans      transport.Transport
-	fsm        *fsm
-	group      *committer     // the leader's group commit (group.go)
-	acked      atomic.Uint64  // the highest index ApplyAcked returned on this follower
-	closers    []func() error // run in reverse by Close
-	done       chan struct{}  // closed by Close: pending waits end with ErrClosed
-	closeOnce  sync.Once
-	closeErr   error
+	// announced is closed when announce has returned (its feature is in
+	// the region's state, or the node closed).
+	announced chan struct{}
+	log       *slog.Logger
+	logStore  string // the kind opened
+	raft      *raft.Raft
+	trans     transport.Transport
+	fsm       *fsm
+	group     *committer     // the leader's group commit (group.go)
+	acked     atomic.Uint64  // the highest index ApplyAcked returned on this follower
+	closers   []func() error // run in reverse by Close
+	done      chan struct{}  // closed by Close: pending waits end with ErrClosed
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Open opens (or creates) the Raft state under cfg.Dir. For a one-node
@@ -211,7 +214,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.closers = append(n.closers, func() error { return n.raft.Shutdown().Error() })
 	n.raft.RegisterObserver(hl.Observer())
 	go n.markLeadership(leaderCh)
-	go n.announce()
+	n.announced = make(chan struct{})
+	go func() {
+		defer close(n.announced)
+		n.announce()
+	}()
 	if err := n.form(ctx, hasState, cfg.Bootstrap || cfg.BootstrapExpect <= 1, rc.LocalID); err != nil {
 		return nil, err
 	}

@@ -15,17 +15,9 @@ import (
 
 // sleepAllowed names the test files that may still hold a time.Sleep
 // without a "// pacing:" comment, with why. An entry ending in "/" is a
-// directory. They belong to packages being reworked elsewhere (issue 39:
-// raft, regionstate, catalog); the lead removes them once those are in.
+// directory. Each is a wall-clock bound the code under test has no
+// injected clock or gauge for yet.
 var sleepAllowed = map[string]string{
-	"catalog/member_test.go":      "issue 39, the Raft rework: its waitFor helper sleeps between polls",
-	"catalog/sim_test.go":         "issue 39, the Raft rework: the catalog simulation's waits",
-	"regionstate/helpers_test.go": "issue 39, the Raft rework: its waitFor helper sleeps between polls",
-	"regionstate/journal_test.go": "issue 39, the Raft rework: a wait for the journal's goroutine",
-	"regionstate/group_test.go":   "issue 39, the Raft rework: waits out the leader's cached answer",
-	"raft/":                       "issue 39, the Raft rework: the package is being written",
-
-	// Not yet on a condition or a fake clock (issue 39 follow-ups).
 	"e2e/mount_region_test.go":                "waits out --stat-ttl in a mount and three server processes: the contract under test is a wall-clock bound",
 	"e2e/stall_test.go":                       "waits for the server to take in 600 stalled connections: no gauge says how many it holds",
 	"federation/objectlock_lifecycle_test.go": "waits out a 2 s retention that the region state checks against its log entries' real time",
