@@ -201,7 +201,10 @@ type Stats struct {
 	// cached chunks (what egress saves).
 	BytesFromOrigin, BytesFromCache int64
 	Evictions                       int64
-	Used, Capacity                  int64 // bytes; Used includes fills in progress
+	// BadChunks counts chunks loaded at Open and dropped because their file
+	// was missing, of another size, or failed its checksum (verify.go).
+	BadChunks      int64
+	Used, Capacity int64 // bytes; Used includes fills in progress
 	// PinnedBytes counts the bytes of pinned chunks (part of Used).
 	PinnedBytes int64
 	Chunks      int
@@ -227,7 +230,7 @@ type GroupStats struct {
 type counters struct {
 	hits, misses, fetches, fetchErrors atomic.Int64
 	originBytes, cacheBytes, evictions atomic.Int64
-	filling                            atomic.Int64
+	filling, verifyDropped             atomic.Int64
 	peerReads, peerBytes, peerFallback atomic.Int64
 }
 
@@ -271,12 +274,22 @@ type Cache struct {
 	leases  map[chunkID]int
 	warming map[chunkID]struct{} // peer-owned chunks being warmed on their owner
 	open    openFiles
+
+	// Background verification (verify.go): the entries loaded at Open
+	// and their names (sorted), handed to verifyLoop; fresh names the
+	// files committed since Open, until the orphan sweep ends (nil then).
+	verifyQ    []*entry
+	loaded     [][32]byte
+	fresh      map[[32]byte]struct{}
+	verifiedCh chan struct{}
 }
 
-// Open opens (creating if needed) the cache in cfg.Dir: it loads the index,
-// drops entries whose chunk file is missing or has the wrong size, removes
-// chunk files the index does not know and every partial fill left by a
-// crash, and evicts down to Capacity. It returns an error for an invalid
+// Open opens (creating if needed) the cache in cfg.Dir: it loads the index
+// (without looking at the chunk files), removes every partial fill left by
+// a crash, and evicts down to Capacity. In the background it then checks
+// each loaded chunk against its file, dropping the bad ones, and removes
+// chunk files the index does not know (verify.go; Verified says when that
+// is done); a read of a chunk not checked yet checks it first. It returns an error for an invalid
 // Config or when Dir or the index cannot be opened (the index is locked by
 // another process for longer than a second, for example).
 func Open(cfg Config) (*Cache, error) {
@@ -321,6 +334,8 @@ func Open(cfg Config) (*Cache, error) {
 		peerDown:    make(map[string]time.Time),
 		idx:         newIndex(),
 		open:        openFiles{max: cfg.OpenFiles},
+		fresh:       make(map[[32]byte]struct{}),
+		verifiedCh:  make(chan struct{}),
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cachetier: %w", err)
@@ -361,6 +376,9 @@ func Open(cfg Config) (*Cache, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	go c.persistLoop()
+	c.fills.Add(1)
+	go c.verifyLoop(c.verifyQ, c.loaded)
+	c.verifyQ, c.loaded = nil, nil
 	return c, nil
 }
 
@@ -440,6 +458,7 @@ func (c *Cache) Stats() Stats {
 		BytesFromOrigin: c.st.originBytes.Load(),
 		BytesFromCache:  c.st.cacheBytes.Load(),
 		Evictions:       c.st.evictions.Load(),
+		BadChunks:       c.st.verifyDropped.Load(),
 		Filling:         c.st.filling.Load(),
 		Capacity:        c.cfg.Capacity,
 		PeerReads:       c.st.peerReads.Load(),

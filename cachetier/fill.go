@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -36,6 +37,8 @@ type fill struct {
 	group   *group
 	ctx     context.Context
 	cancel  context.CancelFunc
+
+	sum uint32 // CRC-32C of the bytes written so far (runFill's goroutine)
 
 	// Guarded by Cache.mu.
 	interest  int  // handles that still want the chunk
@@ -192,6 +195,13 @@ func (c *Cache) acquire(ctx context.Context, id ObjectID, idx int64, fetch Fetch
 		g := c.groupOf(opts)
 		if e := c.lookupLocked(ck); e != nil {
 			if e.length == length {
+				if e.unverified {
+					// Loaded at Open, not checked yet: check it now,
+					// then look again (it is gone if it was bad).
+					c.mu.Unlock()
+					c.verifyEntry(e)
+					continue
+				}
 				if node == "" {
 					c.touchLocked(e)
 				} else {
@@ -333,6 +343,7 @@ func (c *Cache) copyChunk(fl *fill, f *os.File, fetch Fetcher) error {
 				return fmt.Errorf("write fill file: %w", err)
 			}
 			n += int64(m)
+			fl.sum = crc32.Update(fl.sum, castagnoli, buf[:m])
 			c.st.originBytes.Add(int64(m))
 			fl.advance(n)
 		}
@@ -359,6 +370,9 @@ func (c *Cache) finish(fl *fill, tmp string, err error) {
 		// hit, would wait behind it. Readers joining meanwhile read the
 		// complete fill's file.
 		fl.committing = true
+		if c.fresh != nil {
+			c.fresh[name] = struct{}{} // not an orphan (verify.go)
+		}
 		c.mu.Unlock()
 		rerr := os.Rename(tmp, path)
 		c.mu.Lock()
@@ -378,6 +392,7 @@ func (c *Cache) finish(fl *fill, tmp string, err error) {
 	if renamed {
 		if !fl.abandoned {
 			e := c.addLocked(fl.id, fl.objSize, fl.length, name, fl.group, c.cfg.Now().UnixNano())
+			e.sum, e.hasSum = fl.sum, true
 			c.pending = append(c.pending, op{key: name, val: encodeRecord(e)})
 		} else if !c.nameInUseLocked(fl.id) {
 			// Invalidated while it was being renamed: not kept.

@@ -173,6 +173,9 @@ func openCache(t testing.TB, cfg Config) *Cache {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	// As Open did before verification moved to the background: tests
+	// that count files or descriptors must not see the sweep's.
+	<-c.Verified()
 	return c
 }
 

@@ -52,10 +52,15 @@ type entry struct {
 	length     int64
 	name       [32]byte // file name and index key: see chunkName
 	group      *group
-	lastAccess int64 // unix nanoseconds, persisted for LRU order across restarts
-	dirty      bool  // lastAccess changed since last persisted
-	pinned     bool  // in the pinned lists, not the LRU ones
-	class      int   // the priority class whose LRU list holds it (unpinned)
+	lastAccess int64  // unix nanoseconds, persisted for LRU order across restarts
+	sum        uint32 // CRC-32C of the chunk's bytes, when hasSum
+	hasSum     bool   // records written before checksums have none
+	dirty      bool   // lastAccess changed since last persisted
+	// unverified: loaded at Open and not yet checked against its file
+	// (verify.go); never served until checked.
+	unverified bool
+	pinned     bool // in the pinned lists, not the LRU ones
+	class      int  // the priority class whose LRU list holds it (unpinned)
 	lru, glru  *list.Element
 	// open is the chunk file kept open for hits (see openFiles), with
 	// its element in Cache.open's LRU list.

@@ -34,10 +34,11 @@ import (
 // replaces an fsync per fill, which cost a disk cache flush each; batches
 // are at least persistEvery apart.
 //
-// The file and the chunk files can disagree only in safe ways, which Open
-// repairs: a record whose file is missing or has the wrong size is dropped,
-// and a chunk file without a record (a crash between rename and persist) is
-// removed. A chunk's file name is a function of its identity, so a record
+// The file and the chunk files can disagree only in safe ways, which the
+// background verification after Open repairs (verify.go): a record whose
+// file is missing, has the wrong size or other bytes than its checksum is
+// dropped, and a chunk file without a record (a crash between rename and
+// persist) is removed. Open itself reads only index.db. A chunk's file name is a function of its identity, so a record
 // can never point at another chunk's bytes.
 
 var (
@@ -49,7 +50,10 @@ var (
 
 const (
 	formatVersion = 1
-	recordVersion = 1
+	// recordV1 has no checksum; recordVersion (2) appends the chunk's
+	// CRC-32C, big-endian. Both are read.
+	recordV1      = 1
+	recordVersion = 2
 )
 
 // op is one index write; a nil val deletes key.
@@ -63,6 +67,8 @@ type record struct {
 	group                       string
 	objSize, length, lastAccess int64
 	name                        [32]byte
+	sum                         uint32
+	hasSum                      bool
 }
 
 func appendString(b []byte, s string) []byte {
@@ -71,26 +77,42 @@ func appendString(b []byte, s string) []byte {
 }
 
 func encodeRecord(e *entry) []byte {
-	k := e.obj.key
-	b := make([]byte, 0, 48+len(k.store)+len(k.key)+len(k.validator)+len(e.group.name))
-	b = append(b, recordVersion)
+	return appendRecord(nil, &record{ck: chunkID{e.obj.key, e.idx}, group: e.group.name,
+		objSize: e.obj.size, length: e.length, lastAccess: e.lastAccess, sum: e.sum, hasSum: e.hasSum})
+}
+
+func appendRecord(b []byte, r *record) []byte {
+	k := r.ck.obj
+	if b == nil {
+		b = make([]byte, 0, 52+len(k.store)+len(k.key)+len(k.validator)+len(r.group))
+	}
+	if r.hasSum {
+		b = append(b, recordVersion)
+	} else {
+		b = append(b, recordV1)
+	}
 	b = appendString(b, k.store)
 	b = appendString(b, k.key)
 	b = appendString(b, string(k.validator))
-	b = appendString(b, e.group.name)
-	b = binary.AppendVarint(b, e.idx)
-	b = binary.AppendVarint(b, e.obj.size)
-	b = binary.AppendVarint(b, e.length)
-	return binary.AppendVarint(b, e.lastAccess)
+	b = appendString(b, r.group)
+	b = binary.AppendVarint(b, r.ck.idx)
+	b = binary.AppendVarint(b, r.objSize)
+	b = binary.AppendVarint(b, r.length)
+	b = binary.AppendVarint(b, r.lastAccess)
+	if r.hasSum {
+		b = binary.BigEndian.AppendUint32(b, r.sum)
+	}
+	return b
 }
 
 var errBadRecord = errors.New("bad index record")
 
 func decodeRecord(b []byte) (record, error) {
 	var r record
-	if len(b) == 0 || b[0] != recordVersion {
+	if len(b) == 0 || b[0] != recordV1 && b[0] != recordVersion {
 		return r, errBadRecord
 	}
+	r.hasSum = b[0] == recordVersion
 	b = b[1:]
 	str := func() string {
 		n, k := binary.Uvarint(b)
@@ -116,7 +138,14 @@ func decodeRecord(b []byte) (record, error) {
 	r.group = str()
 	r.ck.idx, r.objSize, r.length = num(), num(), num()
 	r.lastAccess = num()
-	if b == nil || r.ck.idx < 0 || r.length <= 0 || r.objSize < r.length {
+	if r.hasSum && b != nil {
+		if len(b) != 4 {
+			return r, errBadRecord
+		}
+		r.sum = binary.BigEndian.Uint32(b)
+		b = b[4:]
+	}
+	if b == nil || len(b) != 0 || r.ck.idx < 0 || r.length <= 0 || r.objSize < r.length {
 		return r, errBadRecord
 	}
 	return r, nil
@@ -287,21 +316,25 @@ func (c *Cache) load() error {
 
 	// Oldest first, so that each PushFront leaves the newest at the front.
 	slices.SortFunc(recs, func(a, b record) int { return cmp.Compare(a.lastAccess, b.lastAccess) })
-	known := make(map[[32]byte]struct{}, len(recs))
-	for _, r := range recs {
-		fi, err := os.Stat(c.chunkPath(r.name))
-		if err != nil || !fi.Mode().IsRegular() || fi.Size() != r.length {
-			stale = append(stale, bytes.Clone(r.name[:]))
-			continue
-		}
-		known[r.name] = struct{}{}
-		c.addLocked(r.ck, r.objSize, r.length, r.name, c.groupLocked(r.group, -1), r.lastAccess)
+	// No chunk file is looked at here: every entry starts unverified and
+	// is checked in the background (verify.go), or by the first read
+	// that wants it, whichever comes first.
+	c.loaded = make([][32]byte, 0, len(recs))
+	c.verifyQ = make([]*entry, 0, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		e := c.addLocked(r.ck, r.objSize, r.length, r.name, c.groupLocked(r.group, -1), r.lastAccess)
+		e.sum, e.hasSum, e.unverified = r.sum, r.hasSum, true
+		c.loaded = append(c.loaded, r.name)
+		c.verifyQ = append(c.verifyQ, e)
 	}
-	if err := c.sweepOrphans(known); err != nil {
+	recs = nil
+	slices.SortFunc(c.loaded, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
+	if err := c.makeFanout(); err != nil {
 		return err
 	}
 	if len(stale) > 0 {
-		c.log.Info("dropped cache index records without a chunk file", "records", len(stale))
+		c.log.Info("dropped unreadable cache index records", "records", len(stale))
 		err := c.db.Update(func(tx *bolt.Tx) error {
 			b := tx.Bucket(bucketChunks)
 			for _, k := range stale {
@@ -338,37 +371,12 @@ func (c *Cache) load() error {
 	return nil
 }
 
-// sweepOrphans creates the 256 fan-out directories and removes every file
-// in them that is not a known chunk.
-func (c *Cache) sweepOrphans(known map[[32]byte]struct{}) error {
-	removed := 0
+// makeFanout creates the 256 fan-out directories.
+func (c *Cache) makeFanout() error {
 	for i := range 256 {
-		dir := filepath.Join(c.chunkDir, hex.EncodeToString([]byte{byte(i)}))
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Join(c.chunkDir, hex.EncodeToString([]byte{byte(i)})), 0o700); err != nil {
 			return err
 		}
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			return err
-		}
-		for _, de := range ents {
-			var name [32]byte
-			if len(de.Name()) == 64 && de.Type().IsRegular() {
-				if _, err := hex.Decode(name[:], []byte(de.Name())); err != nil {
-					name = [32]byte{}
-				}
-				if _, ok := known[name]; ok {
-					continue
-				}
-			}
-			if err := os.RemoveAll(filepath.Join(dir, de.Name())); err != nil {
-				return err
-			}
-			removed++
-		}
-	}
-	if removed > 0 {
-		c.log.Info("removed chunk files missing from the cache index", "files", removed)
 	}
 	return nil
 }

@@ -48,6 +48,7 @@ func TestRestartKeepsIndex(t *testing.T) {
 	}
 
 	c2 := openCache(t, cfg)
+	<-c2.Verified()
 	for _, p := range []string{partial, orphan, junk} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s survived Open: %v", p, err)
@@ -232,6 +233,7 @@ func TestFailedSyncWritesNoRecords(t *testing.T) {
 		t.Fatalf("records written after a failed sync: %v", names)
 	}
 	c2 := openCache(t, cfg)
+	<-c2.Verified()
 	if s := c2.Stats(); s.Chunks != 0 {
 		t.Fatalf("after restart: %d chunks kept, want 0", s.Chunks)
 	}
