@@ -432,11 +432,13 @@ func (c *Cache) Invalidate(storeName, key string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
-	for _, obj := range c.idx.keys[storeKey{storeName, key}] {
-		for _, e := range obj.chunks {
-			c.removeLocked(e, true)
-			n++
-		}
+	var drop []*entry
+	for obj := c.idx.keys[storeKey{storeName, key}]; obj != nil; obj = obj.next {
+		drop = append(drop, obj.chunks...)
+	}
+	for _, e := range drop {
+		c.removeLocked(e, true)
+		n++
 	}
 	for id, fl := range c.inflight {
 		if id.obj.store == storeName && id.obj.key == key {

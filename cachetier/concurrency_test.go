@@ -174,8 +174,9 @@ func sumShort(c *Cache) int64 {
 	defer c.mu.Unlock()
 	var n int64
 	for i := range c.idx.lru {
-		for el := c.idx.lru[i].Front(); el != nil; el = el.Next() {
-			n += testChunk - el.Value.(*entry).length
+		l := &c.idx.lru[i]
+		for e := l.Front(); e != nil; e = l.Next(e) {
+			n += testChunk - e.length
 		}
 	}
 	return n

@@ -212,7 +212,7 @@ func (c *Cache) acquire(ctx context.Context, id ObjectID, idx int64, fetch Fetch
 					c.st.hits.Add(1)
 					return &handle{c: c, idx: idx, length: length, file: cf, hit: true}, nil
 				}
-				path := c.chunkPath(e.name)
+				path := c.chunkPath(e.name())
 				c.mu.Unlock()
 				f, err := os.Open(path)
 				if errors.Is(err, fs.ErrNotExist) {
@@ -391,7 +391,7 @@ func (c *Cache) finish(fl *fill, tmp string, err error) {
 	}
 	if renamed {
 		if !fl.abandoned {
-			e := c.addLocked(fl.id, fl.objSize, fl.length, name, fl.group, c.cfg.Now().UnixNano())
+			e := c.addLocked(fl.id, fl.objSize, fl.length, fl.group, c.cfg.Now().UnixNano())
 			e.sum, e.hasSum = fl.sum, true
 			c.pending = append(c.pending, op{key: name, val: encodeRecord(e)})
 		} else if !c.nameInUseLocked(fl.id) {

@@ -40,17 +40,33 @@ type chunkID struct {
 	idx int64
 }
 
+// object is one cached version of an object: its chunks, sorted by index,
+// and the next version of the same store and key (index.keys holds the
+// first). A slice and a chain instead of two maps per object: most cached
+// objects have one version and many have one chunk (docs/cache.md).
 type object struct {
 	key    objKey
 	size   int64
-	chunks map[int64]*entry
+	next   *object
+	chunks []*entry
+}
+
+func (o *object) find(idx int64) (int, bool) {
+	return slices.BinarySearchFunc(o.chunks, idx, func(e *entry, i int64) int { return cmp.Compare(e.idx, i) })
+}
+
+// chunk returns chunk idx, or nil.
+func (o *object) chunk(idx int64) *entry {
+	if i, ok := o.find(idx); ok {
+		return o.chunks[i]
+	}
+	return nil
 }
 
 type entry struct {
 	obj        *object
 	idx        int64
 	length     int64
-	name       [32]byte // file name and index key: see chunkName
 	group      *group
 	lastAccess int64  // unix nanoseconds, persisted for LRU order across restarts
 	sum        uint32 // CRC-32C of the chunk's bytes, when hasSum
@@ -59,9 +75,9 @@ type entry struct {
 	// unverified: loaded at Open and not yet checked against its file
 	// (verify.go); never served until checked.
 	unverified bool
-	pinned     bool // in the pinned lists, not the LRU ones
-	class      int  // the priority class whose LRU list holds it (unpinned)
-	lru, glru  *list.Element
+	pinned     bool     // in the pinned lists, not the LRU ones
+	class      uint8    // the priority class whose LRU list holds it (unpinned)
+	links      [2]links // in the whole cache's list and the group's (elist)
 	// open is the chunk file kept open for hits (see openFiles), with
 	// its element in Cache.open's LRU list.
 	open     *chunkFile
@@ -72,22 +88,34 @@ type group struct {
 	name        string
 	quota, used int64 // used includes this group's fills in progress
 	pinnedBytes int64
-	class       int       // Priority + 1: index into index.lru
-	lru         list.List // unpinned chunks; front: most recently used
-	pinned      list.List
+	class       int   // Priority + 1: index into index.lru
+	lru         elist // unpinned chunks; front: most recently used
+	pinned      elist
 }
 
 type index struct {
-	keys        map[storeKey]map[store.Validator]*object
+	keys        map[storeKey]*object // the first version; see object.next
 	groups      map[string]*group
-	lru         [numClasses]list.List // unpinned chunks by class; front: most recently used
-	pinned      list.List             // pinned chunks; front: most recently used
-	used        int64                 // bytes of chunks plus fills in progress (reserved)
+	lru         [numClasses]elist // unpinned chunks by class; front: most recently used
+	pinned      elist             // pinned chunks; front: most recently used
+	used        int64             // bytes of chunks plus fills in progress (reserved)
 	pinnedBytes int64
 }
 
 func newIndex() index {
-	return index{keys: make(map[storeKey]map[store.Validator]*object), groups: make(map[string]*group)}
+	return index{keys: make(map[storeKey]*object), groups: make(map[string]*group)}
+}
+
+// name is e's file name and index key (chunkName); it is not kept.
+func (e *entry) name() [32]byte { return chunkName(chunkID{e.obj.key, e.idx}) }
+
+// objectLocked returns the cached version k, or nil.
+func (c *Cache) objectLocked(k objKey) *object {
+	o := c.idx.keys[storeKey{k.store, k.key}]
+	for o != nil && o.key.validator != k.validator {
+		o = o.next
+	}
+	return o
 }
 
 func idOf(id ObjectID, idx int64) chunkID {
@@ -116,18 +144,19 @@ func (c *Cache) chunkPath(name [32]byte) string {
 }
 
 func (c *Cache) lookupLocked(ck chunkID) *entry {
-	obj := c.idx.keys[storeKey{ck.obj.store, ck.obj.key}][ck.obj.validator]
+	obj := c.objectLocked(ck.obj)
 	if obj == nil {
 		return nil
 	}
-	return obj.chunks[ck.idx]
+	return obj.chunk(ck.idx)
 }
 
 // groupLocked returns the named group, creating it; quota >= 0 sets its quota.
 func (c *Cache) groupLocked(name string, quota int64) *group {
 	g := c.idx.groups[name]
 	if g == nil {
-		g = &group{name: name, class: PriorityNormal.class()}
+		g = &group{name: name, class: PriorityNormal.class(),
+			lru: elist{which: grpLinks}, pinned: elist{which: grpLinks}}
 		c.idx.groups[name] = g
 	}
 	if quota >= 0 {
@@ -137,7 +166,7 @@ func (c *Cache) groupLocked(name string, quota int64) *group {
 }
 
 // listsOf returns the whole cache's and the group's list that e is in.
-func (c *Cache) listsOf(e *entry) (all, grp *list.List) {
+func (c *Cache) listsOf(e *entry) (all, grp *elist) {
 	if e.pinned {
 		return &c.idx.pinned, &e.group.pinned
 	}
@@ -146,8 +175,8 @@ func (c *Cache) listsOf(e *entry) (all, grp *list.List) {
 
 func (c *Cache) touchLocked(e *entry) {
 	all, grp := c.listsOf(e)
-	all.MoveToFront(e.lru)
-	grp.MoveToFront(e.glru)
+	all.MoveToFront(e)
+	grp.MoveToFront(e)
 	e.lastAccess = c.cfg.Now().UnixNano()
 	e.dirty = true
 }
@@ -156,8 +185,8 @@ func (c *Cache) touchLocked(e *entry) {
 // owns (the ring changed) is served while it lasts, then makes room first.
 func (c *Cache) demoteLocked(e *entry) {
 	if !e.pinned {
-		c.idx.lru[e.class].MoveToBack(e.lru)
-		e.group.lru.MoveToBack(e.glru)
+		c.idx.lru[e.class].MoveToBack(e)
+		e.group.lru.MoveToBack(e)
 	}
 }
 
@@ -172,27 +201,23 @@ func (c *Cache) chunkCount() int {
 
 // addLocked records a chunk whose file is in place and counts its bytes;
 // it evicts nothing (fills reserve their room before they start).
-func (c *Cache) addLocked(ck chunkID, objSize, length int64, name [32]byte, g *group, lastAccess int64) *entry {
-	sk := storeKey{ck.obj.store, ck.obj.key}
-	versions := c.idx.keys[sk]
-	if versions == nil {
-		versions = make(map[store.Validator]*object, 1)
-		c.idx.keys[sk] = versions
-	}
-	obj := versions[ck.obj.validator]
-	if obj == nil {
-		obj = &object{key: ck.obj, size: objSize, chunks: make(map[int64]*entry)}
-		versions[ck.obj.validator] = obj
-	}
-	if old := obj.chunks[ck.idx]; old != nil {
+func (c *Cache) addLocked(ck chunkID, objSize, length int64, g *group, lastAccess int64) *entry {
+	if old := c.lookupLocked(ck); old != nil {
 		c.removeLocked(old, false) // same name: the new file replaced it
 	}
-	e := &entry{obj: obj, idx: ck.idx, length: length, name: name, group: g, lastAccess: lastAccess, class: g.class}
-	obj.chunks[ck.idx] = e
+	obj := c.objectLocked(ck.obj)
+	if obj == nil {
+		sk := storeKey{ck.obj.store, ck.obj.key}
+		obj = &object{key: ck.obj, size: objSize, next: c.idx.keys[sk]}
+		c.idx.keys[sk] = obj
+	}
+	e := &entry{obj: obj, idx: ck.idx, length: length, group: g, lastAccess: lastAccess, class: uint8(g.class)}
+	i, _ := obj.find(ck.idx)
+	obj.chunks = slices.Insert(obj.chunks, i, e)
 	e.pinned = c.pinnedLocked(e)
 	all, grp := c.listsOf(e)
-	e.lru = all.PushFront(e)
-	e.glru = grp.PushFront(e)
+	all.PushFront(e)
+	grp.PushFront(e)
 	c.idx.used += length
 	g.used += length
 	if e.pinned {
@@ -207,33 +232,46 @@ func (c *Cache) addLocked(ck chunkID, objSize, length int64, name [32]byte, g *g
 // same name; open handles keep reading the unlinked file.
 func (c *Cache) removeLocked(e *entry, unlink bool) {
 	obj := e.obj
-	if obj.chunks[e.idx] != e {
+	i, ok := obj.find(e.idx)
+	if !ok || obj.chunks[i] != e {
 		return // already removed
 	}
-	delete(obj.chunks, e.idx)
+	obj.chunks = slices.Delete(obj.chunks, i, i+1)
 	c.closeOpenLocked(e)
 	if len(obj.chunks) == 0 {
+		obj.chunks = nil
 		sk := storeKey{obj.key.store, obj.key.key}
-		delete(c.idx.keys[sk], obj.key.validator)
-		if len(c.idx.keys[sk]) == 0 {
-			delete(c.idx.keys, sk)
+		if head := c.idx.keys[sk]; head == obj {
+			if obj.next == nil {
+				delete(c.idx.keys, sk)
+			} else {
+				c.idx.keys[sk] = obj.next
+			}
+		} else {
+			for o := head; o != nil; o = o.next {
+				if o.next == obj {
+					o.next = obj.next
+					break
+				}
+			}
 		}
 	}
 	all, grp := c.listsOf(e)
-	all.Remove(e.lru)
-	grp.Remove(e.glru)
+	all.Remove(e)
+	grp.Remove(e)
 	c.idx.used -= e.length
 	e.group.used -= e.length
 	if e.pinned {
 		c.idx.pinnedBytes -= e.length
 		e.group.pinnedBytes -= e.length
 	}
+	name := e.name()
 	if unlink && !c.nameInUseLocked(chunkID{e.obj.key, e.idx}) {
-		if err := os.Remove(c.chunkPath(e.name)); err != nil && !os.IsNotExist(err) {
+		if err := os.Remove(c.chunkPath(name)); err != nil && !os.IsNotExist(err) {
 			c.log.Warn("remove chunk file", "err", err)
 		}
 	}
-	c.pending = append(c.pending, op{key: e.name})
+	c.pending = append(c.pending, op{key: name})
 }
 
 // nameInUseLocked reports whether chunk id's file name holds, or is about
@@ -268,7 +306,7 @@ func (c *Cache) reserveLocked(n int64, g *group) bool {
 		if back == nil {
 			return false
 		}
-		c.evictLocked(back.Value.(*entry))
+		c.evictLocked(back)
 	}
 	for class := 0; c.idx.used+n > c.cfg.Capacity; {
 		back := c.idx.lru[class].Back()
@@ -279,7 +317,7 @@ func (c *Cache) reserveLocked(n int64, g *group) bool {
 			class++
 			continue
 		}
-		c.evictLocked(back.Value.(*entry))
+		c.evictLocked(back)
 	}
 	c.idx.used += n
 	g.used += n
@@ -294,15 +332,14 @@ func (c *Cache) setClassLocked(g *group, class int) {
 	}
 	g.class = class
 	var es []*entry
-	for el := g.lru.Front(); el != nil; el = el.Next() {
-		e := el.Value.(*entry)
-		c.idx.lru[e.class].Remove(e.lru)
-		e.class = class
+	for e := g.lru.Front(); e != nil; e = g.lru.Next(e) {
+		c.idx.lru[e.class].Remove(e)
+		e.class = uint8(class)
 		es = append(es, e)
 	}
 	// g.lru is newest first already; mergeByAge wants that order.
 	slices.SortStableFunc(es, func(a, b *entry) int { return cmp.Compare(b.lastAccess, a.lastAccess) })
-	mergeByAge(&c.idx.lru[class], es, func(e *entry) **list.Element { return &e.lru })
+	mergeByAge(&c.idx.lru[class], es)
 }
 
 func (c *Cache) unreserveLocked(n int64, g *group) {

@@ -42,7 +42,7 @@ func (c *Cache) openLocked(e *entry) *chunkFile {
 // gone meanwhile, or another reader kept a descriptor first, or keeping is
 // off, f is the caller's alone.
 func (c *Cache) keepOpenLocked(e *entry, f *os.File) *chunkFile {
-	if c.open.max <= 0 || e.obj.chunks[e.idx] != e || c.closed {
+	if c.open.max <= 0 || !c.presentLocked(e) || c.closed {
 		return newChunkFile(f)
 	}
 	if e.open != nil { // another reader opened it at the same time

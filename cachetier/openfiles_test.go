@@ -57,7 +57,7 @@ func TestOpenFilesKeptBoundedAndLetGo(t *testing.T) {
 	// The kept ones (chunks 3-5) are read through their descriptors: a
 	// chunk file removed behind the cache's back still reads (the same
 	// bytes: files are never rewritten in place), without a fetch.
-	if err := os.Remove(c.chunkPath(c.entryFor(id, 5).name)); err != nil {
+	if err := os.Remove(c.chunkPath(c.entryFor(id, 5).name())); err != nil {
 		t.Fatal(err)
 	}
 	sameBytes(t, "kept chunk", readRange(t, c, o, id, 5*testChunk, testChunk, noAhead), o.data[5*testChunk:6*testChunk])
@@ -65,7 +65,7 @@ func TestOpenFilesKeptBoundedAndLetGo(t *testing.T) {
 		t.Fatalf("a kept chunk's hit fetched (%d fetches, want %d)", after, calls)
 	}
 	// One not kept (chunk 0) whose file is gone is fetched again.
-	if err := os.Remove(c.chunkPath(c.entryFor(id, 0).name)); err != nil {
+	if err := os.Remove(c.chunkPath(c.entryFor(id, 0).name())); err != nil {
 		t.Fatal(err)
 	}
 	sameBytes(t, "refetched chunk", readRange(t, c, o, id, 0, testChunk, noAhead), o.data[:testChunk])

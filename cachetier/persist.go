@@ -3,7 +3,6 @@ package cachetier
 import (
 	"bytes"
 	"cmp"
-	"container/list"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -198,14 +197,14 @@ func (c *Cache) flush(all bool) bool {
 	ops := c.pending
 	c.pending = nil
 	if all {
-		lists := []*list.List{&c.idx.pinned}
+		lists := []*elist{&c.idx.pinned}
 		for i := range c.idx.lru {
 			lists = append(lists, &c.idx.lru[i])
 		}
 		for _, l := range lists {
-			for el := l.Front(); el != nil; el = el.Next() {
-				if e := el.Value.(*entry); e.dirty {
-					ops = append(ops, op{key: e.name, val: encodeRecord(e)})
+			for e := l.Front(); e != nil; e = l.Next(e) {
+				if e.dirty {
+					ops = append(ops, op{key: e.name(), val: encodeRecord(e)})
 					e.dirty = false
 				}
 			}
@@ -321,9 +320,15 @@ func (c *Cache) load() error {
 	// that wants it, whichever comes first.
 	c.loaded = make([][32]byte, 0, len(recs))
 	c.verifyQ = make([]*entry, 0, len(recs))
+	stores := make(map[string]string) // one copy of each store's name
 	for i := range recs {
 		r := &recs[i]
-		e := c.addLocked(r.ck, r.objSize, r.length, r.name, c.groupLocked(r.group, -1), r.lastAccess)
+		if s, ok := stores[r.ck.obj.store]; ok {
+			r.ck.obj.store = s
+		} else {
+			stores[r.ck.obj.store] = r.ck.obj.store
+		}
+		e := c.addLocked(r.ck, r.objSize, r.length, c.groupLocked(r.group, -1), r.lastAccess)
 		e.sum, e.hasSum, e.unverified = r.sum, r.hasSum, true
 		c.loaded = append(c.loaded, r.name)
 		c.verifyQ = append(c.verifyQ, e)
@@ -363,7 +368,7 @@ func (c *Cache) load() error {
 	// after Open): every chunk is in the normal class's LRU list.
 	normal := &c.idx.lru[PriorityNormal.class()]
 	for c.idx.used > c.cfg.Capacity && normal.Len() > 0 {
-		c.evictLocked(normal.Back().Value.(*entry))
+		c.evictLocked(normal.Back())
 	}
 	if len(c.pending) > 0 {
 		c.flush(false)

@@ -2,7 +2,6 @@ package cachetier
 
 import (
 	"cmp"
-	"container/list"
 	"slices"
 	"sync"
 )
@@ -63,8 +62,8 @@ func (c *Cache) ownsLocally(e *entry) bool {
 func (c *Cache) repinLocked() {
 	var pin, unpin []*entry
 	memo := make(map[*group]bool)
-	for _, versions := range c.idx.keys {
-		for _, obj := range versions {
+	for _, first := range c.idx.keys {
+		for obj := first; obj != nil; obj = obj.next {
 			clear(memo)
 			for _, e := range obj.chunks {
 				want := false
@@ -102,46 +101,42 @@ func (c *Cache) movePinnedLocked(es []*entry, pinned bool) {
 	}
 	for _, e := range es {
 		all, grp := c.listsOf(e)
-		all.Remove(e.lru)
-		grp.Remove(e.glru)
+		all.Remove(e)
+		grp.Remove(e)
 		e.pinned = pinned
 		c.idx.pinnedBytes += sign * e.length
 		e.group.pinnedBytes += sign * e.length
 	}
 	// Newest first, like the lists.
 	slices.SortFunc(es, func(a, b *entry) int { return cmp.Compare(b.lastAccess, a.lastAccess) })
-	byAll := make(map[*list.List][]*entry)
+	byAll := make(map[*elist][]*entry)
 	byGroup := make(map[*group][]*entry)
 	for _, e := range es {
 		if !pinned {
-			e.class = e.group.class // back into its group's class
+			e.class = uint8(e.group.class) // back into its group's class
 		}
 		all, _ := c.listsOf(e)
 		byAll[all] = append(byAll[all], e)
 		byGroup[e.group] = append(byGroup[e.group], e)
 	}
 	for all, aes := range byAll {
-		mergeByAge(all, aes, func(e *entry) **list.Element { return &e.lru })
+		mergeByAge(all, aes)
 	}
 	for _, ges := range byGroup {
 		_, grp := c.listsOf(ges[0])
-		mergeByAge(grp, ges, func(e *entry) **list.Element { return &e.glru })
+		mergeByAge(grp, ges)
 	}
 }
 
 // mergeByAge inserts es (newest first) into l (newest first) by
-// lastAccess, setting each one's element.
-func mergeByAge(l *list.List, es []*entry, elem func(*entry) **list.Element) {
+// lastAccess.
+func mergeByAge(l *elist, es []*entry) {
 	at := l.Front()
 	for _, e := range es {
-		for at != nil && at.Value.(*entry).lastAccess > e.lastAccess {
-			at = at.Next()
+		for at != nil && at.lastAccess > e.lastAccess {
+			at = l.Next(at)
 		}
-		if at == nil {
-			*elem(e) = l.PushBack(e)
-		} else {
-			*elem(e) = l.InsertBefore(e, at)
-		}
+		l.InsertBefore(e, at)
 	}
 }
 

@@ -73,7 +73,7 @@ func (c *Cache) verifyEntry(e *entry) bool {
 		c.mu.Unlock()
 		return true
 	}
-	path, length, sum, hasSum := c.chunkPath(e.name), e.length, e.sum, e.hasSum
+	path, length, sum, hasSum := c.chunkPath(e.name()), e.length, e.sum, e.hasSum
 	c.mu.Unlock()
 	err := checkChunkFile(path, length, sum, hasSum)
 	c.mu.Lock()
@@ -96,7 +96,7 @@ func (c *Cache) verifyEntry(e *entry) bool {
 }
 
 // presentLocked reports whether e is (still) in the index.
-func (c *Cache) presentLocked(e *entry) bool { return e.obj.chunks[e.idx] == e }
+func (c *Cache) presentLocked(e *entry) bool { return e.obj.chunk(e.idx) == e }
 
 var errBadChunk = errors.New("chunk file does not match its record")
 
