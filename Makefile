@@ -67,10 +67,11 @@ FUZZTIME ?= 30s
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)
 
-## bench: fedgate vs peers in the same run (docs/benchmarks.md): GET/PUT vs a plain file server, cold/warm origin reads, batch GET vs per-object GETs (fedgate and MinIO), Raft commits vs raw hashicorp/raft, write-back PUT vs fsynced copies and capped write-through, erasure-coded GET vs a plain file, the egress advisor vs SkyStore-style baselines on synthetic traces (docs/egress.md), fedgate mount vs plain files, a loopback FUSE mount, rclone mount and s3fs (root and /dev/fuse; ~40 min)
+## bench: fedgate vs peers in the same run (docs/benchmarks.md): GET/PUT vs a plain file server, cold/warm origin reads, batch GET vs per-object GETs (fedgate and MinIO), Raft commits vs raw hashicorp/raft, write-back PUT vs fsynced copies and capped write-through, erasure-coded GET vs a plain file, the egress advisor vs SkyStore-style baselines on synthetic traces (docs/egress.md), fedgate mount vs plain files, a loopback FUSE mount, rclone mount and s3fs (root and /dev/fuse), the cache index's bytes per chunk and restart-to-ready at 10k/100k/1M chunks (~45 min)
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 150m ./bench/
 	$(GO) test -run '^$$' -bench ErasureRead -benchtime 3x -timeout 10m ./federation/placement/
+	$(GO) test -run '^$$' -bench IndexScale -benchtime 1x -timeout 30m ./cachetier/
 	$(GO) test -count=1 -v -run '^TestSimulatorShapes$$' ./egress/
 
 ## soak: large objects and long runs kept out of `make test`, and the 15-minute chaos test (needs root)
