@@ -1,6 +1,7 @@
 package cachetier
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -84,6 +85,7 @@ func (fl *fill) advance(progress int64) {
 type chunkFile struct {
 	f    *os.File
 	refs atomic.Int32
+	elem *list.Element // in Cache.open's LRU list while the cache keeps it (guarded by Cache.mu)
 }
 
 func newChunkFile(f *os.File) *chunkFile {

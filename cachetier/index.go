@@ -2,7 +2,6 @@ package cachetier
 
 import (
 	"cmp"
-	"container/list"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -78,10 +77,9 @@ type entry struct {
 	pinned     bool     // in the pinned lists, not the LRU ones
 	class      uint8    // the priority class whose LRU list holds it (unpinned)
 	links      [2]links // in the whole cache's list and the group's (elist)
-	// open is the chunk file kept open for hits (see openFiles), with
-	// its element in Cache.open's LRU list.
-	open     *chunkFile
-	openElem *list.Element
+	// open is the chunk file kept open for hits (see openFiles); its
+	// element in Cache.open's LRU list is open.elem.
+	open *chunkFile
 }
 
 type group struct {

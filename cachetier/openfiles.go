@@ -32,7 +32,7 @@ func (c *Cache) openLocked(e *entry) *chunkFile {
 	if e.open == nil {
 		return nil
 	}
-	c.open.lru.MoveToFront(e.openElem)
+	c.open.lru.MoveToFront(e.open.elem)
 	e.open.ref()
 	return e.open
 }
@@ -52,7 +52,7 @@ func (c *Cache) keepOpenLocked(e *entry, f *os.File) *chunkFile {
 	cf := newChunkFile(f)
 	cf.ref() // the cache's
 	e.open = cf
-	e.openElem = c.open.lru.PushFront(e)
+	cf.elem = c.open.lru.PushFront(e)
 	for c.open.lru.Len() > c.open.max {
 		c.closeOpenLocked(c.open.lru.Back().Value.(*entry))
 	}
@@ -65,9 +65,10 @@ func (c *Cache) closeOpenLocked(e *entry) {
 	if e.open == nil {
 		return
 	}
-	c.open.lru.Remove(e.openElem)
+	c.open.lru.Remove(e.open.elem)
+	e.open.elem = nil
 	e.open.unref()
-	e.open, e.openElem = nil, nil
+	e.open = nil
 }
 
 // closeAllOpenLocked lets go of every kept descriptor (Close).
