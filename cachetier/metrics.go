@@ -21,6 +21,7 @@ var (
 	descOrigin      = desc("origin_bytes_total", "Bytes fetched from origins.")
 	descServed      = desc("served_bytes_total", "Bytes served from cached chunks.")
 	descEvictions   = desc("evictions_total", "Chunks evicted to make room.")
+	descBadChunks   = desc("bad_chunks_total", "Chunks loaded at start and dropped: file missing, wrong size or checksum.")
 	descUsed        = desc("used_bytes", "Bytes of cached chunks and fills in progress.")
 	descCapacity    = desc("capacity_bytes", "The cache's capacity in bytes.")
 	descChunks      = desc("chunks", "Cached chunks.")
@@ -37,7 +38,7 @@ type collector struct{ c *Cache }
 
 func (*collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHits, descMisses, descFetches, descFetchErrors,
-		descOrigin, descServed, descEvictions, descUsed, descCapacity, descChunks, descFilling,
+		descOrigin, descServed, descEvictions, descBadChunks, descUsed, descCapacity, descChunks, descFilling,
 		descGroupUsed, descGroupQuota, descPinned, descPeerReads, descPeerBytes, descPeerFalls} {
 		ch <- d
 	}
@@ -58,6 +59,7 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descOrigin, s.BytesFromOrigin)
 	counter(descServed, s.BytesFromCache)
 	counter(descEvictions, s.Evictions)
+	counter(descBadChunks, s.BadChunks)
 	gauge(descUsed, s.Used)
 	gauge(descCapacity, s.Capacity)
 	gauge(descChunks, int64(s.Chunks))

@@ -2,7 +2,11 @@ package cachetier
 
 import (
 	"os"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // A restart serves before the chunk files are checked, and a chunk whose
@@ -124,5 +128,17 @@ func TestBackgroundVerificationDropsBadChunks(t *testing.T) {
 	}
 	if _, err := os.Stat(p); !os.IsNotExist(err) {
 		t.Fatalf("bad chunk file kept: %v", err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if err := c2.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP fedgate_cache_bad_chunks_total Chunks loaded at start and dropped: file missing, wrong size or checksum.
+# TYPE fedgate_cache_bad_chunks_total counter
+fedgate_cache_bad_chunks_total 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "fedgate_cache_bad_chunks_total"); err != nil {
+		t.Fatal(err)
 	}
 }
