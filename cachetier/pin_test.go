@@ -3,6 +3,7 @@ package cachetier
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -45,9 +46,19 @@ func TestPinnedChunksSurvivePressure(t *testing.T) {
 	for idx := range int64(2) {
 		expectFetch(t, c, p, pid, idx, ReadOptions{}, false)
 	}
-	// Two chunks of u fit beside the pins: the most recent.
-	expectFetch(t, c, u, uid, 7, ReadOptions{}, false)
-	expectFetch(t, c, u, uid, 0, ReadOptions{}, true)
+	// Two chunks of u fit beside the pins. (Which two depends on the order
+	// the reader's fills finish in: under load the last pass's chunk 0
+	// has outlived chunk 6; asserting "6 and 7" failed about one run in
+	// ten.)
+	var kept []int64
+	for idx := range int64(8) {
+		if cached(c, uid, idx) {
+			kept = append(kept, idx)
+		}
+	}
+	if len(kept) != 2 {
+		t.Fatalf("chunks %v of the unpinned object cached beside the pins; want 2", kept)
+	}
 
 	// Unpinned, the pinned object's chunks are evictable in LRU order.
 	on.Store(false)
@@ -55,8 +66,13 @@ func TestPinnedChunksSurvivePressure(t *testing.T) {
 	if s := c.Stats(); s.PinnedBytes != 0 || s.Chunks != 4 {
 		t.Fatalf("after unpinning: %+v", s)
 	}
-	for idx := int64(1); idx <= 4; idx++ {
-		expectFetch(t, c, u, uid, idx, ReadOptions{}, true)
+	// Four chunks of u not cached: they evict the four least recently
+	// used, the formerly pinned ones among them.
+	for idx, n := int64(0), 0; n < 4; idx++ {
+		if !slices.Contains(kept, idx) {
+			expectFetch(t, c, u, uid, idx, ReadOptions{}, true)
+			n++
+		}
 	}
 	for idx := range int64(2) {
 		if cached(c, pid, idx) {
