@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"encoding/base64"
 	"errors"
 	"io"
 	"net/http"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/fedgate/fedgate/backend"
@@ -14,10 +17,61 @@ import (
 	"github.com/fedgate/fedgate/store"
 )
 
+// maxBucketsPage is the largest max-buckets S3 accepts, and the page size
+// S3 applies when a paging parameter comes without max-buckets.
+const maxBucketsPage = 10000
+
+// listBuckets answers ListBuckets as S3 pages it: without any of
+// max-buckets, continuation-token, prefix and bucket-region every bucket is
+// returned in one response (what old clients expect); with any of them a
+// page holds at most max-buckets (default 10,000) and ContinuationToken
+// names where the next page starts.
 func (s *Server) listBuckets(q *request) error {
+	qs := q.query
+	prefix, region := qs.Get("prefix"), qs.Get("bucket-region")
+	paged := qs.Has("max-buckets") || qs.Has("continuation-token") || qs.Has("prefix") || qs.Has("bucket-region")
+	limit := -1
+	if paged {
+		limit = maxBucketsPage
+	}
+	if qs.Has("max-buckets") {
+		n, err := strconv.Atoi(qs.Get("max-buckets"))
+		if err != nil || n < 1 || n > maxBucketsPage {
+			return s3err.Newf(s3err.CodeInvalidArgument, "Argument max-buckets must be an integer between 1 and %d", maxBucketsPage)
+		}
+		limit = n
+	}
+	after := ""
+	if tok := qs.Get("continuation-token"); tok != "" {
+		name, err := base64.RawURLEncoding.DecodeString(tok)
+		if err != nil || len(name) == 0 {
+			return s3err.New(s3err.CodeInvalidArgument, "The continuation token provided is incorrect")
+		}
+		after = string(name)
+	}
 	res := listAllMyBucketsResult{Xmlns: s3NS, Owner: owner{ID: q.user.Name, DisplayName: q.user.Name}}
+	if paged {
+		res.Prefix = &prefix
+	}
 	res.Buckets = []bucketElem{}
-	for _, b := range s.be.ListBuckets(q.user) {
+	if region != "" && region != s.cfg.Region {
+		writeXML(q.w, http.StatusOK, res) // every bucket here is in s.cfg.Region
+		return nil
+	}
+	all := s.be.ListBuckets(q.user) // sorted by name
+	i := sort.Search(len(all), func(i int) bool { return all[i].Name() >= prefix })
+	if after != "" {
+		i = max(i, sort.Search(len(all), func(i int) bool { return all[i].Name() > after }))
+	}
+	for ; i < len(all); i++ {
+		b := all[i]
+		if !strings.HasPrefix(b.Name(), prefix) {
+			break // sorted: no later name has the prefix
+		}
+		if limit >= 0 && len(res.Buckets) == limit {
+			res.ContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(res.Buckets[limit-1].Name))
+			break
+		}
 		res.Buckets = append(res.Buckets, bucketElem{Name: b.Name(), CreationDate: s3Time(b.Created()), BucketRegion: s.cfg.Region})
 	}
 	writeXML(q.w, http.StatusOK, res)

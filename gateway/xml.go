@@ -93,6 +93,10 @@ type listAllMyBucketsResult struct {
 	Xmlns   string       `xml:"xmlns,attr"`
 	Owner   owner        `xml:"Owner"`
 	Buckets []bucketElem `xml:"Buckets>Bucket"`
+	// ContinuationToken is set when more buckets follow this page;
+	// Prefix is echoed in a paged listing.
+	ContinuationToken string  `xml:"ContinuationToken,omitempty"`
+	Prefix            *string `xml:"Prefix"`
 }
 
 type bucketElem struct {
