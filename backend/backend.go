@@ -142,8 +142,13 @@ type Bucket interface {
 	// Upload returns the upload id of key, or ErrNoSuchUpload.
 	Upload(id, key string) (Upload, error)
 	// Uploads lists the uploads in progress whose keys start with prefix,
-	// by key then creation.
-	Uploads(prefix string) []Upload
+	// by key then creation, resuming after ListMultipartUploads' markers:
+	// keyMarker "" starts at the first; idMarker "" starts after every
+	// upload of keyMarker; idMarker an upload of keyMarker starts after it;
+	// another idMarker starts at keyMarker's first upload. The caller may
+	// stop early: the cost is in proportion to what it reads, not to the
+	// number of uploads.
+	Uploads(prefix, keyMarker, idMarker string) iter.Seq[Upload]
 	// UploadPart stores part number of up.
 	UploadPart(ctx context.Context, up Upload, number int, body io.Reader, size int64, checksums func() map[string]string) (store.PartInfo, error)
 	// CompleteUpload joins the parts: ErrInvalidPartOrder,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"iter"
 	"time"
 
 	"github.com/fedgate/fedgate/backend"
@@ -218,13 +219,14 @@ func (h bucketHandle) Upload(id, key string) (backend.Upload, error) {
 	return toUpload(up), err
 }
 
-func (h bucketHandle) Uploads(prefix string) []backend.Upload {
-	ups := h.ns.Uploads(h.Bucket, prefix)
-	out := make([]backend.Upload, len(ups))
-	for i, up := range ups {
-		out[i] = toUpload(up)
+func (h bucketHandle) Uploads(prefix, keyMarker, idMarker string) iter.Seq[backend.Upload] {
+	return func(yield func(backend.Upload) bool) {
+		for up := range h.ns.Uploads(h.Bucket, prefix, keyMarker, idMarker) {
+			if !yield(toUpload(up)) {
+				return
+			}
+		}
 	}
-	return out
 }
 
 // record returns the region's record of an upload the gateway looked up

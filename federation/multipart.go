@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"iter"
 	"sort"
 	"strings"
 
@@ -52,12 +53,28 @@ func (n *Namespace) Upload(b *Bucket, id, key string) (Upload, error) {
 }
 
 // Uploads lists a bucket's uploads in progress whose key has prefix, by key
-// then initiation time.
-func (n *Namespace) Uploads(b *Bucket, prefix string) []Upload {
-	if len(n.region.Members()) > 1 {
-		n.catchUp()
+// then initiation time, after the markers (see backend.Bucket.Uploads), in
+// chunks read from the region state as the caller goes on.
+func (n *Namespace) Uploads(b *Bucket, prefix, keyMarker, idMarker string) iter.Seq[Upload] {
+	return func(yield func(Upload) bool) {
+		if len(n.region.Members()) > 1 {
+			n.catchUp()
+		}
+		const chunk = 1000
+		key, id := keyMarker, idMarker
+		for {
+			ups := n.rs.State().UploadsAfter(b.Name, prefix, key, id, chunk)
+			for _, up := range ups {
+				if !yield(up) {
+					return
+				}
+			}
+			if len(ups) < chunk {
+				return
+			}
+			key, id = ups[len(ups)-1].Key, ups[len(ups)-1].ID
+		}
 	}
-	return n.rs.State().Uploads(b.Name, prefix)
 }
 
 // UploadPart streams one part into the store's staging area and records it.

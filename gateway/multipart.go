@@ -227,30 +227,11 @@ func (s *Server) listMultipartUploads(q *request) error {
 	keyMarker, idMarker := q.query.Get("key-marker"), q.query.Get("upload-id-marker")
 	res := listMultipartUploadsResult{Xmlns: s3NS, Bucket: b.Name(), KeyMarker: enc(keyMarker), UploadIDMarker: idMarker,
 		Prefix: enc(prefix), Delimiter: enc(delim), MaxUploads: max, EncodingType: encType}
-	// Raft returns uploads by key, then by initiation; the markers resume
-	// after (key-marker, upload-id-marker) in that order.
-	uploads := b.Uploads(prefix)
-	i := 0
-	if keyMarker != "" {
-		for i < len(uploads) && uploads[i].Key < keyMarker {
-			i++
-		}
-		if idMarker == "" {
-			for i < len(uploads) && uploads[i].Key == keyMarker {
-				i++
-			}
-		} else {
-			for j := i; j < len(uploads) && uploads[j].Key == keyMarker; j++ {
-				if uploads[j].ID == idMarker {
-					i = j + 1
-					break
-				}
-			}
-		}
-	}
+	// Uploads come by key, then by initiation, resuming after
+	// (key-marker, upload-id-marker) in that order; reading stops at the
+	// end of the page.
 	lastPrefix, count := "", 0
-	for ; i < len(uploads); i++ {
-		up := uploads[i]
+	for up := range b.Uploads(prefix, keyMarker, idMarker) {
 		if delim != "" {
 			if k := strings.Index(up.Key[len(prefix):], delim); k >= 0 {
 				cp := up.Key[:len(prefix)+k+len(delim)]

@@ -324,7 +324,10 @@ func (c *CreateUpload) apply(b *batch) error {
 			return err
 		}
 	}
-	rec := &uploadRec{parts: make(map[int]Part, len(u.Parts))}
+	rec := &uploadRec{}
+	if len(u.Parts) > 0 {
+		rec.parts = make(map[int]Part, len(u.Parts))
+	}
 	for _, n := range slices.Sorted(maps.Keys(u.Parts)) {
 		p := u.Parts[n]
 		p.Number, p.Modified = n, b.stamp(p.Modified)
@@ -335,7 +338,7 @@ func (c *CreateUpload) apply(b *batch) error {
 	u.Created = b.stamp(u.Created)
 	rec.up = u
 	t.mu.Lock()
-	t.m[u.ID] = rec
+	t.add(rec)
 	t.mu.Unlock()
 	b.put(tUpload, u.ID, mustJSON(u))
 	return nil
@@ -356,6 +359,9 @@ func (c *PutPart) apply(b *batch) error {
 	}
 	p.Modified = b.stamp(p.Modified)
 	t.mu.Lock()
+	if rec.parts == nil {
+		rec.parts = map[int]Part{}
+	}
 	rec.parts[p.Number] = p
 	t.mu.Unlock()
 	b.put(tPart, partKey(c.UploadID, p.Number), mustJSON(p))
@@ -369,7 +375,7 @@ func (b *batch) endUpload(id string) error {
 		return ErrNoSuchUpload
 	}
 	t.mu.Lock()
-	delete(t.m, id)
+	t.remove(rec)
 	t.mu.Unlock()
 	b.del(tUpload, id)
 	for _, n := range slices.Sorted(maps.Keys(rec.parts)) {

@@ -118,7 +118,7 @@ var loaders = map[table]func(c *catalog, key, val []byte) error{
 	tGrant:  func(c *catalog, key, val []byte) error { return putNested(c.grants, key, "grant", Perm(val)) },
 	tUpload: loadJSON(func(c *catalog, u MultipartUpload) {
 		u.Parts = nil
-		c.uploads.m[u.ID] = &uploadRec{up: u, parts: map[int]Part{}}
+		c.uploads.add(&uploadRec{up: u})
 	}),
 	tPart:           (*catalog).loadPart,
 	tPolicy:         loadJSON(func(c *catalog, p Policy) { c.policy = &p }),
@@ -168,6 +168,9 @@ func (c *catalog) loadPart(key, val []byte) error {
 	var p Part
 	if err := json.Unmarshal(val, &p); err != nil {
 		return err
+	}
+	if rec.parts == nil {
+		rec.parts = map[int]Part{}
 	}
 	rec.parts[p.Number] = p
 	return nil

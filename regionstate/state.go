@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/google/btree"
 )
 
 // catalog is one version of the FSM's in-memory state. Its maps are never
@@ -37,7 +39,7 @@ func newCatalog() *catalog {
 		byKey:    map[string]User{},
 		grants:   map[string]map[string]Perm{},
 		settings: map[string]string{},
-		uploads:  &uploadTable{m: map[string]*uploadRec{}},
+		uploads:  newUploadTable(),
 		journal:  &journalTable{m: map[string]map[string]*JournalEntry{}},
 		pins:     map[string]Pin{},
 		jobs:     map[string]PreloadJob{},
@@ -48,14 +50,41 @@ func newCatalog() *catalog {
 }
 
 // uploadTable holds the multipart sessions. Only the FSM goroutine writes
-// it, under mu.
+// it, under mu. idx orders the sessions as ListMultipartUploads lists them
+// (bucket, key, creation, id), so a page costs O(log n + page), not a sort
+// of every session.
 type uploadTable struct {
-	mu sync.RWMutex
-	m  map[string]*uploadRec
+	mu  sync.RWMutex
+	m   map[string]*uploadRec
+	idx *btree.BTreeG[*uploadRec]
+}
+
+func newUploadTable() *uploadTable {
+	return &uploadTable{m: map[string]*uploadRec{}, idx: btree.NewG(32, uploadLess)}
+}
+
+// uploadLess is the ListMultipartUploads order.
+func uploadLess(a, b *uploadRec) bool {
+	return cmp.Or(strings.Compare(a.up.Bucket, b.up.Bucket), strings.Compare(a.up.Key, b.up.Key),
+		a.up.Created.Compare(b.up.Created), strings.Compare(a.up.ID, b.up.ID)) < 0
+}
+
+// add inserts r; the caller holds mu.
+func (t *uploadTable) add(r *uploadRec) {
+	t.m[r.up.ID] = r
+	t.idx.ReplaceOrInsert(r)
+}
+
+// remove drops r; the caller holds mu.
+func (t *uploadTable) remove(r *uploadRec) {
+	delete(t.m, r.up.ID)
+	t.idx.Delete(r)
 }
 
 // uploadRec is one session: up has nil Parts; parts is mutated in place
-// (under uploadTable.mu) so PutPart costs O(1), not O(parts).
+// (under uploadTable.mu) so PutPart costs O(1), not O(parts). parts is nil
+// until the first part. The fields idx orders by (Bucket, Key, Created, ID)
+// never change while the record is in the table.
 type uploadRec struct {
 	up    MultipartUpload
 	parts map[int]Part
@@ -176,18 +205,54 @@ func (s *State) Upload(id string) (MultipartUpload, bool) {
 // An empty bucket lists every bucket's sessions, sorted by bucket first.
 // Parts is nil in the results; use Upload for a session's parts.
 func (s *State) Uploads(bucket, prefix string) []MultipartUpload {
+	if bucket == "" {
+		t := s.load().uploads
+		t.mu.RLock()
+		defer t.mu.RUnlock()
+		out := make([]MultipartUpload, 0, t.idx.Len())
+		t.idx.Ascend(func(r *uploadRec) bool {
+			if strings.HasPrefix(r.up.Key, prefix) {
+				out = append(out, r.up.clone())
+			}
+			return true
+		})
+		return out
+	}
+	return s.UploadsAfter(bucket, prefix, "", "", -1)
+}
+
+// UploadsAfter returns at most max (all if max < 0) sessions of bucket
+// whose key starts with prefix, in ListMultipartUploads order, that come
+// after the marker (key, id): with key "" from the first; with id "" after
+// every session of key; with id a session of key, after that session; with
+// an id that is not a session of key, from key's first session. Its cost
+// is O(log n + what it returns).
+func (s *State) UploadsAfter(bucket, prefix, key, id string, max int) []MultipartUpload {
 	t := s.load().uploads
 	t.mu.RLock()
-	var out []MultipartUpload
-	for _, r := range t.m {
-		if (bucket == "" || r.up.Bucket == bucket) && strings.HasPrefix(r.up.Key, prefix) {
-			out = append(out, r.up.clone())
+	defer t.mu.RUnlock()
+	pivot := &uploadRec{up: MultipartUpload{Bucket: bucket, Key: prefix}}
+	skipKey, skipThrough := "", (*uploadRec)(nil)
+	if key != "" && key >= prefix {
+		pivot = &uploadRec{up: MultipartUpload{Bucket: bucket, Key: key}}
+		if id == "" {
+			skipKey = key
+		} else if r, ok := t.m[id]; ok && r.up.Bucket == bucket && r.up.Key == key {
+			pivot, skipThrough = r, r
 		}
 	}
-	t.mu.RUnlock()
-	slices.SortFunc(out, func(a, b MultipartUpload) int {
-		return cmp.Or(strings.Compare(a.Bucket, b.Bucket), strings.Compare(a.Key, b.Key),
-			a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID))
+	var out []MultipartUpload
+	t.idx.AscendGreaterOrEqual(pivot, func(r *uploadRec) bool {
+		switch {
+		case r.up.Bucket != bucket || !strings.HasPrefix(r.up.Key, prefix):
+			return false // sorted: nothing later matches
+		case r == skipThrough || (skipKey != "" && r.up.Key == skipKey):
+			return true
+		case max >= 0 && len(out) >= max:
+			return false
+		}
+		out = append(out, r.up.clone())
+		return true
 	})
 	return out
 }

@@ -716,7 +716,30 @@ func (b *bucket) Upload(id, key string) (backend.Upload, error) {
 	return up.view(), nil
 }
 
-func (b *bucket) Uploads(prefix string) []backend.Upload {
+func (b *bucket) Uploads(prefix, keyMarker, idMarker string) iter.Seq[backend.Upload] {
+	ups := b.sortedUploads(prefix)
+	i := 0
+	if keyMarker != "" {
+		for i < len(ups) && ups[i].Key < keyMarker {
+			i++
+		}
+		if idMarker == "" {
+			for i < len(ups) && ups[i].Key == keyMarker {
+				i++
+			}
+		} else {
+			for j := i; j < len(ups) && ups[j].Key == keyMarker; j++ {
+				if ups[j].ID == idMarker {
+					i = j + 1
+					break
+				}
+			}
+		}
+	}
+	return slices.Values(ups[i:])
+}
+
+func (b *bucket) sortedUploads(prefix string) []backend.Upload {
 	b.f.mu.Lock()
 	defer b.f.mu.Unlock()
 	var ups []*upload
