@@ -42,13 +42,13 @@ require github.com/HdrHistogram/hdrhistogram-go v1.4.0
 
 require (
 	github.com/aws/aws-sdk-go-v2/feature/s3/manager v1.23.24
+	github.com/benbjohnson/immutable v0.4.0
 	github.com/fzipp/gocyclo v0.6.0
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/hashicorp/raft-wal v0.4.0
 )
 
 require (
-	github.com/benbjohnson/immutable v0.4.0 // indirect
 	github.com/coreos/etcd v3.3.27+incompatible // indirect
 	github.com/coreos/go-systemd v0.0.0-20191104093116-d3cd4ed1dbcf // indirect
 	github.com/coreos/pkg v0.0.0-20220810130054-c7d1c02cb6cf // indirect

@@ -47,19 +47,6 @@ func (b *batch) clone(bit uint8, clone func()) {
 	}
 }
 
-func (b *batch) buckets() map[string]Bucket {
-	b.clone(dBuckets, func() { b.cat.buckets = maps.Clone(b.cat.buckets) })
-	return b.cat.buckets
-}
-
-func (b *batch) users() (byName, byKey map[string]User) {
-	b.clone(dUsers, func() {
-		b.cat.users = maps.Clone(b.cat.users)
-		b.cat.byKey = maps.Clone(b.cat.byKey)
-	})
-	return b.cat.users, b.cat.byKey
-}
-
 func (b *batch) settings() map[string]string {
 	b.clone(dSettings, func() { b.cat.settings = maps.Clone(b.cat.settings) })
 	return b.cat.settings
@@ -143,11 +130,12 @@ func (c *CreateBucket) apply(b *batch) error {
 	if err := validName("bucket name", bk.Name); err != nil {
 		return err
 	}
-	if old, ok := b.cat.buckets[bk.Name]; ok {
+	if old, ok := b.cat.buckets.get(bk.Name); ok {
 		return &BucketExistsError{Bucket: bk.Name, Owner: old.Owner}
 	}
 	bk.Created = b.stamp(bk.Created)
-	b.buckets()[bk.Name] = bk
+	b.cat.buckets = b.cat.buckets.set(bk.Name, bk)
+	b.dirty |= dBuckets
 	b.put(tBucket, bk.Name, mustJSON(bk))
 	// A configuration or versions left by an earlier bucket of this name
 	// (set while it was being deleted) must not apply to the new one.
@@ -157,10 +145,11 @@ func (c *CreateBucket) apply(b *batch) error {
 }
 
 func (c *DeleteBucket) apply(b *batch) error {
-	if _, ok := b.cat.buckets[c.Name]; !ok {
+	if !b.cat.buckets.has(c.Name) {
 		return ErrNoSuchBucket
 	}
-	delete(b.buckets(), c.Name)
+	b.cat.buckets = b.cat.buckets.del(c.Name)
+	b.dirty |= dBuckets
 	b.del(tBucket, c.Name)
 	var users []string
 	for user, g := range b.cat.grants {
@@ -230,38 +219,38 @@ func (c *PutUser) apply(b *batch) error {
 	if u.AccessKey == "" {
 		return invalid("user %q has no access key", u.Name)
 	}
-	old, exists := b.cat.users[u.Name]
+	old, exists := b.cat.users.get(u.Name)
 	if exists && !c.Replace {
 		return ErrUserExists
 	}
-	if other, ok := b.cat.byKey[u.AccessKey]; ok && other.Name != u.Name {
+	if other, ok := b.cat.byKey.get(u.AccessKey); ok && other.Name != u.Name {
 		return ErrAccessKeyInUse
 	}
 	if exists && u.Created.IsZero() {
 		u.Created = old.Created
 	}
 	u.Created = b.stamp(u.Created)
-	byName, byKey := b.users()
 	if exists {
-		delete(byKey, old.AccessKey)
+		b.cat.byKey = b.cat.byKey.del(old.AccessKey)
 	}
-	byName[u.Name] = u
-	byKey[u.AccessKey] = u
+	b.cat.users = b.cat.users.set(u.Name, u)
+	b.cat.byKey = b.cat.byKey.set(u.AccessKey, u)
+	b.dirty |= dUsers
 	b.put(tUser, u.Name, mustJSON(u))
 	return nil
 }
 
 func (c *DeleteUser) apply(b *batch) error {
-	old, ok := b.cat.users[c.Name]
+	old, ok := b.cat.users.get(c.Name)
 	if !ok {
 		return ErrNoSuchUser
 	}
 	if old.Root && !c.Force {
 		return ErrRootUser
 	}
-	byName, byKey := b.users()
-	delete(byName, c.Name)
-	delete(byKey, old.AccessKey)
+	b.cat.users = b.cat.users.del(c.Name)
+	b.cat.byKey = b.cat.byKey.del(old.AccessKey)
+	b.dirty |= dUsers
 	b.del(tUser, c.Name)
 	for _, bucket := range slices.Sorted(maps.Keys(b.cat.grants[c.Name])) {
 		b.setGrant(c.Name, bucket, 0)
@@ -270,7 +259,7 @@ func (c *DeleteUser) apply(b *batch) error {
 }
 
 func (c *Grant) apply(b *batch) error {
-	if _, ok := b.cat.users[c.User]; !ok {
+	if !b.cat.users.has(c.User) {
 		return ErrNoSuchUser
 	}
 	if err := validName("bucket name", c.Bucket); err != nil {
@@ -284,7 +273,7 @@ func (c *Grant) apply(b *batch) error {
 }
 
 func (c *Revoke) apply(b *batch) error {
-	if _, ok := b.cat.users[c.User]; !ok {
+	if !b.cat.users.has(c.User) {
 		return ErrNoSuchUser
 	}
 	if err := validName("bucket name", c.Bucket); err != nil {

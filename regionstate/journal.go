@@ -512,7 +512,7 @@ func (s *State) JournalStats() (entries int, bytes int64, oldest time.Time) {
 
 // Pins returns the cache pins sorted by bucket, then prefix.
 func (s *State) Pins() []Pin {
-	return sortedValues(s.load().pins, func(a, b Pin) int {
+	return sortedValues(maps.All(s.load().pins), func(a, b Pin) int {
 		return cmp.Or(strings.Compare(a.Bucket, b.Bucket), strings.Compare(a.Prefix, b.Prefix))
 	})
 }
@@ -525,7 +525,7 @@ func (s *State) Job(id string) (PreloadJob, bool) {
 
 // Jobs returns the preload jobs, oldest first.
 func (s *State) Jobs() []PreloadJob {
-	out := sortedValues(s.load().jobs, func(a, b PreloadJob) int {
+	out := sortedValues(maps.All(s.load().jobs), func(a, b PreloadJob) int {
 		return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID))
 	})
 	for i := range out {

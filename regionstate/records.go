@@ -113,9 +113,12 @@ func (e *badRecord) Error() string { return e.err.Error() }
 
 // loaders add a record of each table to a catalog.
 var loaders = map[table]func(c *catalog, key, val []byte) error{
-	tBucket: loadJSON(func(c *catalog, b Bucket) { c.buckets[b.Name] = b }),
-	tUser:   loadJSON(func(c *catalog, u User) { c.users[u.Name] = u; c.byKey[u.AccessKey] = u }),
-	tGrant:  func(c *catalog, key, val []byte) error { return putNested(c.grants, key, "grant", Perm(val)) },
+	tBucket: loadJSON(func(c *catalog, b Bucket) { c.buckets = c.buckets.set(b.Name, b) }),
+	tUser: loadJSON(func(c *catalog, u User) {
+		c.users = c.users.set(u.Name, u)
+		c.byKey = c.byKey.set(u.AccessKey, u)
+	}),
+	tGrant: func(c *catalog, key, val []byte) error { return putNested(c.grants, key, "grant", Perm(val)) },
 	tUpload: loadJSON(func(c *catalog, u MultipartUpload) {
 		u.Parts = nil
 		c.uploads.add(&uploadRec{up: u})
@@ -274,11 +277,11 @@ func (s *fsmSnapshot) writeTo(w *bufio.Writer) error {
 	c := s.cat
 	w.WriteString(snapshotMagic)
 	rec(tMeta, appliedKey, u64(s.applied))
-	for _, name := range slices.Sorted(maps.Keys(c.buckets)) {
-		rec(tBucket, name, mustJSON(c.buckets[name]))
+	for _, bk := range sortedValues(c.buckets.all(), func(a, b Bucket) int { return strings.Compare(a.Name, b.Name) }) {
+		rec(tBucket, bk.Name, mustJSON(bk))
 	}
-	for _, name := range slices.Sorted(maps.Keys(c.users)) {
-		rec(tUser, name, mustJSON(c.users[name]))
+	for _, u := range sortedValues(c.users.all(), func(a, b User) int { return strings.Compare(a.Name, b.Name) }) {
+		rec(tUser, u.Name, mustJSON(u))
 	}
 	for _, user := range slices.Sorted(maps.Keys(c.grants)) {
 		for _, bucket := range slices.Sorted(maps.Keys(c.grants[user])) {

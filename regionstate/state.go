@@ -2,6 +2,7 @@ package regionstate
 
 import (
 	"cmp"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -17,9 +18,9 @@ import (
 // lookup. Multipart sessions, which change with every part, live in a
 // separately locked table that a catalog points to.
 type catalog struct {
-	buckets  map[string]Bucket
-	users    map[string]User
-	byKey    map[string]User            // access key -> user
+	buckets  pmap[Bucket]
+	users    pmap[User]
+	byKey    pmap[User]                 // access key -> user
 	grants   map[string]map[string]Perm // user -> bucket -> perm
 	policy   *Policy                    // nil: none applied yet
 	settings map[string]string
@@ -34,9 +35,9 @@ type catalog struct {
 
 func newCatalog() *catalog {
 	return &catalog{
-		buckets:  map[string]Bucket{},
-		users:    map[string]User{},
-		byKey:    map[string]User{},
+		buckets:  newPMap[Bucket](),
+		users:    newPMap[User](),
+		byKey:    newPMap[User](),
 		grants:   map[string]map[string]Perm{},
 		settings: map[string]string{},
 		uploads:  newUploadTable(),
@@ -129,30 +130,30 @@ func (s *State) AppliedIndex() uint64 { return s.applied.Load() }
 
 // Bucket returns the bucket named name, if it was created in this region.
 func (s *State) Bucket(name string) (Bucket, bool) {
-	b, ok := s.load().buckets[name]
+	b, ok := s.load().buckets.get(name)
 	return b, ok
 }
 
 // Buckets returns all buckets sorted by name.
 func (s *State) Buckets() []Bucket {
-	return sortedValues(s.load().buckets, func(a, b Bucket) int { return strings.Compare(a.Name, b.Name) })
+	return sortedValues(s.load().buckets.all(), func(a, b Bucket) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // User returns the user named name.
 func (s *State) User(name string) (User, bool) {
-	u, ok := s.load().users[name]
+	u, ok := s.load().users.get(name)
 	return u, ok
 }
 
 // UserByAccessKey returns the user that owns access key ak.
 func (s *State) UserByAccessKey(ak string) (User, bool) {
-	u, ok := s.load().byKey[ak]
+	u, ok := s.load().byKey.get(ak)
 	return u, ok
 }
 
 // Users returns all users sorted by name.
 func (s *State) Users() []User {
-	return sortedValues(s.load().users, func(a, b User) int { return strings.Compare(a.Name, b.Name) })
+	return sortedValues(s.load().users.all(), func(a, b User) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // Grants returns user's grants as bucket -> perm (a fresh map, nil if none).
@@ -170,14 +171,14 @@ func (s *State) CanWrite(user, bucket string) bool { return s.can(user, bucket, 
 
 func (s *State) can(user, bucket string, need Perm) bool {
 	c := s.load()
-	u, ok := c.users[user]
+	u, ok := c.users.get(user)
 	if !ok {
 		return false
 	}
 	if u.Root {
 		return true
 	}
-	if b, ok := c.buckets[bucket]; ok && b.Owner == user {
+	if b, ok := c.buckets.get(bucket); ok && b.Owner == user {
 		return true
 	}
 	return c.grants[user][bucket].level() >= need.level()
@@ -297,8 +298,11 @@ func (s *State) RegionID() string {
 // Settings returns all region settings (a fresh map).
 func (s *State) Settings() map[string]string { return maps.Clone(s.load().settings) }
 
-func sortedValues[V any](m map[string]V, cmp func(a, b V) int) []V {
-	out := slices.Collect(maps.Values(m))
+func sortedValues[V any](all iter.Seq2[string, V], cmp func(a, b V) int) []V {
+	var out []V
+	for _, v := range all {
+		out = append(out, v)
+	}
 	slices.SortFunc(out, cmp)
 	return out
 }
