@@ -24,8 +24,6 @@ func (p pmap[V]) has(k string) bool {
 	return ok
 }
 
-func (p pmap[V]) len() int { return p.m.Len() }
-
 func (p pmap[V]) set(k string, v V) pmap[V] { return pmap[V]{p.m.Set(k, v)} }
 
 func (p pmap[V]) del(k string) pmap[V] { return pmap[V]{p.m.Delete(k)} }
