@@ -9,8 +9,9 @@ import (
 )
 
 // batch applies a run of log entries on the FSM goroutine. It works on a
-// copy of the current catalog whose maps are cloned the first time the
-// batch writes them, collects the disk writes, and is published (one
+// copy of the current catalog: buckets, users and access keys are
+// persistent maps (pmap, O(log n) a write), the smaller maps are cloned
+// the first time the batch writes them; collects the disk writes, and is published (one
 // atomic store) and persisted (one bbolt transaction) once at the end.
 type batch struct {
 	cat   catalog
