@@ -45,6 +45,7 @@ import (
 
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/internal/dirindex"
 )
 
 var (
@@ -70,6 +71,9 @@ type Store struct {
 	rootFD int // the root, opened O_PATH, for openat2
 	opts   Options
 	xattrs bool // the filesystem keeps user extended attributes
+	// dirs keeps the sorted names of large directories between the pages
+	// of a listing (see walk).
+	dirs *dirindex.Cache
 
 	// locks serialize an IfMatch write's check and commit against other
 	// writes and deletes of the same key, inside this process.
@@ -101,7 +105,7 @@ func New(name string, loc policies.Location, dir string, opts Options) (*Store, 
 		r.Close()
 		return nil, fmt.Errorf("fs: %w", err)
 	}
-	s := &Store{name: name, loc: loc, dir: dir, root: r, rootFD: fd, opts: opts}
+	s := &Store{name: name, loc: loc, dir: dir, root: r, rootFD: fd, opts: opts, dirs: dirindex.New()}
 	if f, err := s.openNoLinks(".", unix.O_PATH|unix.O_DIRECTORY); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("openat2(2) with RESOLVE_NO_SYMLINKS (Linux 5.6 or later) is needed: %w", err)

@@ -20,7 +20,7 @@ import (
 // unreadable directory yields an error naming its prefix.
 func (s *Store) List(ctx context.Context, opts store.ListOptions) iter.Seq2[store.Entry, error] {
 	return func(yield func(store.Entry, error) bool) {
-		for e, err := range walk(s.root, opts.Prefix, opts.StartAfter, opts.Delimiter) {
+		for e, err := range walk(s.root, s.dirs, opts.Prefix, opts.StartAfter, opts.Delimiter) {
 			if cerr := ctx.Err(); cerr != nil {
 				yield(store.Entry{}, cerr)
 				return

@@ -8,9 +8,10 @@ import (
 	"io/fs"
 	"iter"
 	"os"
-	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/fedgate/fedgate/store/internal/dirindex"
 )
 
 // walkEntry is a key (a regular file) or, with a delimiter, a common
@@ -29,16 +30,18 @@ func hidden(name string) bool { return strings.HasPrefix(name, tmpPrefix) }
 // when complete).
 const tmpPrefix = ".fedgate-tmp-"
 
-// child is one entry of a directory with the key order it sorts by: a
-// file's key, or a directory's path with its trailing "/" — every key
-// below a directory d starts with d+"/", and compares with any sibling's
-// key as d+"/" does, so ordering siblings by these keys and walking depth
-// first gives byte order over the whole tree ("a-b" < "a/..." < "a0").
-type child struct {
-	sortKey string
-	dir     bool
-	entry   fs.DirEntry
-}
+// Children are sorted by the key order of each: a file's key, or a
+// directory's path with its trailing "/" — every key below a directory d
+// starts with d+"/", and compares with any sibling's key as d+"/" does, so
+// ordering siblings by these keys and walking depth first gives byte order
+// over the whole tree ("a-b" < "a/..." < "a0"). A directory's index holds
+// these fragments relative to the directory, with kind kindFile or kindDir.
+const (
+	kindFile = 'f'
+	kindDir  = 'd'
+)
+
+func isFileKind(k byte) bool { return k == kindFile }
 
 // walk yields the keys under root in byte order: those starting with
 // prefix, after startAfter; with a delimiter, keys that contain it after
@@ -48,15 +51,20 @@ type child struct {
 // names. Each directory's names are read and sorted when the walk reaches
 // it; nothing else is held. An unreadable directory yields an error with
 // the key it stands for, and the walk goes on.
-func walk(root *os.Root, prefix, startAfter, delimiter string) iter.Seq2[walkEntry, error] {
+//
+// dirs, when not nil, keeps large directories' sorted names between
+// walks (the pages of one listing), validated by each directory's mtime
+// and ctime (see dirindex).
+func walk(root *os.Root, dirs *dirindex.Cache, prefix, startAfter, delimiter string) iter.Seq2[walkEntry, error] {
 	return func(yield func(walkEntry, error) bool) {
-		w := &walker{root: root, prefix: prefix, startAfter: startAfter, delim: delimiter, yield: yield}
+		w := &walker{root: root, dirs: dirs, prefix: prefix, startAfter: startAfter, delim: delimiter, yield: yield}
 		w.dir("")
 	}
 }
 
 type walker struct {
 	root                      *os.Root
+	dirs                      *dirindex.Cache
 	prefix, startAfter, delim string
 	yield                     func(walkEntry, error) bool
 	lastPrefix                string // the last common prefix yielded
@@ -75,61 +83,79 @@ func (w *walker) emit(e walkEntry, err error) bool {
 
 // dir walks directory path (its key prefix: "" or ending in "/").
 func (w *walker) dir(path string) bool {
-	name := path
+	name := strings.TrimSuffix(path, "/")
 	if name == "" {
 		name = "."
 	}
-	f, err := w.root.Open(strings.TrimSuffix(name, "/"))
+	d, err := w.root.OpenRoot(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && path == "" {
 			return true
 		}
 		return w.emit(walkEntry{Key: path}, err)
 	}
-	ents, err := f.ReadDir(-1)
-	f.Close()
+	defer d.Close()
+	ix, err := w.children(d, path)
 	if err != nil {
 		return w.emit(walkEntry{Key: path}, err)
 	}
-	kids := make([]child, 0, len(ents))
-	for _, e := range ents {
-		if hidden(e.Name()) || !utf8.ValidString(e.Name()) {
-			continue // not UTF-8: no S3 key names it
+	for i := ix.First(path, max(w.prefix, w.startAfter), isFileKind); i < ix.Len(); i++ {
+		frag, kind := ix.At(i)
+		key := path + frag
+		if key > w.prefix && !strings.HasPrefix(key, w.prefix) && !strings.HasPrefix(w.prefix, key) {
+			break // every later sibling sorts after the prefix too
 		}
-		if path == "" && e.Name()+"/" == reservedPrefix {
-			continue // its keys are fedgate's own, kept in stateDir
-		}
-		switch {
-		case e.Type().IsRegular():
-			kids = append(kids, child{sortKey: path + e.Name(), entry: e})
-		case e.IsDir():
-			kids = append(kids, child{sortKey: path + e.Name() + "/", dir: true, entry: e})
-		}
-	}
-	slices.SortFunc(kids, func(a, b child) int { return strings.Compare(a.sortKey, b.sortKey) })
-	for _, k := range kids {
-		if !w.visit(k) {
+		if !w.visit(d, key, kind == kindDir) {
 			return false
 		}
 	}
 	return true
 }
 
-func (w *walker) visit(k child) bool {
-	key := k.sortKey
-	if !k.dir {
+// children returns directory d's (path's) files and directories, sorted.
+func (w *walker) children(d *os.Root, path string) (*dirindex.Index, error) {
+	f, err := d.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return w.dirs.Get(f, path, func(f *os.File, b *dirindex.Builder) error {
+		return dirindex.ReadDir(f, func(e os.DirEntry) {
+			if hidden(e.Name()) || !utf8.ValidString(e.Name()) {
+				return // not UTF-8: no S3 key names it
+			}
+			if path == "" && e.Name()+"/" == reservedPrefix {
+				return // its keys are fedgate's own, kept in stateDir
+			}
+			switch {
+			case e.Type().IsRegular():
+				b.Add(e.Name(), kindFile)
+			case e.IsDir():
+				b.Add(e.Name()+"/", kindDir)
+			}
+		})
+	})
+}
+
+// visit walks one child of directory d: a file (key) or a directory
+// (key ends in "/").
+func (w *walker) visit(d *os.Root, key string, dir bool) bool {
+	if !dir {
 		if !strings.HasPrefix(key, w.prefix) || key <= w.startAfter {
 			return true
 		}
 		if cp, ok := w.commonPrefix(key); ok {
 			return w.emitPrefix(cp)
 		}
-		info, err := k.entry.Info()
+		info, err := d.Lstat(key[strings.LastIndexByte(key, '/')+1:])
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return true // removed since the directory was read
 			}
 			return w.emit(walkEntry{Key: key}, err)
+		}
+		if !info.Mode().IsRegular() {
+			return true // replaced since the directory was read
 		}
 		return w.emit(walkEntry{Key: key, Info: info}, nil)
 	}

@@ -40,7 +40,7 @@ func reference(keys []string, prefix, startAfter, delim string) []string {
 func listed(t *testing.T, root *os.Root, prefix, startAfter, delim string) []string {
 	t.Helper()
 	var out []string
-	for e, err := range walk(root, prefix, startAfter, delim) {
+	for e, err := range walk(root, nil, prefix, startAfter, delim) {
 		if err != nil {
 			t.Fatalf("walk(%q, %q, %q): %v", prefix, startAfter, delim, err)
 		}
@@ -156,7 +156,7 @@ func TestWalkStops(t *testing.T) {
 	}
 	root := makeTree(t, keys)
 	n := 0
-	for range walk(root, "", "", "") {
+	for range walk(root, nil, "", "", "") {
 		n++
 		if n == 3 {
 			break

@@ -6,10 +6,10 @@ import (
 	"io"
 	"iter"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/internal/dirindex"
 )
 
 // List yields the objects and common prefixes selected by opts in S3 byte
@@ -63,17 +63,19 @@ type child struct {
 // walk lists directory d, which holds keys starting with base. It returns
 // false when the listing must stop.
 func (l *lister) walk(d *os.Root, base string) bool {
-	kids, err := readChildren(d, base)
+	ix, err := l.s.readChildren(d, base)
 	if err != nil {
 		l.yield(store.Entry{}, mapErr("list", base, err))
 		return false
 	}
 	prefix, after := l.opts.Prefix, l.opts.StartAfter
-	for _, k := range kids {
+	for i := ix.First(base, max(prefix, after), isFile); i < ix.Len(); i++ {
 		if err := l.ctx.Err(); err != nil {
 			l.yield(store.Entry{}, err)
 			return false
 		}
+		frag, typ := ix.At(i)
+		k := child{typ: typ, key: base + frag, name: childName(typ, frag)}
 		if !strings.HasPrefix(k.key, prefix) && (k.typ == typeFile || !strings.HasPrefix(prefix, k.key)) {
 			if k.key > prefix {
 				break // every later sibling sorts after the prefix too
@@ -124,27 +126,36 @@ func (l *lister) walk(d *os.Root, base string) bool {
 	return true
 }
 
-// readChildren reads d's entries the encoding produced, sorted by key.
-func readChildren(d *os.Root, base string) ([]child, error) {
+func isFile(typ byte) bool { return typ == typeFile }
+
+// childName returns the directory entry name of a child (the inverse of
+// decodeName).
+func childName(typ byte, frag string) string {
+	if typ == typeDir {
+		frag = frag[:len(frag)-1]
+	}
+	return string(typ) + escape(frag)
+}
+
+// readChildren returns d's entries the encoding produced, sorted by key:
+// the store's cached index when d has not changed since it was read (so
+// the pages of a listing of one large directory read it once), else read
+// ReadBatch entries at a time.
+func (s *Store) readChildren(d *os.Root, base string) (*dirindex.Index, error) {
 	f, err := d.Open(".")
 	if err != nil {
 		return nil, err
 	}
-	ents, err := f.ReadDir(-1)
-	f.Close()
-	if err != nil {
-		return nil, err
-	}
-	kids := make([]child, 0, len(ents))
-	for _, e := range ents {
-		typ, frag, ok := decodeName(e.Name())
-		if !ok || (typ == typeFile) != e.Type().IsRegular() || (typ != typeFile) != e.IsDir() {
-			continue
-		}
-		kids = append(kids, child{name: e.Name(), typ: typ, key: base + frag})
-	}
-	slices.SortFunc(kids, func(a, b child) int { return strings.Compare(a.key, b.key) })
-	return kids, nil
+	defer f.Close()
+	return s.dirs.Get(f, base, func(f *os.File, b *dirindex.Builder) error {
+		return dirindex.ReadDir(f, func(e os.DirEntry) {
+			typ, frag, ok := decodeName(e.Name())
+			if !ok || (typ == typeFile) != e.Type().IsRegular() || (typ != typeFile) != e.IsDir() {
+				return
+			}
+			b.Add(frag, typ)
+		})
+	})
 }
 
 // fold returns the common prefix every key starting with key folds into,

@@ -34,6 +34,7 @@ import (
 
 	"github.com/fedgate/fedgate/policies"
 	"github.com/fedgate/fedgate/store"
+	"github.com/fedgate/fedgate/store/internal/dirindex"
 )
 
 var (
@@ -54,6 +55,9 @@ type Store struct {
 	locks     [64]sync.Mutex
 	lastStamp atomic.Int64
 	metas     metaCache
+	// dirs keeps the sorted children of large directories between the
+	// pages of a listing (see List).
+	dirs *dirindex.Cache
 
 	// noAttrs: the filesystem keeps no user extended attributes, so
 	// records go to record files. records: the store has record files
@@ -120,7 +124,7 @@ func New(name string, loc policies.Location, root string) (*Store, error) {
 			return nil, fmt.Errorf("posix: %w", err)
 		}
 	}
-	s := &Store{name: name, loc: loc, dir: root, root: r}
+	s := &Store{name: name, loc: loc, dir: root, root: r, dirs: dirindex.New()}
 	if _, err := r.Stat(recordDir); err == nil {
 		s.records.Store(true)
 	}
