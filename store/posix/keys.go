@@ -248,3 +248,9 @@ func parentDir(rel string) string {
 	}
 	return rel[:i]
 }
+
+// ObjectPath returns the path, relative to the store's root, of the file
+// that holds key (the encoding above); ErrInvalidKey for a key the store
+// cannot hold. Tools that lay out a tree directly (the scale benchmark in
+// bench/) use it.
+func ObjectPath(key string) (string, error) { return objectPath(key) }

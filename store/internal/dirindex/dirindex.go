@@ -190,7 +190,7 @@ type Cache struct {
 	// directory read it once.
 	building map[string]*build
 	hits     int64
-	misses   int64
+	misses   int64 // reads of directories worth keeping
 }
 
 type entry struct {
@@ -212,8 +212,9 @@ func New() *Cache {
 	return &Cache{MaxBytes: DefaultMaxBytes, MaxEntries: DefaultMaxEntries, TTL: DefaultTTL, Now: time.Now}
 }
 
-// Stats returns the number of lookups answered from the cache and read
-// from the directory, the indexes held and their bytes.
+// Stats returns the number of lookups answered from the cache, the number
+// of reads of directories of MinChildren or more children (those worth
+// keeping), the indexes held and their bytes.
 func (c *Cache) Stats() (hits, misses int64, entries int, bytes int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -258,7 +259,6 @@ func (c *Cache) Get(f *os.File, dir string, read ReadFunc) (*Index, error) {
 		<-b.done
 		return b.ix, b.err
 	}
-	c.misses++
 	b := &build{done: make(chan struct{}), st: st}
 	if c.building == nil {
 		c.building = map[string]*build{}
@@ -274,6 +274,9 @@ func (c *Cache) Get(f *os.File, dir string, read ReadFunc) (*Index, error) {
 	defer c.mu.Unlock()
 	if c.building[dir] == b {
 		delete(c.building, dir)
+	}
+	if b.err == nil && b.ix.Len() >= MinChildren {
+		c.misses++
 	}
 	if b.err != nil || b.ix.Len() < MinChildren || start.Sub(st.changed()) < RacyWindow || b.ix.Bytes() > c.MaxBytes {
 		return b.ix, b.err
