@@ -120,18 +120,18 @@ func (w *walker) children(d *os.Root, path string) (*dirindex.Index, error) {
 	}
 	defer f.Close()
 	return w.dirs.Get(f, path, func(f *os.File, b *dirindex.Builder) error {
-		return dirindex.ReadDir(f, func(e os.DirEntry) {
-			if hidden(e.Name()) || !utf8.ValidString(e.Name()) {
+		return dirindex.ReadNames(f, func(name string, typ int) {
+			if hidden(name) || !utf8.ValidString(name) {
 				return // not UTF-8: no S3 key names it
 			}
-			if path == "" && e.Name()+"/" == reservedPrefix {
+			if path == "" && name+"/" == reservedPrefix {
 				return // its keys are fedgate's own, kept in stateDir
 			}
-			switch {
-			case e.Type().IsRegular():
-				b.Add(e.Name(), kindFile)
-			case e.IsDir():
-				b.Add(e.Name()+"/", kindDir)
+			switch typ {
+			case dirindex.TypeFile:
+				b.Add(name, kindFile)
+			case dirindex.TypeDir:
+				b.Add(name+"/", kindDir)
 			}
 		})
 	})

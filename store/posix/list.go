@@ -140,7 +140,7 @@ func childName(typ byte, frag string) string {
 // readChildren returns d's entries the encoding produced, sorted by key:
 // the store's cached index when d has not changed since it was read (so
 // the pages of a listing of one large directory read it once), else read
-// ReadBatch entries at a time.
+// 64 KiB of entries at a time.
 func (s *Store) readChildren(d *os.Root, base string) (*dirindex.Index, error) {
 	f, err := d.Open(".")
 	if err != nil {
@@ -148,9 +148,9 @@ func (s *Store) readChildren(d *os.Root, base string) (*dirindex.Index, error) {
 	}
 	defer f.Close()
 	return s.dirs.Get(f, base, func(f *os.File, b *dirindex.Builder) error {
-		return dirindex.ReadDir(f, func(e os.DirEntry) {
-			typ, frag, ok := decodeName(e.Name())
-			if !ok || (typ == typeFile) != e.Type().IsRegular() || (typ != typeFile) != e.IsDir() {
+		return dirindex.ReadNames(f, func(name string, t int) {
+			typ, frag, ok := decodeName(name)
+			if !ok || (typ == typeFile) != (t == dirindex.TypeFile) || (typ != typeFile) != (t == dirindex.TypeDir) {
 				return
 			}
 			b.Add(frag, typ)

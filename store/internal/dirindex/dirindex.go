@@ -18,8 +18,9 @@
 package dirindex
 
 import (
+	"bytes"
 	"container/list"
-	"io"
+	"encoding/binary"
 	"os"
 	"slices"
 	"strings"
@@ -27,6 +28,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Index is the sorted children of one directory. It is immutable once
@@ -319,22 +322,74 @@ func (c *Cache) remove(el *list.Element) {
 	c.bytes -= e.ix.Bytes()
 }
 
-// ReadBatch is how many entries a ReadFunc should read at a time, so a
-// large directory is never held as os.DirEntry values whole.
-const ReadBatch = 1024
+// Entry types ReadNames reports.
+const (
+	TypeOther = iota
+	TypeFile  // a regular file
+	TypeDir   // a directory
+)
 
-// ReadDir calls fn for every entry of f, ReadBatch at a time.
-func ReadDir(f *os.File, fn func(os.DirEntry)) error {
+// ReadNames calls fn for every entry of directory f but "." and "..", with
+// its type (TypeFile, TypeDir or TypeOther; lstat'ed where the filesystem
+// does not say). It reads 64 KiB of entries at a time with getdents64 and
+// allocates nothing per entry: name is valid only during the call.
+func ReadNames(f *os.File, fn func(name string, typ int)) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 64<<10)
 	for {
-		ents, err := f.ReadDir(ReadBatch)
-		for _, e := range ents {
-			fn(e)
+		var n int
+		var errno error
+		if err := rc.Read(func(fd uintptr) bool {
+			n, errno = unix.Getdents(int(fd), buf)
+			return errno != unix.EAGAIN
+		}); err != nil {
+			return err
 		}
-		if err == io.EOF {
+		if errno == unix.EINTR {
+			continue
+		}
+		if errno != nil {
+			return &os.PathError{Op: "getdents64", Path: f.Name(), Err: errno}
+		}
+		if n <= 0 {
 			return nil
 		}
-		if err != nil {
-			return err
+		for off := 0; off < n; {
+			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
+			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
+			dtype := buf[off+18]
+			nb := buf[off+19 : off+reclen]
+			if i := bytes.IndexByte(nb, 0); i >= 0 {
+				nb = nb[:i]
+			}
+			off += reclen
+			if len(nb) == 0 || (len(nb) == 1 && nb[0] == '.') || (len(nb) == 2 && nb[0] == '.' && nb[1] == '.') {
+				continue
+			}
+			name := unsafe.String(&nb[0], len(nb))
+			typ := TypeOther
+			switch dtype {
+			case unix.DT_REG:
+				typ = TypeFile
+			case unix.DT_DIR:
+				typ = TypeDir
+			case unix.DT_UNKNOWN:
+				var st unix.Stat_t
+				var serr error
+				rc.Control(func(fd uintptr) { serr = unix.Fstatat(int(fd), name, &st, unix.AT_SYMLINK_NOFOLLOW) })
+				if serr == nil {
+					switch st.Mode & unix.S_IFMT {
+					case unix.S_IFREG:
+						typ = TypeFile
+					case unix.S_IFDIR:
+						typ = TypeDir
+					}
+				}
+			}
+			fn(name, typ)
 		}
 	}
 }
