@@ -333,7 +333,7 @@ func BenchmarkScaleList(b *testing.B) {
 	for _, kind := range strings.Split(*scaleStores, ",") {
 		for _, layout := range strings.Split(*scaleLayouts, ",") {
 			for _, n := range sizes {
-				dir, err := os.MkdirTemp("", "fedgate-scale-")
+				dir, err := os.MkdirTemp("", "fedgate-scale-list-")
 				if err != nil {
 					b.Fatal(err)
 				}
