@@ -21,7 +21,7 @@ import (
 	"github.com/fedgate/fedgate/regionstate"
 )
 
-var scaleSizes = []int{1000, 10000, 100000}
+var stateSizes = []int{1000, 10000, 100000}
 
 // scaleRound is how many creations one timed round makes, by scaleWorkers
 // concurrent appliers (the 16 clients).
@@ -90,7 +90,7 @@ func creationRate(b *testing.B, size int, create, remove func(i int) regionstate
 }
 
 func BenchmarkScaleBucketCreate(b *testing.B) {
-	for _, size := range scaleSizes {
+	for _, size := range stateSizes {
 		b.Run(fmt.Sprintf("buckets=%d", size), func(b *testing.B) {
 			creationRate(b, size,
 				func(i int) regionstate.Command {
@@ -102,7 +102,7 @@ func BenchmarkScaleBucketCreate(b *testing.B) {
 }
 
 func BenchmarkScaleUserCreate(b *testing.B) {
-	for _, size := range scaleSizes {
+	for _, size := range stateSizes {
 		b.Run(fmt.Sprintf("users=%d", size), func(b *testing.B) {
 			creationRate(b, size,
 				func(i int) regionstate.Command {
@@ -117,7 +117,7 @@ func BenchmarkScaleUserCreate(b *testing.B) {
 // BenchmarkScaleListBuckets times State.Buckets, the sorted list every
 // ListBuckets answer (each page) is cut from.
 func BenchmarkScaleListBuckets(b *testing.B) {
-	for _, size := range scaleSizes {
+	for _, size := range stateSizes {
 		b.Run(fmt.Sprintf("buckets=%d", size), func(b *testing.B) {
 			n := openScaleNode(b)
 			applyAll(b, n, 0, size, func(i int) regionstate.Command {
@@ -146,7 +146,7 @@ func heapInUse() uint64 {
 // take (runtime.MemStats.HeapAlloc after GC, before and after creating
 // them, divided by their number).
 func BenchmarkScaleListUploads(b *testing.B) {
-	for _, size := range scaleSizes {
+	for _, size := range stateSizes {
 		b.Run(fmt.Sprintf("uploads=%d", size), func(b *testing.B) {
 			n := openScaleNode(b)
 			if err := n.Apply(context.Background(), regionstate.CreateBucket{Bucket: regionstate.Bucket{Name: "bkt", Owner: "root"}}); err != nil {

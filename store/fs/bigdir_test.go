@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/store"
 	"github.com/fedgate/fedgate/store/storetest"
 )
@@ -35,19 +36,14 @@ func bigDir(t *testing.T) (*Store, string, []string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.For(t, 10*time.Second, "a listing to keep the directory's index", func() bool {
 		for range s.List(t.Context(), store.ListOptions{Prefix: "flat/"}) {
 			break
 		}
-		if _, _, n, _ := s.dirs.Stats(); n > 0 {
-			return s, dir, keys
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the directory's index is never kept")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		_, _, n, _ := s.dirs.Stats()
+		return n > 0
+	})
+	return s, dir, keys
 }
 
 // TestBigDirQueries: listings of a large flat directory mixed with nested

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fedgate/fedgate/internal/wait"
 	"github.com/fedgate/fedgate/store"
 	"github.com/fedgate/fedgate/store/storetest"
 )
@@ -25,19 +26,13 @@ func bigDir(t *testing.T) (*Store, []string) {
 // waitIndexed lists prefix's first entry until the store keeps an index.
 func waitIndexed(t *testing.T, s *Store, prefix string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.For(t, 10*time.Second, "a listing to keep the directory's index", func() bool {
 		for range s.List(t.Context(), store.ListOptions{Prefix: prefix}) {
 			break
 		}
-		if _, _, n, _ := s.dirs.Stats(); n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the directory's index is never kept")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		_, _, n, _ := s.dirs.Stats()
+		return n > 0
+	})
 }
 
 // TestBigDirQueries: listings of a large flat directory mixed with nested
