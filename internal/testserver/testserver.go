@@ -142,7 +142,7 @@ func (p *Process) WaitReady(tb testing.TB) {
 		c = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 		defer c.CloseIdleConnections()
 	}
-	WaitFor(tb, 30*time.Second, "readyz", func() bool {
+	wait.For(tb, 30*time.Second, "readyz", func() bool {
 		resp, err := c.Get(p.Endpoint + "/_fedgate/readyz")
 		if err != nil {
 			return false
@@ -189,14 +189,6 @@ func (p *Process) Stop(sig syscall.Signal) {
 func (p *Process) Log() string {
 	b, _ := os.ReadFile(filepath.Join(p.DataDir, "server.log"))
 	return string(b)
-}
-
-// WaitFor is wait.For, kept for callers not yet switched to it.
-//
-// Deprecated: use internal/wait.For.
-func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	wait.For(tb, timeout, what, cond)
 }
 
 // PeakRSS returns the process's peak resident set size in bytes (VmHWM).

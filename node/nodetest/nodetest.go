@@ -319,7 +319,7 @@ func (r *Region) reachable() []int {
 func (r *Region) WaitForLeader() int {
 	r.t.Helper()
 	leader := -1
-	WaitFor(r.t, Timeout, "a leader every reachable node knows", func() bool {
+	wait.For(r.t, Timeout, "a leader every reachable node knows", func() bool {
 		leader = -1
 		nodes := r.reachable()
 		for _, i := range nodes {
@@ -364,7 +364,7 @@ func (r *Region) Followers() []int {
 func (r *Region) WaitForReplication() {
 	r.t.Helper()
 	want := r.members[r.WaitForLeader()].n.Raft().State().AppliedIndex()
-	WaitFor(r.t, Timeout, fmt.Sprintf("every reachable node to apply index %d", want), func() bool {
+	wait.For(r.t, Timeout, fmt.Sprintf("every reachable node to apply index %d", want), func() bool {
 		for _, i := range r.reachable() {
 			if r.members[i].n.Raft().State().AppliedIndex() < want {
 				return false
@@ -394,14 +394,6 @@ func (r *Region) Freeze(i int) { r.net.freeze(i) }
 
 // Thaw ends Freeze.
 func (r *Region) Thaw() { r.net.thaw() }
-
-// WaitFor is wait.For, kept for callers not yet switched to it.
-//
-// Deprecated: use internal/wait.For.
-func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	wait.For(t, timeout, what, cond)
-}
 
 // logWriter hands a node's log lines to the test log while the test runs.
 type logWriter struct {
