@@ -275,21 +275,36 @@ type Cache struct {
 	warming map[chunkID]struct{} // peer-owned chunks being warmed on their owner
 	open    openFiles
 
-	// Background verification (verify.go): the entries loaded at Open
-	// and their names (sorted), handed to verifyLoop; fresh names the
-	// files committed since Open, until the orphan sweep ends (nil then).
+	// Background load (load.go): loading until every record of
+	// index.db is in memory; cursor is the last record name the loader
+	// has brought in (names up to it are resolved); tombs names the chunks
+	// removed while loading, invKeys the keys invalidated meanwhile (their
+	// records are not loaded again). All nil once loaded.
+	loading  bool
+	cursor   []byte
+	tombs    map[[32]byte]struct{}
+	invKeys  map[storeKey]struct{}
+	stores   map[string]string // one copy of each store's name read
+	loadedCh chan struct{}
+	// Background verification (verify.go): the entries brought in from
+	// index.db and not checked yet, handed to verifyLoop (verifyWake says
+	// there are more, or loading ended); fresh names the files committed
+	// since Open, until the orphan sweep ends (nil then).
 	verifyQ    []*entry
-	loaded     [][32]byte
+	verifyWake chan struct{}
 	fresh      map[[32]byte]struct{}
 	verifiedCh chan struct{}
 }
 
-// Open opens (creating if needed) the cache in cfg.Dir: it loads the index
-// (without looking at the chunk files), removes every partial fill left by
-// a crash, and evicts down to Capacity. In the background it then checks
-// each loaded chunk against its file, dropping the bad ones, and removes
-// chunk files the index does not know (verify.go; Verified says when that
-// is done); a read of a chunk not checked yet checks it first. It returns an error for an invalid
+// Open opens (creating if needed) the cache in cfg.Dir and serves at once:
+// it reads index.db's totals (bytes and chunks held, per group) and
+// removes every partial fill left by a crash. In the background it loads
+// the index's records into memory (load.go; Loaded says when that is
+// done; a read of a chunk not loaded yet looks for its record in index.db
+// directly), evicts down to Capacity, checks each loaded chunk against
+// its file, dropping the bad ones, and removes chunk files the index does
+// not know (verify.go; Verified says when that is done); a read of a chunk
+// not checked yet checks it first. It returns an error for an invalid
 // Config or when Dir or the index cannot be opened (the index is locked by
 // another process for longer than a second, for example).
 func Open(cfg Config) (*Cache, error) {
@@ -336,6 +351,11 @@ func Open(cfg Config) (*Cache, error) {
 		open:        openFiles{max: cfg.OpenFiles},
 		fresh:       make(map[[32]byte]struct{}),
 		verifiedCh:  make(chan struct{}),
+		verifyWake:  make(chan struct{}, 1),
+		loadedCh:    make(chan struct{}),
+		tombs:       make(map[[32]byte]struct{}),
+		invKeys:     make(map[storeKey]struct{}),
+		stores:      make(map[string]string),
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cachetier: %w", err)
@@ -376,9 +396,9 @@ func Open(cfg Config) (*Cache, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	go c.persistLoop()
-	c.fills.Add(1)
-	go c.verifyLoop(c.verifyQ, c.loaded)
-	c.verifyQ, c.loaded = nil, nil
+	c.fills.Add(2)
+	go c.loadLoop()
+	go c.verifyLoop()
 	return c, nil
 }
 
@@ -436,6 +456,10 @@ func (c *Cache) Invalidate(storeName, key string) int {
 	for obj := c.idx.keys[storeKey{storeName, key}]; obj != nil; obj = obj.next {
 		drop = append(drop, obj.chunks...)
 	}
+	if c.loading {
+		// Its records not loaded yet are dropped as the loader meets them.
+		c.invKeys[storeKey{storeName, key}] = struct{}{}
+	}
 	for _, e := range drop {
 		c.removeLocked(e, true)
 		n++
@@ -473,7 +497,7 @@ func (c *Cache) Stats() Stats {
 	s.Groups = make(map[string]GroupStats, len(c.idx.groups))
 	for name, g := range c.idx.groups {
 		s.Groups[name] = GroupStats{Used: g.used, Quota: g.quota, Pinned: g.pinnedBytes, Priority: Priority(g.class + 1),
-			Chunks: g.lru.Len() + g.pinned.Len()}
+			Chunks: g.lru.Len() + g.pinned.Len() + g.unloaded}
 	}
 	return s
 }

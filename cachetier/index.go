@@ -84,8 +84,12 @@ type entry struct {
 
 type group struct {
 	name        string
-	quota, used int64 // used includes this group's fills in progress
+	quota, used int64 // used includes this group's fills in progress and its unloaded chunks
 	pinnedBytes int64
+	// unloaded, unloadedBytes: the group's records in index.db not in
+	// memory yet (load.go); counted in used.
+	unloaded      int
+	unloadedBytes int64
 	class       int   // Priority + 1: index into index.lru
 	lru         elist // unpinned chunks; front: most recently used
 	pinned      elist
@@ -96,8 +100,12 @@ type index struct {
 	groups      map[string]*group
 	lru         [numClasses]elist // unpinned chunks by class; front: most recently used
 	pinned      elist             // pinned chunks; front: most recently used
-	used        int64             // bytes of chunks plus fills in progress (reserved)
+	used        int64             // bytes of chunks plus fills in progress (reserved) plus unloaded records
 	pinnedBytes int64
+	// unloaded, unloadedBytes: records in index.db not in memory yet
+	// (load.go), counted in used and in Stats' chunk counts.
+	unloaded      int
+	unloadedBytes int64
 }
 
 func newIndex() index {
@@ -141,7 +149,18 @@ func (c *Cache) chunkPath(name [32]byte) string {
 	return filepath.Join(c.chunkDir, s[:2], s)
 }
 
+// lookupLocked returns chunk ck's entry, or nil. While the index is being
+// loaded (load.go) a chunk not in memory yet is looked for in index.db and
+// brought in (faultInLocked).
 func (c *Cache) lookupLocked(ck chunkID) *entry {
+	if e := c.lookupMemLocked(ck); e != nil || !c.loading {
+		return e
+	}
+	return c.faultInLocked(ck)
+}
+
+// lookupMemLocked returns chunk ck's entry if it is in memory, or nil.
+func (c *Cache) lookupMemLocked(ck chunkID) *entry {
 	obj := c.objectLocked(ck.obj)
 	if obj == nil {
 		return nil
@@ -188,9 +207,10 @@ func (c *Cache) demoteLocked(e *entry) {
 	}
 }
 
-// chunkCount returns how many chunks the index holds.
+// chunkCount returns how many chunks the index holds (the records not
+// loaded yet included).
 func (c *Cache) chunkCount() int {
-	n := c.idx.pinned.Len()
+	n := c.idx.pinned.Len() + c.idx.unloaded
 	for i := range c.idx.lru {
 		n += c.idx.lru[i].Len()
 	}
@@ -203,6 +223,22 @@ func (c *Cache) addLocked(ck chunkID, objSize, length int64, g *group, lastAcces
 	if old := c.lookupLocked(ck); old != nil {
 		c.removeLocked(old, false) // same name: the new file replaced it
 	}
+	e := c.insertLocked(ck, objSize, length, g, lastAccess)
+	all, grp := c.listsOf(e)
+	all.PushFront(e)
+	grp.PushFront(e)
+	c.idx.used += length
+	g.used += length
+	if e.pinned {
+		c.idx.pinnedBytes += length
+		g.pinnedBytes += length
+	}
+	return e
+}
+
+// insertLocked makes an entry for chunk ck, which is not in memory, and
+// decides whether it is pinned; it puts it in no list and counts nothing.
+func (c *Cache) insertLocked(ck chunkID, objSize, length int64, g *group, lastAccess int64) *entry {
 	obj := c.objectLocked(ck.obj)
 	if obj == nil {
 		sk := storeKey{ck.obj.store, ck.obj.key}
@@ -213,15 +249,6 @@ func (c *Cache) addLocked(ck chunkID, objSize, length int64, g *group, lastAcces
 	i, _ := obj.find(ck.idx)
 	obj.chunks = slices.Insert(obj.chunks, i, e)
 	e.pinned = c.pinnedLocked(e)
-	all, grp := c.listsOf(e)
-	all.PushFront(e)
-	grp.PushFront(e)
-	c.idx.used += length
-	g.used += length
-	if e.pinned {
-		c.idx.pinnedBytes += length
-		g.pinnedBytes += length
-	}
 	return e
 }
 
@@ -264,6 +291,9 @@ func (c *Cache) removeLocked(e *entry, unlink bool) {
 		e.group.pinnedBytes -= e.length
 	}
 	name := e.name()
+	if c.loading {
+		c.tombs[name] = struct{}{} // its record in index.db is not to be loaded again
+	}
 	if unlink && !c.nameInUseLocked(chunkID{e.obj.key, e.idx}) {
 		if err := os.Remove(c.chunkPath(name)); err != nil && !os.IsNotExist(err) {
 			c.log.Warn("remove chunk file", "err", err)
@@ -279,7 +309,7 @@ func (c *Cache) nameInUseLocked(id chunkID) bool {
 	if fl := c.inflight[id]; fl != nil && fl.committing {
 		return true
 	}
-	return c.lookupLocked(id) != nil
+	return c.lookupMemLocked(id) != nil
 }
 
 func (c *Cache) evictLocked(e *entry) {

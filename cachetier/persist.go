@@ -2,7 +2,6 @@ package cachetier
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -233,18 +232,28 @@ func (c *Cache) flush(all bool) bool {
 	}
 	err := c.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketChunks)
+		d := make(map[string]total)
+		count := func(v []byte, sign int64) {
+			if r, err := decodeRecord(v); err == nil {
+				d[r.group] = total{d[r.group].bytes + sign*r.length, d[r.group].chunks + sign}
+			}
+		}
 		for _, o := range ops {
+			if old := b.Get(o.key[:]); old != nil {
+				count(old, -1)
+			}
 			var err error
 			if o.val == nil {
 				err = b.Delete(o.key[:])
 			} else {
 				err = b.Put(o.key[:], o.val)
+				count(o.val, 1)
 			}
 			if err != nil {
 				return err
 			}
 		}
-		return nil
+		return addTotals(tx, d)
 	})
 	if err != nil {
 		// Memory stays the truth; the next Open repairs what the file lacks.
@@ -266,13 +275,14 @@ func syncfs(dir *os.File) error {
 	return serr
 }
 
-// load reads the index file into memory and repairs it against the chunk
-// files (see the comment at the top of this file).
+// load prepares index.db (format, chunk size) and reads its totals: the
+// bytes and chunks it records, per group, which the cache counts as used
+// before a single record is in memory. The records themselves are brought
+// in by loadLoop, in the background (load.go).
 func (c *Cache) load() error {
-	var recs []record
-	var stale [][]byte
 	wantSize := binary.BigEndian.AppendUint64(nil, uint64(c.cfg.ChunkSize))
 	wantFormat := []byte{formatVersion}
+	var tot map[string]total
 	err := c.db.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
@@ -281,11 +291,13 @@ func (c *Cache) load() error {
 		gotSize, gotFormat := meta.Get(keyChunkSize), meta.Get(keyFormat)
 		if gotSize != nil && (!bytes.Equal(gotSize, wantSize) || !bytes.Equal(gotFormat, wantFormat)) {
 			// Chunk boundaries moved: every chunk is unreachable. Dropping the
-			// records makes the orphan sweep below remove the files.
+			// records makes the orphan sweep remove the files.
 			c.log.Warn("chunk size or index format changed: emptying the cache",
 				"chunk_size", c.cfg.ChunkSize)
-			if err := tx.DeleteBucket(bucketChunks); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
-				return err
+			for _, name := range [][]byte{bucketChunks, bucketTotals} {
+				if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
+					return err
+				}
 			}
 		}
 		if err := meta.Put(keyChunkSize, wantSize); err != nil {
@@ -294,66 +306,33 @@ func (c *Cache) load() error {
 		if err := meta.Put(keyFormat, wantFormat); err != nil {
 			return err
 		}
-		b, err := tx.CreateBucketIfNotExists(bucketChunks)
-		if err != nil {
+		if _, err := tx.CreateBucketIfNotExists(bucketChunks); err != nil {
 			return err
 		}
-		return b.ForEach(func(k, v []byte) error {
-			r, err := decodeRecord(v)
-			if err != nil || len(k) != len(r.name) || chunkName(r.ck) != [32]byte(k) {
-				stale = append(stale, bytes.Clone(k))
-				return nil
+		if tx.Bucket(bucketTotals) == nil {
+			// An index written before totals were kept (or an empty
+			// one): count its records once, now.
+			if err := recountTotals(tx); err != nil {
+				return err
 			}
-			r.name = [32]byte(k)
-			recs = append(recs, r)
-			return nil
-		})
+		}
+		tot = readTotals(tx)
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-
-	// Oldest first, so that each PushFront leaves the newest at the front.
-	slices.SortFunc(recs, func(a, b record) int { return cmp.Compare(a.lastAccess, b.lastAccess) })
-	// No chunk file is looked at here: every entry starts unverified and
-	// is checked in the background (verify.go), or by the first read
-	// that wants it, whichever comes first.
-	c.loaded = make([][32]byte, 0, len(recs))
-	c.verifyQ = make([]*entry, 0, len(recs))
-	stores := make(map[string]string) // one copy of each store's name
-	for i := range recs {
-		r := &recs[i]
-		if s, ok := stores[r.ck.obj.store]; ok {
-			r.ck.obj.store = s
-		} else {
-			stores[r.ck.obj.store] = r.ck.obj.store
-		}
-		e := c.addLocked(r.ck, r.objSize, r.length, c.groupLocked(r.group, -1), r.lastAccess)
-		e.sum, e.hasSum, e.unverified = r.sum, r.hasSum, true
-		c.loaded = append(c.loaded, r.name)
-		c.verifyQ = append(c.verifyQ, e)
+	for name, t := range tot {
+		g := c.groupLocked(name, -1)
+		g.used, g.unloaded, g.unloadedBytes = t.bytes, int(t.chunks), t.bytes
+		c.idx.used += t.bytes
+		c.idx.unloaded += int(t.chunks)
+		c.idx.unloadedBytes += t.bytes
 	}
-	recs = nil
-	slices.SortFunc(c.loaded, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
+	c.loading = true
 	if err := c.makeFanout(); err != nil {
 		return err
 	}
-	if len(stale) > 0 {
-		c.log.Info("dropped unreadable cache index records", "records", len(stale))
-		err := c.db.Update(func(tx *bolt.Tx) error {
-			b := tx.Bucket(bucketChunks)
-			for _, k := range stale {
-				if err := b.Delete(k); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-	c.pending = nil // addLocked queued nothing, removals of stale entries are done
 	if c.cfg.Capacity == 0 {
 		size, err := c.cfg.CapacityFor(c.idx.used)
 		if err == nil && size <= 0 {
@@ -364,16 +343,81 @@ func (c *Cache) load() error {
 		}
 		c.cfg.Capacity = size
 	}
-	// No pins or priorities are installed yet (SetPins and SetPriority come
-	// after Open): every chunk is in the normal class's LRU list.
-	normal := &c.idx.lru[PriorityNormal.class()]
-	for c.idx.used > c.cfg.Capacity && normal.Len() > 0 {
-		c.evictLocked(normal.Back())
+	return nil
+}
+
+// total is what index.db records for one group: bytes and chunks.
+type total struct{ bytes, chunks int64 }
+
+// Bucket "totals" maps a group's name to its total (16 bytes: bytes and
+// chunks, big-endian) over the records of bucket "chunks" that decode; it
+// is updated in the same transaction as the records (flush), so it is
+// always their sum.
+var bucketTotals = []byte("totals")
+
+func readTotals(tx *bolt.Tx) map[string]total {
+	tot := make(map[string]total)
+	b := tx.Bucket(bucketTotals)
+	if b == nil {
+		return tot
 	}
-	if len(c.pending) > 0 {
-		c.flush(false)
+	b.ForEach(func(k, v []byte) error {
+		if len(v) == 16 {
+			if len(k) == 1 && k[0] == 0 {
+				k = nil
+			}
+			tot[string(k)] = total{int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))}
+		}
+		return nil
+	})
+	return tot
+}
+
+// addTotals adds d to the totals in index.db (tx is writable).
+func addTotals(tx *bolt.Tx, d map[string]total) error {
+	b, err := tx.CreateBucketIfNotExists(bucketTotals)
+	if err != nil {
+		return err
+	}
+	for name, dt := range d {
+		k := []byte(name)
+		if len(k) == 0 {
+			k = []byte{0} // bbolt has no empty keys; "\x00" is the group ""
+		}
+		var t total
+		if v := b.Get(k); len(v) == 16 {
+			t = total{int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))}
+		}
+		t.bytes += dt.bytes
+		t.chunks += dt.chunks
+		if t.chunks <= 0 {
+			err = b.Delete(k)
+		} else {
+			err = b.Put(k, binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(t.bytes)), uint64(t.chunks)))
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// recountTotals sets the totals from the records (tx is writable).
+func recountTotals(tx *bolt.Tx) error {
+	if err := tx.DeleteBucket(bucketTotals); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
+		return err
+	}
+	d := make(map[string]total)
+	err := tx.Bucket(bucketChunks).ForEach(func(_, v []byte) error {
+		if r, err := decodeRecord(v); err == nil {
+			d[r.group] = total{d[r.group].bytes + r.length, d[r.group].chunks + 1}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return addTotals(tx, d)
 }
 
 // makeFanout creates the 256 fan-out directories.

@@ -1,22 +1,22 @@
 package cachetier
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"encoding/hex"
+
+	bolt "go.etcd.io/bbolt"
 )
 
-// Open loads index.db and serves at once; the chunk files are checked
-// against their records afterwards, by one background goroutine
-// (verifyLoop): a record whose file is missing, is not a regular file, has
+// Open serves at once; the chunk files are checked against their records
+// as the loader (load.go) brings the records into memory, by one
+// background goroutine (verifyLoop): a record whose file is missing, is not a regular file, has
 // another size, or whose bytes do not match the record's CRC-32C is
 // dropped with its file. Until an entry is checked it is never served: a
 // read that finds it checks it first (verifyEntry), so a bad chunk is
@@ -30,34 +30,61 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // checks anything.
 var testVerifyStart func()
 
-// Verified returns a channel closed once every entry loaded at Open has been
+// Verified returns a channel closed once every entry loaded from index.db has been
 // checked against its chunk file and orphan files are swept (or the cache
 // closed first).
 func (c *Cache) Verified() <-chan struct{} { return c.verifiedCh }
 
-func (c *Cache) verifyLoop(queue []*entry, loaded [][32]byte) {
+func (c *Cache) verifyLoop() {
 	defer c.fills.Done()
 	defer close(c.verifiedCh)
 	if testVerifyStart != nil {
 		testVerifyStart()
 	}
 	start := time.Now()
-	dropped := 0
-	for i, e := range queue {
-		if c.ctx.Err() != nil {
+	checked, dropped := 0, 0
+	for {
+		c.mu.Lock()
+		q, loading := c.verifyQ, c.loading
+		c.verifyQ = nil
+		c.mu.Unlock()
+		for i, e := range q {
+			if c.ctx.Err() != nil {
+				return
+			}
+			if !c.verifyEntry(e) {
+				dropped++
+			}
+			q[i] = nil
+		}
+		checked += len(q)
+		if len(q) > 0 {
+			continue
+		}
+		if !loading {
+			break
+		}
+		select {
+		case <-c.verifyWake:
+		case <-c.ctx.Done():
 			return
 		}
-		if !c.verifyEntry(e) {
-			dropped++
-		}
-		queue[i] = nil
 	}
-	removed, err := c.sweepOrphans(loaded)
+	removed, err := c.sweepOrphans()
 	if err != nil && c.ctx.Err() == nil {
 		c.log.Warn("sweep chunk files", "err", err)
 	}
-	c.log.Info("cache index verified", "chunks", len(queue), "dropped", dropped,
+	c.log.Info("cache index verified", "chunks", checked, "dropped", dropped,
 		"orphan_files", removed, "took", time.Since(start))
+}
+
+// wakeVerify tells verifyLoop that there are entries to check, or that
+// loading ended.
+func (c *Cache) wakeVerify() {
+	select {
+	case c.verifyWake <- struct{}{}:
+	default:
+	}
 }
 
 // verifyEntry checks e, if it is still unverified and in the index, against
@@ -130,10 +157,12 @@ func checkChunkFile(path string, length int64, sum uint32, hasSum bool) error {
 	return nil
 }
 
-// sweepOrphans removes every file in the fan-out directories that is not
-// the file of a chunk loaded at Open (loaded, sorted) nor one a fill has
-// committed since (Cache.fresh, which it then stops keeping).
-func (c *Cache) sweepOrphans(loaded [][32]byte) (int, error) {
+// sweepOrphans removes every file in the fan-out directories that no
+// record of index.db names and no fill has committed since Open
+// (Cache.fresh, which it then stops keeping). It runs once the index is
+// loaded and checked: a record not yet written for a chunk in memory is a
+// fill's since Open, so in fresh.
+func (c *Cache) sweepOrphans() (int, error) {
 	defer func() {
 		c.mu.Lock()
 		c.fresh = nil
@@ -149,13 +178,28 @@ func (c *Cache) sweepOrphans(loaded [][32]byte) (int, error) {
 		if err != nil {
 			return removed, err
 		}
+		var known map[[32]byte]bool
+		err = c.db.View(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketChunks)
+			known = make(map[[32]byte]bool, len(ents))
+			for _, de := range ents {
+				var name [32]byte
+				if len(de.Name()) == 64 && de.Type().IsRegular() {
+					if _, err := hex.Decode(name[:], []byte(de.Name())); err == nil && b.Get(name[:]) != nil {
+						known[name] = true
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return removed, err
+		}
 		for _, de := range ents {
 			var name [32]byte
-			if len(de.Name()) == 64 && de.Type().IsRegular() {
-				if _, err := hex.Decode(name[:], []byte(de.Name())); err == nil {
-					if _, ok := slices.BinarySearchFunc(loaded, name, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) }); ok {
-						continue
-					}
+			if len(de.Name()) == 64 {
+				if _, err := hex.Decode(name[:], []byte(de.Name())); err == nil && known[name] {
+					continue
 				}
 			}
 			c.mu.Lock()
