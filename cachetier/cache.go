@@ -266,14 +266,18 @@ type Cache struct {
 	idx      index
 	inflight map[chunkID]*fill
 	pending  []op             // index writes not yet persisted, in order
+	writing  []op             // the batch flush is writing (repin reads identities from it)
 	seqEnd   map[objKey]int64 // where each object's last reader ended
 	pins     PinFunc
 	// leases counts the short-circuit leases of each chunk (Lease): a
 	// leased chunk is pinned, including one whose fill commits after the
 	// lease was taken.
-	leases  map[chunkID]int
-	warming map[chunkID]struct{} // peer-owned chunks being warmed on their owner
-	open    openFiles
+	leases map[chunkID]int
+	// committing counts the fills renaming their file onto each chunk
+	// name, outside the lock: removeLocked leaves that file alone.
+	committing map[[32]byte]int
+	warming    map[chunkID]struct{} // peer-owned chunks being warmed on their owner
+	open       openFiles
 
 	// Background load (load.go): loading until every record of
 	// index.db is in memory; cursor is the last record name the loader
@@ -284,7 +288,6 @@ type Cache struct {
 	cursor   []byte
 	tombs    map[[32]byte]struct{}
 	invKeys  map[storeKey]struct{}
-	stores   map[string]string // one copy of each store's name read
 	loadedCh chan struct{}
 	// Background verification (verify.go): the entries brought in from
 	// index.db and not checked yet, handed to verifyLoop (verifyWake says
@@ -346,6 +349,7 @@ func Open(cfg Config) (*Cache, error) {
 		inflight:    make(map[chunkID]*fill),
 		seqEnd:      make(map[objKey]int64),
 		warming:     make(map[chunkID]struct{}),
+		committing:  make(map[[32]byte]int),
 		peerDown:    make(map[string]time.Time),
 		idx:         newIndex(),
 		open:        openFiles{max: cfg.OpenFiles},
@@ -355,7 +359,6 @@ func Open(cfg Config) (*Cache, error) {
 		loadedCh:    make(chan struct{}),
 		tombs:       make(map[[32]byte]struct{}),
 		invKeys:     make(map[storeKey]struct{}),
-		stores:      make(map[string]string),
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cachetier: %w", err)
@@ -446,16 +449,16 @@ func checkID(id ObjectID) error {
 }
 
 // Invalidate drops every cached version of store/key (after a write or
-// delete through fedgate) and returns how many chunks it dropped. Fills in
+// delete through fedgate) and returns how many chunks it dropped (those in
+// memory: while the index loads, the key's records not loaded yet are
+// dropped as the loader meets them). A key whose 64-bit hash collides
+// with this one's loses its chunks too (keyHashOf). Fills in
 // progress for the key finish for their readers but are not kept.
 func (c *Cache) Invalidate(storeName, key string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
-	var drop []*entry
-	for obj := c.idx.keys[storeKey{storeName, key}]; obj != nil; obj = obj.next {
-		drop = append(drop, obj.chunks...)
-	}
+	drop := c.keyChainLocked(storeName, key)
 	if c.loading {
 		// Its records not loaded yet are dropped as the loader meets them.
 		c.invKeys[storeKey{storeName, key}] = struct{}{}

@@ -372,6 +372,7 @@ func (c *Cache) finish(fl *fill, tmp string, err error) {
 		// hit, would wait behind it. Readers joining meanwhile read the
 		// complete fill's file.
 		fl.committing = true
+		c.committing[name]++
 		if c.fresh != nil {
 			c.fresh[name] = struct{}{} // not an orphan (verify.go)
 		}
@@ -379,6 +380,9 @@ func (c *Cache) finish(fl *fill, tmp string, err error) {
 		rerr := os.Rename(tmp, path)
 		c.mu.Lock()
 		fl.committing = false
+		if c.committing[name]--; c.committing[name] == 0 {
+			delete(c.committing, name)
+		}
 		if rerr != nil {
 			c.log.Warn("commit chunk", "err", rerr) // the readers still get their bytes
 		} else {
@@ -393,10 +397,12 @@ func (c *Cache) finish(fl *fill, tmp string, err error) {
 	}
 	if renamed {
 		if !fl.abandoned {
-			e := c.addLocked(fl.id, fl.objSize, fl.length, fl.group, c.cfg.Now().UnixNano())
+			e := c.addLocked(fl.id, fl.length, fl.group, c.cfg.Now().UnixNano())
 			e.sum, e.hasSum = fl.sum, true
-			c.pending = append(c.pending, op{key: name, val: encodeRecord(e)})
-		} else if !c.nameInUseLocked(fl.id) {
+			c.pending = append(c.pending, op{key: name, val: appendRecord(nil, &record{ck: fl.id,
+				group: fl.group.name, objSize: fl.objSize, length: fl.length, lastAccess: e.lastAccess,
+				sum: fl.sum, hasSum: true})})
+		} else if !c.nameInUseLocked(name) {
 			// Invalidated while it was being renamed: not kept.
 			if rerr := os.Remove(path); rerr != nil && !os.IsNotExist(rerr) {
 				c.log.Warn("remove chunk file", "err", rerr)

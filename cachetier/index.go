@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"hash/maphash"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,31 +40,15 @@ type chunkID struct {
 	idx int64
 }
 
-// object is one cached version of an object: its chunks, sorted by index,
-// and the next version of the same store and key (index.keys holds the
-// first). A slice and a chain instead of two maps per object: most cached
-// objects have one version and many have one chunk (docs/cache.md).
-type object struct {
-	key    objKey
-	size   int64
-	next   *object
-	chunks []*entry
-}
-
-func (o *object) find(idx int64) (int, bool) {
-	return slices.BinarySearchFunc(o.chunks, idx, func(e *entry, i int64) int { return cmp.Compare(e.idx, i) })
-}
-
-// chunk returns chunk idx, or nil.
-func (o *object) chunk(idx int64) *entry {
-	if i, ok := o.find(idx); ok {
-		return o.chunks[i]
-	}
-	return nil
-}
-
+// entry is one cached chunk: 128 bytes (one allocation of that size
+// class), and no strings. Its identity (store, key, validator) is not
+// kept: nm, the SHA-256 chunk name of the identity (its file name and
+// index.db key), finds it, and the record in index.db holds the identity
+// for the few operations that need it (pins, the ring: repin in pin.go).
 type entry struct {
-	obj        *object
+	nm         [32]byte // chunkName of the identity
+	keyHash    uint64   // keyHashOf(store, key): the chain Invalidate walks
+	knext      *entry   // next entry of the same keyHash (index.byKey)
 	idx        int64
 	length     int64
 	group      *group
@@ -71,15 +56,13 @@ type entry struct {
 	sum        uint32 // CRC-32C of the chunk's bytes, when hasSum
 	hasSum     bool   // records written before checksums have none
 	dirty      bool   // lastAccess changed since last persisted
-	// unverified: loaded at Open and not yet checked against its file
-	// (verify.go); never served until checked.
+	// unverified: loaded from index.db and not yet checked against its
+	// file (verify.go); never served until checked.
 	unverified bool
 	pinned     bool     // in the pinned lists, not the LRU ones
 	class      uint8    // the priority class whose LRU list holds it (unpinned)
+	gone       bool     // removed from the index
 	links      [2]links // in the whole cache's list and the group's (elist)
-	// open is the chunk file kept open for hits (see openFiles); its
-	// element in Cache.open's LRU list is open.elem.
-	open *chunkFile
 }
 
 type group struct {
@@ -90,18 +73,21 @@ type group struct {
 	// memory yet (load.go); counted in used.
 	unloaded      int
 	unloadedBytes int64
-	class       int   // Priority + 1: index into index.lru
-	lru         elist // unpinned chunks; front: most recently used
-	pinned      elist
+	class         int   // Priority + 1: index into index.lru
+	lru           elist // unpinned chunks; front: most recently used
+	pinned        elist
 }
 
 type index struct {
-	keys        map[storeKey]*object // the first version; see object.next
-	groups      map[string]*group
-	lru         [numClasses]elist // unpinned chunks by class; front: most recently used
-	pinned      elist             // pinned chunks; front: most recently used
-	used        int64             // bytes of chunks plus fills in progress (reserved) plus unloaded records
-	pinnedBytes int64
+	// chunks finds an entry by its name; byKey holds the first entry of
+	// each keyHash's chain (entry.knext): every cached chunk of every
+	// version of a store's key, for Invalidate.
+	chunks, byKey etable
+	groups        map[string]*group
+	lru           [numClasses]elist // unpinned chunks by class; front: most recently used
+	pinned        elist             // pinned chunks; front: most recently used
+	used          int64             // bytes of chunks plus fills in progress (reserved) plus unloaded records
+	pinnedBytes   int64
 	// unloaded, unloadedBytes: records in index.db not in memory yet
 	// (load.go), counted in used and in Stats' chunk counts.
 	unloaded      int
@@ -109,20 +95,38 @@ type index struct {
 }
 
 func newIndex() index {
-	return index{keys: make(map[storeKey]*object), groups: make(map[string]*group)}
-}
-
-// name is e's file name and index key (chunkName); it is not kept.
-func (e *entry) name() [32]byte { return chunkName(chunkID{e.obj.key, e.idx}) }
-
-// objectLocked returns the cached version k, or nil.
-func (c *Cache) objectLocked(k objKey) *object {
-	o := c.idx.keys[storeKey{k.store, k.key}]
-	for o != nil && o.key.validator != k.validator {
-		o = o.next
+	return index{
+		chunks: etable{key: func(e *entry) uint64 { return nameHash(&e.nm) }},
+		byKey:  etable{key: func(e *entry) uint64 { return e.keyHash }},
+		groups: make(map[string]*group),
 	}
-	return o
 }
+
+// nameHash places a chunk name in index.chunks: its first 8 bytes (a
+// SHA-256 is uniform already). A variable so that tests can make every
+// name collide; lookups compare the whole name.
+var nameHash = func(nm *[32]byte) uint64 { return binary.LittleEndian.Uint64(nm[:8]) }
+
+// keyHashSeed makes keyHashOf differ between processes (it is never
+// persisted), so no set of keys collides on every node.
+var keyHashSeed = maphash.MakeSeed()
+
+// keyHashOf is the hash of (store, key) that chains a key's chunks for
+// Invalidate. Keys whose hashes collide share a chain: Invalidate of one
+// then drops the other's chunks too, which costs a refetch, never a wrong
+// byte. A variable for tests.
+var keyHashOf = func(st, key string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(keyHashSeed)
+	var b [binary.MaxVarintLen64]byte
+	h.Write(b[:binary.PutUvarint(b[:], uint64(len(st)))])
+	h.WriteString(st)
+	h.WriteString(key)
+	return h.Sum64()
+}
+
+// name is e's file name and index key (chunkName).
+func (e *entry) name() [32]byte { return e.nm }
 
 func idOf(id ObjectID, idx int64) chunkID {
 	return chunkID{objKey{id.Store, id.Key, id.Validator}, idx}
@@ -153,19 +157,22 @@ func (c *Cache) chunkPath(name [32]byte) string {
 // loaded (load.go) a chunk not in memory yet is looked for in index.db and
 // brought in (faultInLocked).
 func (c *Cache) lookupLocked(ck chunkID) *entry {
-	if e := c.lookupMemLocked(ck); e != nil || !c.loading {
+	nm := chunkName(ck)
+	if e := c.lookupNameLocked(&nm); e != nil || !c.loading {
 		return e
 	}
-	return c.faultInLocked(ck)
+	return c.faultInLocked(ck, nm)
 }
 
 // lookupMemLocked returns chunk ck's entry if it is in memory, or nil.
 func (c *Cache) lookupMemLocked(ck chunkID) *entry {
-	obj := c.objectLocked(ck.obj)
-	if obj == nil {
-		return nil
-	}
-	return obj.chunk(ck.idx)
+	nm := chunkName(ck)
+	return c.lookupNameLocked(&nm)
+}
+
+// lookupNameLocked returns the entry named nm if it is in memory, or nil.
+func (c *Cache) lookupNameLocked(nm *[32]byte) *entry {
+	return c.idx.chunks.find(nameHash(nm), func(e *entry) bool { return e.nm == *nm })
 }
 
 // groupLocked returns the named group, creating it; quota >= 0 sets its quota.
@@ -219,11 +226,11 @@ func (c *Cache) chunkCount() int {
 
 // addLocked records a chunk whose file is in place and counts its bytes;
 // it evicts nothing (fills reserve their room before they start).
-func (c *Cache) addLocked(ck chunkID, objSize, length int64, g *group, lastAccess int64) *entry {
+func (c *Cache) addLocked(ck chunkID, length int64, g *group, lastAccess int64) *entry {
 	if old := c.lookupLocked(ck); old != nil {
 		c.removeLocked(old, false) // same name: the new file replaced it
 	}
-	e := c.insertLocked(ck, objSize, length, g, lastAccess)
+	e := c.insertLocked(ck, chunkName(ck), length, g, lastAccess)
 	all, grp := c.listsOf(e)
 	all.PushFront(e)
 	grp.PushFront(e)
@@ -236,51 +243,57 @@ func (c *Cache) addLocked(ck chunkID, objSize, length int64, g *group, lastAcces
 	return e
 }
 
-// insertLocked makes an entry for chunk ck, which is not in memory, and
-// decides whether it is pinned; it puts it in no list and counts nothing.
-func (c *Cache) insertLocked(ck chunkID, objSize, length int64, g *group, lastAccess int64) *entry {
-	obj := c.objectLocked(ck.obj)
-	if obj == nil {
-		sk := storeKey{ck.obj.store, ck.obj.key}
-		obj = &object{key: ck.obj, size: objSize, next: c.idx.keys[sk]}
-		c.idx.keys[sk] = obj
+// insertLocked makes an entry for chunk ck (named nm), which is not in
+// memory, and decides whether it is pinned; it puts it in no list and
+// counts nothing.
+func (c *Cache) insertLocked(ck chunkID, nm [32]byte, length int64, g *group, lastAccess int64) *entry {
+	e := &entry{nm: nm, keyHash: keyHashOf(ck.obj.store, ck.obj.key), idx: ck.idx, length: length,
+		group: g, lastAccess: lastAccess, class: uint8(g.class)}
+	c.idx.chunks.insert(e)
+	if head := c.idx.byKey.find(e.keyHash, func(*entry) bool { return true }); head != nil {
+		e.knext, head.knext = head.knext, e
+	} else {
+		c.idx.byKey.insert(e)
 	}
-	e := &entry{obj: obj, idx: ck.idx, length: length, group: g, lastAccess: lastAccess, class: uint8(g.class)}
-	i, _ := obj.find(ck.idx)
-	obj.chunks = slices.Insert(obj.chunks, i, e)
-	e.pinned = c.pinnedLocked(e)
+	e.pinned = c.pinnedLocked(ck, g)
 	return e
+}
+
+// keyChainLocked returns the entries chained under (store, key)'s hash:
+// every cached chunk of the key, and those of any key whose hash
+// collides with it.
+func (c *Cache) keyChainLocked(st, key string) []*entry {
+	var es []*entry
+	for e := c.idx.byKey.find(keyHashOf(st, key), func(*entry) bool { return true }); e != nil; e = e.knext {
+		es = append(es, e)
+	}
+	return es
 }
 
 // removeLocked forgets e and, when unlink, removes its file. The unlink is
 // done under the lock so that it cannot remove a later fill's file of the
 // same name; open handles keep reading the unlinked file.
 func (c *Cache) removeLocked(e *entry, unlink bool) {
-	obj := e.obj
-	i, ok := obj.find(e.idx)
-	if !ok || obj.chunks[i] != e {
+	if e.gone {
 		return // already removed
 	}
-	obj.chunks = slices.Delete(obj.chunks, i, i+1)
-	c.closeOpenLocked(e)
-	if len(obj.chunks) == 0 {
-		obj.chunks = nil
-		sk := storeKey{obj.key.store, obj.key.key}
-		if head := c.idx.keys[sk]; head == obj {
-			if obj.next == nil {
-				delete(c.idx.keys, sk)
-			} else {
-				c.idx.keys[sk] = obj.next
-			}
-		} else {
-			for o := head; o != nil; o = o.next {
-				if o.next == obj {
-					o.next = obj.next
-					break
-				}
+	e.gone = true
+	c.idx.chunks.remove(e)
+	if head := c.idx.byKey.find(e.keyHash, func(*entry) bool { return true }); head == e {
+		c.idx.byKey.remove(e)
+		if e.knext != nil {
+			c.idx.byKey.insert(e.knext)
+		}
+	} else {
+		for p := head; p != nil; p = p.knext {
+			if p.knext == e {
+				p.knext = e.knext
+				break
 			}
 		}
 	}
+	e.knext = nil
+	c.closeOpenLocked(e)
 	all, grp := c.listsOf(e)
 	all.Remove(e)
 	grp.Remove(e)
@@ -294,7 +307,7 @@ func (c *Cache) removeLocked(e *entry, unlink bool) {
 	if c.loading {
 		c.tombs[name] = struct{}{} // its record in index.db is not to be loaded again
 	}
-	if unlink && !c.nameInUseLocked(chunkID{e.obj.key, e.idx}) {
+	if unlink && !c.nameInUseLocked(name) {
 		if err := os.Remove(c.chunkPath(name)); err != nil && !os.IsNotExist(err) {
 			c.log.Warn("remove chunk file", "err", err)
 		}
@@ -305,11 +318,11 @@ func (c *Cache) removeLocked(e *entry, unlink bool) {
 // nameInUseLocked reports whether chunk id's file name holds, or is about
 // to hold, a file that must stay: one the index records, or one a fill of
 // the chunk is renaming onto it (fill.committing).
-func (c *Cache) nameInUseLocked(id chunkID) bool {
-	if fl := c.inflight[id]; fl != nil && fl.committing {
+func (c *Cache) nameInUseLocked(nm [32]byte) bool {
+	if _, ok := c.committing[nm]; ok {
 		return true
 	}
-	return c.lookupMemLocked(id) != nil
+	return c.lookupNameLocked(&nm) != nil
 }
 
 func (c *Cache) evictLocked(e *entry) {

@@ -165,11 +165,6 @@ func (c *Cache) applyBatchLocked(batch []loaded) {
 			c.dropRecordLocked(l)
 			continue
 		}
-		if s, ok := c.stores[r.ck.obj.store]; ok {
-			r.ck.obj.store = s
-		} else {
-			c.stores[r.ck.obj.store] = r.ck.obj.store
-		}
 		es = append(es, c.bringInLocked(r))
 	}
 	slices.SortFunc(es, func(a, b *entry) int { return cmp.Compare(b.lastAccess, a.lastAccess) })
@@ -181,7 +176,7 @@ func (c *Cache) applyBatchLocked(batch []loaded) {
 // lists.
 func (c *Cache) bringInLocked(r *record) *entry {
 	g := c.groupLocked(r.group, -1)
-	e := c.insertLocked(r.ck, r.objSize, r.length, g, r.lastAccess)
+	e := c.insertLocked(r.ck, r.name, r.length, g, r.lastAccess)
 	e.sum, e.hasSum, e.unverified = r.sum, r.hasSum, true
 	c.resolveUnloadedLocked(g, r.length)
 	if e.pinned {
@@ -238,8 +233,7 @@ func (c *Cache) insertByAgeLocked(es []*entry) {
 // has not brought it in, and brings it in; nil when there is none (or it
 // is resolved: see the top of this file). The entry goes to the cold end
 // of its lists: the read that wanted it moves it to the front.
-func (c *Cache) faultInLocked(ck chunkID) *entry {
-	name := chunkName(ck)
+func (c *Cache) faultInLocked(ck chunkID, name [32]byte) *entry {
 	if c.resolvedLocked(name) {
 		return nil
 	}
@@ -260,7 +254,6 @@ func (c *Cache) faultInLocked(ck chunkID) *entry {
 		c.tombs[name] = struct{}{}
 		return nil
 	}
-	l.r.ck.obj = ck.obj // the caller's strings: no second copy
 	e := c.bringInLocked(&l.r)
 	all, grp := c.listsOf(e)
 	all.PushBack(e)
@@ -274,7 +267,7 @@ func (c *Cache) faultInLocked(ck chunkID) *entry {
 // uncounted, and the cache evicts down to Capacity.
 func (c *Cache) finishLoadLocked() {
 	c.loading = false
-	c.cursor, c.tombs, c.invKeys, c.stores = nil, nil, nil, nil
+	c.cursor, c.tombs, c.invKeys = nil, nil, nil
 	if c.idx.unloaded != 0 || c.idx.unloadedBytes != 0 {
 		c.log.Warn("cache index totals did not match its records: corrected",
 			"chunks", c.idx.unloaded, "bytes", c.idx.unloadedBytes)

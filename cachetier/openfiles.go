@@ -22,19 +22,21 @@ const DefaultOpenFiles = 1024
 // number of them at once; Chunk hands out a private descriptor instead,
 // since its callers may use the file offset.
 type openFiles struct {
-	max int
-	lru list.List // of *entry with open != nil; front: most recently used
+	max   int
+	lru   list.List // of *entry with a kept file; front: most recently used
+	files map[*entry]*chunkFile
 }
 
 // openLocked returns e's kept descriptor with a reference for the caller,
 // or nil when none is kept.
 func (c *Cache) openLocked(e *entry) *chunkFile {
-	if e.open == nil {
+	cf := c.open.files[e]
+	if cf == nil {
 		return nil
 	}
-	c.open.lru.MoveToFront(e.open.elem)
-	e.open.ref()
-	return e.open
+	c.open.lru.MoveToFront(cf.elem)
+	cf.ref()
+	return cf
 }
 
 // keepOpenLocked keeps f, just opened for e, for later hits: it returns the
@@ -45,13 +47,16 @@ func (c *Cache) keepOpenLocked(e *entry, f *os.File) *chunkFile {
 	if c.open.max <= 0 || !c.presentLocked(e) || c.closed {
 		return newChunkFile(f)
 	}
-	if e.open != nil { // another reader opened it at the same time
+	if c.open.files[e] != nil { // another reader opened it at the same time
 		f.Close()
 		return c.openLocked(e)
 	}
 	cf := newChunkFile(f)
 	cf.ref() // the cache's
-	e.open = cf
+	if c.open.files == nil {
+		c.open.files = make(map[*entry]*chunkFile)
+	}
+	c.open.files[e] = cf
 	cf.elem = c.open.lru.PushFront(e)
 	for c.open.lru.Len() > c.open.max {
 		c.closeOpenLocked(c.open.lru.Back().Value.(*entry))
@@ -62,13 +67,14 @@ func (c *Cache) keepOpenLocked(e *entry, f *os.File) *chunkFile {
 // closeOpenLocked lets go of e's kept descriptor (closed once no reader
 // holds it).
 func (c *Cache) closeOpenLocked(e *entry) {
-	if e.open == nil {
+	cf := c.open.files[e]
+	if cf == nil {
 		return
 	}
-	c.open.lru.Remove(e.open.elem)
-	e.open.elem = nil
-	e.open.unref()
-	e.open = nil
+	c.open.lru.Remove(cf.elem)
+	cf.elem = nil
+	cf.unref()
+	delete(c.open.files, e)
 }
 
 // closeAllOpenLocked lets go of every kept descriptor (Close).

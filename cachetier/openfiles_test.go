@@ -145,7 +145,7 @@ func TestChunkRefIsPrivateOnKeptFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.mu.Lock()
-	kept := c.lookupLocked(idOf(id, 0)).open
+	kept := c.open.files[c.lookupLocked(idOf(id, 0))]
 	c.mu.Unlock()
 	if kept == nil || kept.f.Fd() == ref.File.Fd() {
 		t.Fatalf("Chunk's descriptor is the kept one (kept %v)", kept)

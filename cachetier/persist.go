@@ -74,11 +74,6 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-func encodeRecord(e *entry) []byte {
-	return appendRecord(nil, &record{ck: chunkID{e.obj.key, e.idx}, group: e.group.name,
-		objSize: e.obj.size, length: e.length, lastAccess: e.lastAccess, sum: e.sum, hasSum: e.hasSum})
-}
-
 func appendRecord(b []byte, r *record) []byte {
 	k := r.ck.obj
 	if b == nil {
@@ -195,6 +190,12 @@ func (c *Cache) flush(all bool) bool {
 	c.mu.Lock()
 	ops := c.pending
 	c.pending = nil
+	c.writing = ops
+	type touched struct {
+		nm [32]byte
+		at int64
+	}
+	var dirty []touched
 	if all {
 		lists := []*elist{&c.idx.pinned}
 		for i := range c.idx.lru {
@@ -203,14 +204,19 @@ func (c *Cache) flush(all bool) bool {
 		for _, l := range lists {
 			for e := l.Front(); e != nil; e = l.Next(e) {
 				if e.dirty {
-					ops = append(ops, op{key: e.name(), val: encodeRecord(e)})
+					dirty = append(dirty, touched{e.nm, e.lastAccess})
 					e.dirty = false
 				}
 			}
 		}
 	}
 	c.mu.Unlock()
-	if len(ops) == 0 {
+	defer func() {
+		c.mu.Lock()
+		c.writing = nil
+		c.mu.Unlock()
+	}()
+	if len(ops) == 0 && len(dirty) == 0 {
 		return false
 	}
 	if !c.cfg.NoSync && !c.syncBroken && slices.ContainsFunc(ops, func(o op) bool { return o.val != nil }) {
@@ -227,7 +233,7 @@ func (c *Cache) flush(all bool) bool {
 	if c.syncBroken {
 		ops = slices.DeleteFunc(ops, func(o op) bool { return o.val != nil })
 	}
-	if len(ops) == 0 {
+	if len(ops) == 0 && len(dirty) == 0 {
 		return false
 	}
 	err := c.db.Update(func(tx *bolt.Tx) error {
@@ -250,6 +256,22 @@ func (c *Cache) flush(all bool) bool {
 				count(o.val, 1)
 			}
 			if err != nil {
+				return err
+			}
+		}
+		// Last-access times (at Close): the record read back, since
+		// memory keeps no identities (index.go).
+		for _, t := range dirty {
+			v := b.Get(t.nm[:])
+			if v == nil {
+				continue
+			}
+			r, err := decodeRecord(v)
+			if err != nil {
+				continue
+			}
+			r.lastAccess = t.at
+			if err := b.Put(t.nm[:], appendRecord(nil, &r)); err != nil {
 				return err
 			}
 		}

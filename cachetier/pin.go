@@ -24,65 +24,93 @@ type PinFunc func(group, store, key string) bool
 // ring moved elsewhere is unpinned here at the next SetMembers or Repin.
 func (c *Cache) SetPins(pinned PinFunc) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.pins = pinned
-	c.repinLocked()
+	c.mu.Unlock()
+	c.repin()
 }
 
 // Repin applies the pin predicate again to every cached chunk: call it
 // when the set of pins behind the predicate changed. Chunks that became
 // unpinned are evictable again, at the place in the LRU order their last
-// access gives them. It costs one call of the predicate per (object,
-// group) cached.
-func (c *Cache) Repin() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.repinLocked()
-}
+// access gives them. The index keeps no identities in memory (index.go),
+// so it reads them from index.db's records (and from those not written
+// yet): one read of index.db, in batches, and one call of the predicate
+// per chunk.
+func (c *Cache) Repin() { c.repin() }
 
-// pinnedLocked reports whether e (whose group and object are set) is to be
-// pinned.
-func (c *Cache) pinnedLocked(e *entry) bool {
-	if c.leases[chunkID{e.obj.key, e.idx}] > 0 {
+// pinnedLocked reports whether chunk ck of group g is to be pinned.
+func (c *Cache) pinnedLocked(ck chunkID, g *group) bool {
+	if c.leases[ck] > 0 {
 		return true
 	}
-	if c.pins == nil || !c.ownsLocally(e) {
+	if c.pins == nil || !c.ownsLocally(ck) {
 		return false
 	}
-	return c.pins(e.group.name, e.obj.key.store, e.obj.key.key)
+	return c.pins(g.name, ck.obj.store, ck.obj.key)
 }
 
-// ownsLocally reports whether e's chunk is this node's to keep by the
+// ownsLocally reports whether chunk ck is this node's to keep by the
 // current ring.
-func (c *Cache) ownsLocally(e *entry) bool {
-	k := ChunkKey{ObjectID{e.obj.key.store, e.obj.key.key, e.obj.key.validator, e.obj.size}, e.idx}
+func (c *Cache) ownsLocally(ck chunkID) bool {
+	k := ChunkKey{ObjectID{Store: ck.obj.store, Key: ck.obj.key, Validator: ck.obj.validator}, ck.idx}
 	return c.peerOwner(k, false) == ""
 }
 
-func (c *Cache) repinLocked() {
-	var pin, unpin []*entry
-	memo := make(map[*group]bool)
-	for _, first := range c.idx.keys {
-		for obj := first; obj != nil; obj = obj.next {
-			clear(memo)
-			for _, e := range obj.chunks {
-				want := false
-				if c.pins != nil {
-					p, ok := memo[e.group]
-					if !ok {
-						p = c.pins(e.group.name, obj.key.store, obj.key.key)
-						memo[e.group] = p
-					}
-					want = p && c.ownsLocally(e)
-				}
-				want = want || c.leases[chunkID{obj.key, e.idx}] > 0
-				switch {
-				case want && !e.pinned:
-					pin = append(pin, e)
-				case !want && e.pinned:
-					unpin = append(unpin, e)
-				}
+func (c *Cache) repin() {
+	c.mu.Lock()
+	var recs []record
+	for _, ops := range [][]op{c.writing, c.pending} {
+		for _, o := range ops {
+			if o.val == nil {
+				continue
 			}
+			if r, err := decodeRecord(o.val); err == nil {
+				r.name = o.key
+				recs = append(recs, r)
+			}
+		}
+	}
+	c.repinLocked(recs)
+	c.mu.Unlock()
+	var after []byte
+	for {
+		batch, last, done, err := c.readBatch(after)
+		if err != nil {
+			c.log.Warn("repin: read cache index", "err", err)
+			return
+		}
+		recs = recs[:0]
+		for _, l := range batch {
+			if !l.stale {
+				recs = append(recs, l.r)
+			}
+		}
+		c.mu.Lock()
+		c.repinLocked(recs)
+		c.mu.Unlock()
+		if done {
+			return
+		}
+		after = last
+	}
+}
+
+// repinLocked pins or unpins the entries that recs name, as the predicate
+// and the leases now say.
+func (c *Cache) repinLocked(recs []record) {
+	var pin, unpin []*entry
+	for i := range recs {
+		r := &recs[i]
+		e := c.lookupNameLocked(&r.name)
+		if e == nil {
+			continue
+		}
+		want := c.pinnedLocked(r.ck, e.group)
+		switch {
+		case want && !e.pinned:
+			pin = append(pin, e)
+		case !want && e.pinned:
+			unpin = append(unpin, e)
 		}
 	}
 	c.movePinnedLocked(pin, true)
@@ -166,7 +194,7 @@ func (c *Cache) Lease(id ObjectID, idx int64) (release func()) {
 				return
 			}
 			delete(c.leases, ck)
-			if e := c.lookupLocked(ck); e != nil && e.pinned && !c.pinnedLocked(e) {
+			if e := c.lookupLocked(ck); e != nil && e.pinned && !c.pinnedLocked(ck, e.group) {
 				c.movePinnedLocked([]*entry{e}, false)
 			}
 		})

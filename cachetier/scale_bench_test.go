@@ -73,7 +73,7 @@ func indexScale(b *testing.B, n int) (heapPer, openPer float64, ready time.Durat
 	g := c.groupLocked("train", -1)
 	for i := range n {
 		r := scaleRecord(i)
-		c.addLocked(r.ck, r.objSize, r.length, g, r.lastAccess)
+		c.addLocked(r.ck, r.length, g, r.lastAccess)
 	}
 	c.mu.Unlock()
 	heapPer = float64(liveHeap()-h0) / float64(n)

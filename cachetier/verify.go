@@ -113,8 +113,8 @@ func (c *Cache) verifyEntry(e *entry) bool {
 		c.mu.Unlock()
 		return true
 	}
-	c.log.Warn("dropped a bad cached chunk", "store", e.obj.key.store, "key", e.obj.key.key,
-		"chunk", e.idx, "err", err)
+	name := e.name()
+	c.log.Warn("dropped a bad cached chunk", "name", hex.EncodeToString(name[:]), "chunk", e.idx, "err", err)
 	c.removeLocked(e, true)
 	c.st.verifyDropped.Add(1)
 	c.mu.Unlock()
@@ -123,7 +123,7 @@ func (c *Cache) verifyEntry(e *entry) bool {
 }
 
 // presentLocked reports whether e is (still) in the index.
-func (c *Cache) presentLocked(e *entry) bool { return e.obj.chunk(e.idx) == e }
+func (c *Cache) presentLocked(e *entry) bool { return !e.gone }
 
 var errBadChunk = errors.New("chunk file does not match its record")
 
