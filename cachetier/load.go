@@ -3,6 +3,7 @@ package cachetier
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"slices"
 	"time"
 
@@ -36,12 +37,13 @@ import (
 // invalidated keys) go with the orphan sweep. Once every record is
 // loaded, the cache evicts down to Capacity (it may have shrunk).
 
-// loadBatch is how many records the loader reads per transaction.
-const loadBatch = 16384
+// loadBatch is how many records the loader reads per transaction (a
+// variable for tests).
+var loadBatch = 16384
 
-// testLoadBatch, when set (tests), is called by loadLoop before it applies
-// each batch.
-var testLoadBatch func()
+// testLoadBatch, when set (tests), is called by loadLoop after it read
+// each batch and before it applies it, with the cache's context.
+var testLoadBatch func(ctx context.Context)
 
 // Loaded returns a channel closed once every record of index.db is in
 // memory (or the cache closed first).
@@ -67,7 +69,10 @@ func (c *Cache) loadLoop() {
 			c.log.Error("load cache index: records not loaded are not served", "err", err)
 		}
 		if testLoadBatch != nil {
-			testLoadBatch()
+			testLoadBatch(c.ctx)
+		}
+		if c.ctx.Err() != nil {
+			break
 		}
 		c.mu.Lock()
 		c.applyBatchLocked(batch)
