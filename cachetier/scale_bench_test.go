@@ -9,6 +9,10 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
 	"slices"
 	"testing"
 	"time"
@@ -36,18 +40,24 @@ import (
 //   - ready-s: from Open's start to the first hit served: Open, then
 //     Chunk of the chunk whose record comes last in index.db (not loaded
 //     yet: found in index.db, its file checked, served);
-//   - load-s: from Open's start until every record is in memory (Loaded).
+//   - load-s: from Open's start until every record is in memory (Loaded);
+//     load-cpu-s: the process's CPU time (user and system) meanwhile;
+//   - rss-B/chunk: the process's resident set (VmRSS) after the load, less
+//     before Open, divided by the chunks: the heap, and the pages of
+//     index.db (mapped by bbolt) that the load touched.
 //
 // Run: go test -run '^$' -bench IndexScale -benchtime 1x ./cachetier/
 func BenchmarkIndexScale(b *testing.B) {
 	for _, n := range []int{10_000, 100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("chunks=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				heap, open, ready, load := indexScale(b, n)
-				b.ReportMetric(heap, "heap-B/chunk")
-				b.ReportMetric(open, "open-B/chunk")
-				b.ReportMetric(ready.Seconds(), "ready-s")
-				b.ReportMetric(load.Seconds(), "load-s")
+				m := indexScale(b, n)
+				b.ReportMetric(m.heapPer, "heap-B/chunk")
+				b.ReportMetric(m.openPer, "open-B/chunk")
+				b.ReportMetric(m.rssPer, "rss-B/chunk")
+				b.ReportMetric(m.ready.Seconds(), "ready-s")
+				b.ReportMetric(m.load.Seconds(), "load-s")
+				b.ReportMetric(m.loadCPU.Seconds(), "load-cpu-s")
 			}
 		})
 	}
@@ -70,7 +80,39 @@ func liveHeap() uint64 {
 	return m.HeapAlloc
 }
 
-func indexScale(b *testing.B, n int) (heapPer, openPer float64, ready, load time.Duration) {
+type scaleResult struct {
+	heapPer, openPer, rssPer float64
+	ready, load, loadCPU     time.Duration
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// rss returns the process's VmRSS in bytes.
+func rss(b *testing.B) int64 {
+	st, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(st), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
+func indexScale(b *testing.B, n int) (m scaleResult) {
+	var heapPer, openPer float64
+	var ready, load time.Duration
 	cfg := Config{Dir: b.TempDir(), Capacity: 1 << 50, NoSync: true}
 
 	// The index as the fill path builds it, in memory only.
@@ -145,6 +187,8 @@ func indexScale(b *testing.B, n int) (heapPer, openPer float64, ready, load time
 	testVerifyStart = func() { <-release }
 	defer func() { testVerifyStart = nil }()
 	h0 = liveHeap()
+	debug.FreeOSMemory()
+	r0, cpu0 := rss(b), cpuTime()
 	start := time.Now()
 	c, err = Open(cfg)
 	if err != nil {
@@ -167,11 +211,15 @@ func indexScale(b *testing.B, n int) (heapPer, openPer float64, ready, load time
 	}
 	<-c.Loaded()
 	load = time.Since(start)
+	m.loadCPU = cpuTime() - cpu0
 	openPer = float64(liveHeap()-h0) / float64(n)
+	debug.FreeOSMemory() // what the GC freed, returned: RSS is then what is live or mapped
+	m.rssPer = float64(rss(b)-r0) / float64(n)
 	if got := c.Stats().Chunks; got != n {
 		b.Errorf("%d chunks after the load, want %d", got, n)
 	}
 	close(release)
 	c.Close()
-	return heapPer, openPer, ready, load
+	m.heapPer, m.openPer, m.ready, m.load = heapPer, openPer, ready, load
+	return m
 }
