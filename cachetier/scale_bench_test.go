@@ -10,10 +10,10 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
-	"slices"
 	"testing"
 	"time"
 
