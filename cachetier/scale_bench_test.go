@@ -42,9 +42,11 @@ import (
 //     yet: found in index.db, its file checked, served);
 //   - load-s: from Open's start until every record is in memory (Loaded);
 //     load-cpu-s: the process's CPU time (user and system) meanwhile;
-//   - rss-B/chunk: the process's resident set (VmRSS) after the load, less
-//     before Open, divided by the chunks: the heap, and the pages of
-//     index.db (mapped by bbolt) that the load touched.
+//   - anon-B/chunk, file-B/chunk: the process's resident set after the
+//     load, less before Open, divided by the chunks: anonymous memory
+//     (RssAnon: the heap and the runtime's), and file pages (RssFile: the
+//     pages of index.db, mapped by bbolt, that the load touched; clean page
+//     cache the kernel may drop).
 //
 // Run: go test -run '^$' -bench IndexScale -benchtime 1x ./cachetier/
 func BenchmarkIndexScale(b *testing.B) {
@@ -54,7 +56,8 @@ func BenchmarkIndexScale(b *testing.B) {
 				m := indexScale(b, n)
 				b.ReportMetric(m.heapPer, "heap-B/chunk")
 				b.ReportMetric(m.openPer, "open-B/chunk")
-				b.ReportMetric(m.rssPer, "rss-B/chunk")
+				b.ReportMetric(m.anonPer, "anon-B/chunk")
+				b.ReportMetric(m.filePer, "file-B/chunk")
 				b.ReportMetric(m.ready.Seconds(), "ready-s")
 				b.ReportMetric(m.load.Seconds(), "load-s")
 				b.ReportMetric(m.loadCPU.Seconds(), "load-cpu-s")
@@ -81,8 +84,9 @@ func liveHeap() uint64 {
 }
 
 type scaleResult struct {
-	heapPer, openPer, rssPer float64
-	ready, load, loadCPU     time.Duration
+	heapPer, openPer     float64
+	anonPer, filePer     float64
+	ready, load, loadCPU time.Duration
 }
 
 func cpuTime() time.Duration {
@@ -91,23 +95,28 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// rss returns the process's VmRSS in bytes.
-func rss(b *testing.B) int64 {
+// rss returns the process's RssAnon and RssFile in bytes.
+func rss(b *testing.B) (anon, file int64) {
 	st, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(string(st), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb << 10
+		name, v, ok := strings.Cut(line, ":")
+		if !ok || name != "RssAnon" && name != "RssFile" {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if name == "RssAnon" {
+			anon = kb << 10
+		} else {
+			file = kb << 10
 		}
 	}
-	b.Fatal("no VmRSS in /proc/self/status")
-	return 0
+	return anon, file
 }
 
 func indexScale(b *testing.B, n int) (m scaleResult) {
@@ -188,7 +197,8 @@ func indexScale(b *testing.B, n int) (m scaleResult) {
 	defer func() { testVerifyStart = nil }()
 	h0 = liveHeap()
 	debug.FreeOSMemory()
-	r0, cpu0 := rss(b), cpuTime()
+	anon0, file0 := rss(b)
+	cpu0 := cpuTime()
 	start := time.Now()
 	c, err = Open(cfg)
 	if err != nil {
@@ -214,7 +224,8 @@ func indexScale(b *testing.B, n int) (m scaleResult) {
 	m.loadCPU = cpuTime() - cpu0
 	openPer = float64(liveHeap()-h0) / float64(n)
 	debug.FreeOSMemory() // what the GC freed, returned: RSS is then what is live or mapped
-	m.rssPer = float64(rss(b)-r0) / float64(n)
+	anon, file := rss(b)
+	m.anonPer, m.filePer = float64(anon-anon0)/float64(n), float64(file-file0)/float64(n)
 	if got := c.Stats().Chunks; got != n {
 		b.Errorf("%d chunks after the load, want %d", got, n)
 	}
