@@ -288,6 +288,7 @@ type Cache struct {
 	cursor   []byte
 	tombs    map[[32]byte]struct{}
 	invKeys  map[storeKey]struct{}
+	beyond   map[[32]byte]struct{} // entries made beyond the cursor (for repin)
 	loadedCh chan struct{}
 	// Background verification (verify.go): the entries brought in from
 	// index.db and not checked yet, handed to verifyLoop (verifyWake says
@@ -359,6 +360,7 @@ func Open(cfg Config) (*Cache, error) {
 		loadedCh:    make(chan struct{}),
 		tombs:       make(map[[32]byte]struct{}),
 		invKeys:     make(map[storeKey]struct{}),
+		beyond:      make(map[[32]byte]struct{}),
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cachetier: %w", err)

@@ -1,6 +1,7 @@
 package cachetier
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
@@ -230,7 +231,9 @@ func (c *Cache) addLocked(ck chunkID, length int64, g *group, lastAccess int64) 
 	if old := c.lookupLocked(ck); old != nil {
 		c.removeLocked(old, false) // same name: the new file replaced it
 	}
-	e := c.insertLocked(ck, chunkName(ck), length, g, lastAccess)
+	nm := chunkName(ck)
+	e := c.insertLocked(ck, nm, length, g, lastAccess)
+	c.noteBeyondLocked(nm)
 	all, grp := c.listsOf(e)
 	all.PushFront(e)
 	grp.PushFront(e)
@@ -257,6 +260,14 @@ func (c *Cache) insertLocked(ck chunkID, nm [32]byte, length int64, g *group, la
 	}
 	e.pinned = c.pinnedLocked(ck, g)
 	return e
+}
+
+// noteBeyondLocked records, while the index loads, an entry made by a fill
+// or a lookup beyond the loader's cursor: repin reads its record too.
+func (c *Cache) noteBeyondLocked(nm [32]byte) {
+	if c.loading && (c.cursor == nil || bytes.Compare(nm[:], c.cursor) > 0) {
+		c.beyond[nm] = struct{}{}
+	}
 }
 
 // keyChainLocked returns the entries chained under (store, key)'s hash:

@@ -282,6 +282,7 @@ func (c *Cache) faultInLocked(ck chunkID, name [32]byte) *entry {
 		return nil
 	}
 	e := c.bringInLocked(&l.r)
+	c.noteBeyondLocked(name)
 	all, grp := c.listsOf(e)
 	all.PushBack(e)
 	grp.PushBack(e)
@@ -294,7 +295,7 @@ func (c *Cache) faultInLocked(ck chunkID, name [32]byte) *entry {
 // uncounted, and the cache evicts down to Capacity.
 func (c *Cache) finishLoadLocked() {
 	c.loading = false
-	c.cursor, c.tombs, c.invKeys = nil, nil, nil
+	c.cursor, c.tombs, c.invKeys, c.beyond = nil, nil, nil, nil
 	if c.idx.unloaded != 0 || c.idx.unloadedBytes != 0 {
 		c.log.Warn("cache index totals did not match its records: corrected",
 			"chunks", c.idx.unloaded, "bytes", c.idx.unloadedBytes)

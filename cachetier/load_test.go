@@ -343,3 +343,29 @@ func TestEvictionDuringLoad(t *testing.T) {
 		t.Fatal("the chunk evicted during the load came back")
 	}
 }
+
+// Pins installed during the load (a node calls SetPins right after Open)
+// reach the chunks already in memory, read from index.db only as far as
+// the load has come, and the chunks loaded later as they come in.
+// Without the look at the chunks brought in beyond the loader's cursor,
+// the chunk read before SetPins stays unpinned.
+func TestPinsDuringLoad(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	origins, ids := loadFixture(t, cfg, 4)
+	release := heldLoad(t)
+	c, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	readRange(t, c, origins[2], ids[2], 0, -1, ReadOptions{})
+	c.SetPins(func(group, st, key string) bool { return key != ids[0].Key })
+	if s := c.Stats(); s.PinnedBytes != testChunk {
+		t.Fatalf("during the load: %d bytes pinned, want the chunk in memory (%d)", s.PinnedBytes, testChunk)
+	}
+	release()
+	<-c.Loaded()
+	if s := c.Stats(); s.PinnedBytes != 3*testChunk {
+		t.Fatalf("after the load: %d bytes pinned, want %d", s.PinnedBytes, 3*testChunk)
+	}
+}

@@ -1,9 +1,12 @@
 package cachetier
 
 import (
+	"bytes"
 	"cmp"
 	"slices"
 	"sync"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // PinFunc reports whether the chunks of store's key cached for group (the
@@ -71,7 +74,44 @@ func (c *Cache) repin() {
 		}
 	}
 	c.repinLocked(recs)
+	// While the index loads, only what is in memory needs the predicate
+	// (what comes in later gets it then): the records up to the loader's
+	// cursor and those brought in beyond it. At a node's start, when
+	// SetPins comes right after Open, that is little.
+	var limit []byte
+	var beyond [][32]byte
+	loading := c.loading
+	if loading {
+		limit = c.cursor
+		for nm := range c.beyond {
+			beyond = append(beyond, nm)
+		}
+	}
 	c.mu.Unlock()
+	if len(beyond) > 0 {
+		recs = recs[:0]
+		err := c.db.View(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketChunks)
+			for _, nm := range beyond {
+				if v := b.Get(nm[:]); v != nil {
+					if l := decodeLoaded(nm[:], v); !l.stale {
+						recs = append(recs, l.r)
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			c.log.Warn("repin: read cache index", "err", err)
+			return
+		}
+		c.mu.Lock()
+		c.repinLocked(recs)
+		c.mu.Unlock()
+	}
+	if loading && limit == nil {
+		return // no batch loaded yet
+	}
 	var after []byte
 	for {
 		batch, last, done, err := c.readBatch(after)
@@ -88,7 +128,7 @@ func (c *Cache) repin() {
 		c.mu.Lock()
 		c.repinLocked(recs)
 		c.mu.Unlock()
-		if done {
+		if done || limit != nil && bytes.Compare(last, limit) >= 0 {
 			return
 		}
 		after = last
