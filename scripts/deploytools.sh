@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the tools that check terraform/ offline (see docs/deploy.md and
 # internal/deploycheck): OpenTofu (`tofu fmt`) and tflint with its bundled
-# terraform ruleset; and staticcheck, which `make lint` runs over the Go code.
-# All are built from the Go module proxy.
+# terraform ruleset; staticcheck, which `make lint` runs over the Go code; and
+# helm, whose `helm lint --strict` the chart check (deploy/helm/check) runs on
+# deploy/helm/fedgate. All are built from the Go module proxy.
 #
-#   scripts/deploytools.sh install [tofu|tflint|staticcheck ...]   install (default: all); idempotent
+#   scripts/deploytools.sh install [tofu|tflint|staticcheck|helm ...]   install (default: all); idempotent
 #   scripts/deploytools.sh status                                  what is installed
 #
 # Binaries go to $FEDGATE_TESTENV_CACHE/bin (default ~/.cache/fedgate-testenv/bin),
@@ -23,6 +24,10 @@ TFLINT_VERSION=v0.64.0
 # staticcheck is installed as a tool (go install pkg@version), never added to go.mod.
 STATICCHECK_MOD=honnef.co/go/tools
 STATICCHECK_VERSION=v0.8.2
+# helm too: a tool binary; the chart check's own module (deploy/helm/check)
+# imports the same version as a library.
+HELM_MOD=helm.sh/helm/v4
+HELM_VERSION=v4.3.2
 
 log() { echo "deploytools: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -47,6 +52,11 @@ tflint_version() {
 staticcheck_version() {
   [ -x "$BIN/staticcheck" ] || return 0
   go version -m "$BIN/staticcheck" 2>/dev/null | awk '$1 == "mod" { print $3; exit }'
+}
+
+helm_version() {
+  [ -x "$BIN/helm" ] || return 0
+  go version -m "$BIN/helm" 2>/dev/null | awk '$1 == "mod" { print $3; exit }'
 }
 
 # build_tofu runs in a subshell so that its work directory goes however it ends.
@@ -99,9 +109,22 @@ install_staticcheck() {
     die "staticcheck: built binary reports '$(staticcheck_version)', want $STATICCHECK_VERSION"
 }
 
+install_helm() {
+  local have; have=$(helm_version)
+  if [ "$have" = "$HELM_VERSION" ]; then
+    log "helm: present ($have)"; return
+  fi
+  [ -n "$have" ] && log "helm: have $have, want $HELM_VERSION"
+  log "helm: building $HELM_MOD@$HELM_VERSION (~3-5 min)"
+  timed helm env GOBIN="$BIN" GOFLAGS="-mod=mod -buildvcs=false" \
+    go install -trimpath -ldflags "-s -w" "$HELM_MOD/cmd/helm@$HELM_VERSION"
+  [ "$(helm_version)" = "$HELM_VERSION" ] ||
+    die "helm: built binary reports '$(helm_version)', want $HELM_VERSION"
+}
+
 cmd_install() {
   local kinds=("$@") k
-  [ ${#kinds[@]} -eq 0 ] && kinds=(tofu tflint staticcheck)
+  [ ${#kinds[@]} -eq 0 ] && kinds=(tofu tflint staticcheck helm)
   mkdir -p "$BIN"
   # One installer at a time per cache (the same lock as scripts/testenv.sh).
   exec 9>"$CACHE/.install.lock"
@@ -111,7 +134,8 @@ cmd_install() {
       tofu | opentofu) install_tofu ;;
       tflint) install_tflint ;;
       staticcheck) install_staticcheck ;;
-      *) die "unknown tool $k (tofu, tflint, staticcheck)" ;;
+      helm) install_helm ;;
+      *) die "unknown tool $k (tofu, tflint, staticcheck, helm)" ;;
     esac
   done
 }
@@ -124,6 +148,8 @@ cmd_status() {
   if [ -n "$v" ]; then echo "tflint:          installed $v (want $TFLINT_VERSION)"; else echo "tflint:          missing"; fi
   v=$(staticcheck_version)
   if [ -n "$v" ]; then echo "staticcheck:     installed $v (want $STATICCHECK_VERSION)"; else echo "staticcheck:     missing"; fi
+  v=$(helm_version)
+  if [ -n "$v" ]; then echo "helm:            installed $v (want $HELM_VERSION)"; else echo "helm:            missing"; fi
 }
 
 case ${1:-} in

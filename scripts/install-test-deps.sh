@@ -3,7 +3,8 @@
 # the local cloud stand-ins (MinIO, fake-gcs-server, Azurite; see
 # scripts/testenv.sh and docs/testing.md), OpenTofu and tflint for the
 # offline checks of terraform/ (scripts/deploytools.sh, docs/deploy.md),
-# staticcheck for `make lint` (scripts/deploytools.sh, docs/testing.md), and
+# staticcheck for `make lint` and helm for the chart check (deploy/helm/check)
+# (scripts/deploytools.sh, docs/testing.md, docs/kubernetes.md), and
 # Debian's Chromium for the console's headless-browser test
 # (e2e/console_test.go, docs/console.md), and Debian's s3cmd, rclone and
 # python3-boto3 for the tools-at-their-defaults test (scripts/test-tools.sh),
