@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -37,6 +40,7 @@ type mountFlags struct {
 	fuseDebug                bool
 	partSize, maxMemory      int64
 	writeParallel            int
+	check                    bool // --check: validate the flags and exit
 }
 
 func newMountCmd() *cobra.Command {
@@ -61,13 +65,25 @@ a writer waits for room. unlink, mkdir (a "dir/" marker), rmdir and rename of a 
 delete: not atomic; directories get EXDEV) work; chmod, chown and utimes are accepted and
 ignored; truncate of a closed file: to 0 only. A process killed while writing, or a mount
 stopped with files open for writing, leaves no object and no upload. --read-only mounts
-read-only (EROFS).`,
+read-only (EROFS).
+
+--check validates the flags and MOUNTPOINT as a mount would, prints them and exits (0:
+valid) without mounting or connecting (the Helm chart's check uses it: docs/kubernetes.md).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.check {
+				if err := f.validate(args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "fedgate mount --check: OK: would mount %s (bucket %q) on %s, read-only %v (not checked: the endpoint answering, the credentials, /dev/fuse)\n",
+					f.endpoint, f.bucket, args[0], f.readOnly)
+				return nil
+			}
 			return runMount(cmd.Context(), f, args[0])
 		},
 	}
 	fl := cmd.Flags()
+	fl.BoolVar(&f.check, "check", false, "validate the flags and MOUNTPOINT, print what would be mounted, and exit (0: valid) without mounting")
 	fl.StringVar(&f.endpoint, "endpoint", "http://127.0.0.1:9000", "URL of the fedgate S3 endpoint")
 	fl.StringVar(&f.region, "region", "us-east-1", "region the requests are signed for")
 	fl.StringVar(&f.bucket, "bucket", "", "mount only this bucket, or name/prefix for a prefix in it (default: every bucket, as /<bucket>/...)")
@@ -92,10 +108,21 @@ read-only (EROFS).`,
 	return cmd
 }
 
-func runMount(ctx context.Context, f mountFlags, dir string) error {
-	log, err := newLogger(f.logLevel, f.logFormat, os.Stderr)
-	if err != nil {
+// validate checks the flags and the mount point before anything is
+// mounted or connected: what runMount and --check refuse.
+func (f mountFlags) validate(dir string) error {
+	if _, err := newLogger(f.logLevel, f.logFormat, io.Discard); err != nil {
 		return err
+	}
+	if dir == "" {
+		return errors.New("MOUNTPOINT: give the directory to mount on")
+	}
+	u, err := url.Parse(f.endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--endpoint %q: want the URL of a fedgate S3 port, like http://127.0.0.1:9000", f.endpoint)
+	}
+	if b, _, _ := strings.Cut(f.bucket, "/"); f.bucket != "" && b == "" {
+		return fmt.Errorf("--bucket %q: want a bucket name, or name/prefix", f.bucket)
 	}
 	if f.partSize < mount.MinPartSize || f.partSize > mount.MaxPartSize {
 		return fmt.Errorf("--part-size %d: must be 5 MiB (%d) to 5 GiB (%d), S3's bounds of a part", f.partSize, mount.MinPartSize, int64(mount.MaxPartSize))
@@ -105,6 +132,22 @@ func runMount(ctx context.Context, f mountFlags, dir string) error {
 	}
 	if f.maxMemory < f.partSize*2 {
 		return fmt.Errorf("--max-memory %d: must hold at least two parts (2 x --part-size = %d)", f.maxMemory, 2*f.partSize)
+	}
+	if f.debugListen != "" {
+		if _, _, err := net.SplitHostPort(f.debugListen); err != nil {
+			return fmt.Errorf("--debug-listen %q: %w", f.debugListen, err)
+		}
+	}
+	return nil
+}
+
+func runMount(ctx context.Context, f mountFlags, dir string) error {
+	log, err := newLogger(f.logLevel, f.logFormat, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if err := f.validate(dir); err != nil {
+		return err
 	}
 	if ctx == nil {
 		ctx = context.Background()
