@@ -139,3 +139,11 @@ app.kubernetes.io/component: mount
 {{- end -}}
 {{- toYaml (merge $cfg .Values.serverConfig) -}}
 {{- end -}}
+
+{{- define "fedgate.serviceAccount" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "fedgate.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
