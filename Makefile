@@ -11,8 +11,10 @@ TEST_TIMEOUT ?= 25m
 # Tools built by scripts/install-test-deps.sh (scripts/deploytools.sh) live here.
 TOOLS_BIN ?= $(or $(FEDGATE_TESTENV_CACHE),$(HOME)/.cache/fedgate-testenv)/bin
 STATICCHECK ?= $(TOOLS_BIN)/staticcheck
+# The Helm chart's check: a Go module of its own (Helm and k8s.io stay out of fedgate's).
+CHART_CHECK := deploy/helm/check
 
-.PHONY: all build run deps test test-go test-cli test-release release fuzz bench soak lint clean
+.PHONY: all build run deps test test-go test-chart test-cli test-release release fuzz bench soak lint clean
 
 all: build
 
@@ -35,9 +37,9 @@ deps:
 	./scripts/install-test-deps.sh
 
 ## test: everything, including end-to-end tests with real S3 clients; installs what they need first (deps)
-test: deps lint test-go test-cli test-release
+test: deps lint test-go test-chart test-cli test-release
 
-## lint: gofmt, go vet and staticcheck (honnef.co/go/tools, installed by scripts/install-test-deps.sh)
+## lint: gofmt, go vet and staticcheck (honnef.co/go/tools, installed by scripts/install-test-deps.sh), also over the chart check's own module (deploy/helm/check)
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -46,9 +48,14 @@ lint:
 	  echo "lint: staticcheck not found at $(STATICCHECK); run scripts/install-test-deps.sh (or scripts/deploytools.sh install staticcheck)" >&2; \
 	  exit 1; fi
 	$(STATICCHECK) ./...
+	cd $(CHART_CHECK) && $(GO) vet ./... && $(STATICCHECK) ./...
 
 test-go:
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
+
+## test-chart: the Helm chart (deploy/helm/fedgate) rendered with the Helm Go library for 1, 3 and 5 replicas and its ci/ values, every manifest decoded strictly, its invariants, bin/fedgate's --check on what it renders, and helm lint --strict; a module of its own (docs/kubernetes.md)
+test-chart: build
+	cd $(CHART_CHECK) && $(GO) vet ./... && FEDGATE_BIN=$(abspath $(BIN)) $(GO) test -count=1 ./...
 
 ## test-cli: the aws CLI, s3cmd, rclone and boto3 at their defaults, a 10,000-file tree as a bucket (fs store), two peered regions (3 nodes + 1), and the Python client (clients/python) with PyTorch, against servers the scripts start
 test-cli: build

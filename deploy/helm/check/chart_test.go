@@ -163,6 +163,17 @@ func TestRender(t *testing.T) {
 	}
 }
 
+// cfgStr is a string key of the server config file; a missing one fails
+// the test.
+func cfgStr(t *testing.T, cfg map[string]any, key string) string {
+	t.Helper()
+	s, ok := cfg[key].(string)
+	if !ok {
+		t.Fatalf("the server config file has no string %s: %v", key, cfg)
+	}
+	return s
+}
+
 // serverConfig is the rendered server config file, parsed.
 func serverConfig(t *testing.T, o objects) (map[string]any, string) {
 	t.Helper()
@@ -228,10 +239,10 @@ func checkGateway(t *testing.T, o objects, v map[string]any) {
 		scheme = corev1.URISchemeHTTPS
 	}
 	s3 := containerPort(t, ctr, "s3")
-	if got := portOf(t, cfg["listen"].(string)); got != s3 {
+	if got := portOf(t, cfgStr(t, cfg, "listen")); got != s3 {
 		t.Errorf("listen port %d, container port s3 %d", got, s3)
 	}
-	if got := portOf(t, cfg["internal-addr"].(string)); got != containerPort(t, ctr, "internal") {
+	if got := portOf(t, cfgStr(t, cfg, "internal-addr")); got != containerPort(t, ctr, "internal") {
 		t.Errorf("internal-addr port %d is not the container's internal port", got)
 	}
 	raftAddr, ok := argValue(ctr.Args, "raft-addr")
@@ -266,6 +277,13 @@ func checkGateway(t *testing.T, o objects, v map[string]any) {
 	checkSecretRefs(t, o, ctr, v)
 }
 
+func ptrString[T any](p *T) string {
+	if p == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*p)
+}
+
 // checkForming: --bootstrap-expect is the replica count and --join names
 // every pod's S3 port in the headless Service.
 func checkForming(t *testing.T, ctr corev1.Container, n int, headless string, s3 int32) {
@@ -297,7 +315,7 @@ func checkForming(t *testing.T, ctr corev1.Container, n int, headless string, s3
 // (--shutdown-timeout).
 func checkTermination(t *testing.T, spec corev1.PodSpec, ctr corev1.Container, cfg map[string]any) {
 	t.Helper()
-	d, err := time.ParseDuration(cfg["shutdown-timeout"].(string))
+	d, err := time.ParseDuration(cfgStr(t, cfg, "shutdown-timeout"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +326,7 @@ func checkTermination(t *testing.T, spec corev1.PodSpec, ctr corev1.Container, c
 		pre = ctr.Lifecycle.PreStop.Sleep.Seconds
 	}
 	if spec.TerminationGracePeriodSeconds == nil || *spec.TerminationGracePeriodSeconds < int64(d.Seconds())+pre+5 {
-		t.Errorf("terminationGracePeriodSeconds %v: want at least shutdown-timeout %s + preStop %ds + 5", spec.TerminationGracePeriodSeconds, d, pre)
+		t.Errorf("terminationGracePeriodSeconds %v: want at least shutdown-timeout %s + preStop %ds + 5", ptrString(spec.TerminationGracePeriodSeconds), d, pre)
 	}
 }
 
@@ -348,8 +366,8 @@ func checkAntiAffinity(t *testing.T, spec corev1.PodSpec, pod labels.Set, v map[
 // claim template or a hostPath.
 func checkVolumes(t *testing.T, sts *appsv1.StatefulSet, ctr corev1.Container, cfg map[string]any, v map[string]any) {
 	t.Helper()
-	want := map[string]string{"data": cfg["data-dir"].(string), "cache": cfg["cache-dir"].(string),
-		"staging": filepath.Join(cfg["cache-dir"].(string), "staging")}
+	want := map[string]string{"data": cfgStr(t, cfg, "data-dir"), "cache": cfgStr(t, cfg, "cache-dir"),
+		"staging": filepath.Join(cfgStr(t, cfg, "cache-dir"), "staging")}
 	for name, path := range want {
 		found := false
 		for _, m := range ctr.VolumeMounts {
