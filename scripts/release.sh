@@ -2,13 +2,15 @@
 # Builds a fedgate release into DIST (default dist/VERSION): for linux/amd64
 # and linux/arm64, a static binary (CGO off, -trimpath, version and commit
 # set with -ldflags -X), a CycloneDX SBOM of the Go modules in it
-# (cyclonedx-gomod, pinned in tools/go.mod), and SHA256SUMS over them all.
+# (cyclonedx-gomod, pinned in tools/go.mod), the Helm chart (deploy/helm/fedgate)
+# packaged with version and appVersion VERSION without its v (so its image tag
+# defaults to the release; docs/kubernetes.md), and SHA256SUMS over them all.
 # docs/deploy.md says how to cut and publish a release. Usage:
 #   scripts/release.sh VERSION [DIST]        (make release VERSION=v0.1.0 [DIST=dir])
 # Files, for VERSION v0.1.0:
 #   fedgate_v0.1.0_linux_amd64            fedgate_v0.1.0_linux_arm64
 #   fedgate_v0.1.0_linux_amd64.cdx.json   fedgate_v0.1.0_linux_arm64.cdx.json
-#   SHA256SUMS
+#   fedgate-0.1.0.tgz (the chart)          SHA256SUMS
 set -euo pipefail
 
 VERSION=${1:-}
@@ -19,6 +21,9 @@ if ! [[ $VERSION =~ $semver ]]; then
   exit 2
 fi
 REPO=$(cd "$(dirname "$0")/.." && pwd)
+# The chart's version is the release's without the v (Helm wants semver).
+CHART_VERSION=${VERSION#v}
+CHART_TGZ=fedgate-$CHART_VERSION.tgz
 DIST=${2:-$REPO/dist/$VERSION}
 DIST=${DIST%/}
 GO=${GO:-go}
@@ -40,7 +45,7 @@ fi
 # version's files would not be in its SHA256SUMS).
 if [ -e "$DIST" ]; then
   [ -d "$DIST" ] || { echo "release: DIST=$DIST is not a directory; nothing built" >&2; exit 2; }
-  other=$(find "$DIST" -mindepth 1 -maxdepth 1 ! -name "fedgate_${VERSION}_*" ! -name SHA256SUMS -printf '%f ')
+  other=$(find "$DIST" -mindepth 1 -maxdepth 1 ! -name "fedgate_${VERSION}_*" ! -name "$CHART_TGZ" ! -name SHA256SUMS -printf '%f ')
   if [ -n "$other" ]; then
     echo "release: DIST=$DIST holds files of no $VERSION release ($other); give an empty or new directory; nothing built" >&2
     exit 2
@@ -51,6 +56,22 @@ fi
 mkdir -p "$(dirname "$DIST")"
 stage=$(mktemp -d "$DIST.tmp.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
+
+# package_chart DIR: the chart as Helm packages it (a gzipped tar of fedgate/),
+# Chart.yaml's version and appVersion set to CHART_VERSION, ci/ (the chart
+# check's values files) left out; the same bytes for the same commit (sorted
+# names, the commit's time, no owners, gzip -n).
+package_chart() {
+  local out=$1 tmp
+  tmp=$(mktemp -d)
+  cp -R deploy/helm/fedgate "$tmp/fedgate"
+  rm -rf "$tmp/fedgate/ci"
+  sed -i -E "s/^version: .*/version: $CHART_VERSION/; s/^appVersion: .*/appVersion: \"$CHART_VERSION\"/" "$tmp/fedgate/Chart.yaml"
+  grep -qx "version: $CHART_VERSION" "$tmp/fedgate/Chart.yaml" || { echo "release: could not stamp the chart's version" >&2; rm -rf "$tmp"; exit 1; }
+  tar -C "$tmp" --sort=name --mtime="@$(git log -1 --format=%ct)" --owner=0 --group=0 --numeric-owner -cf - fedgate |
+    gzip -n -9 >"$out/$CHART_TGZ"
+  rm -rf "$tmp"
+}
 
 ldflags="-s -w -X main.version=$VERSION -X main.commit=$commit"
 for arch in "${ARCHES[@]}"; do
@@ -65,11 +86,13 @@ for arch in "${ARCHES[@]}"; do
   "$GO" tool -modfile=tools/go.mod cyclonedx-gomod bin -json -version "$VERSION" \
     -output "$stage/$name.cdx.json" "$stage/$name"
 done
+step "$CHART_TGZ (deploy/helm/fedgate, version and appVersion $CHART_VERSION)"
+package_chart "$stage"
 step "SHA256SUMS"
-(cd "$stage" && sha256sum fedgate_* >SHA256SUMS)
+(cd "$stage" && sha256sum fedgate_* "$CHART_TGZ" >SHA256SUMS)
 
 mkdir -p "$DIST"
-rm -f "$DIST"/fedgate_"${VERSION}"_* "$DIST/SHA256SUMS"
+rm -f "$DIST"/fedgate_"${VERSION}"_* "$DIST/$CHART_TGZ" "$DIST/SHA256SUMS"
 mv "$stage"/* "$DIST"/
 rmdir "$stage"
 trap - EXIT

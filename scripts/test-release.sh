@@ -6,8 +6,10 @@
 # static ELF binaries of their machine (x86-64, AArch64) whose build info
 # (go version -m) says CGO_ENABLED=0, -trimpath and GOARCH and which hold
 # the version and commit strings, and that the SBOMs are CycloneDX JSON naming the modules
-# fedgate is built from (hashicorp/raft at go.mod's version). Also that a
-# malformed VERSION is refused and builds nothing. Usage:
+# fedgate is built from (hashicorp/raft at go.mod's version), and that the Helm
+# chart's package says version and appVersion 0.0.0-ci and, rendered by helm,
+# runs the image tag 0.0.0-ci. Also that a malformed VERSION is refused and
+# builds nothing. Usage:
 # scripts/test-release.sh
 set -euo pipefail
 
@@ -38,7 +40,8 @@ echo "make release VERSION=$V: $((SECONDS - t0))s"
 cd "$DIST"
 amd=fedgate_${V}_linux_amd64
 arm=fedgate_${V}_linux_arm64
-want="SHA256SUMS $amd $amd.cdx.json $arm $arm.cdx.json"
+chart=fedgate-${V#v}.tgz
+want="SHA256SUMS $amd $amd.cdx.json $arm $arm.cdx.json $chart"
 got=$(ls | sort | tr '\n' ' ')
 [ "$got" = "$(tr ' ' '\n' <<<"$want" | sort | tr '\n' ' ')" ] || fail "release files: $got, want $want"
 
@@ -97,5 +100,29 @@ assert len(purls) > 50, len(purls)
 print(f"{path}: CycloneDX {bom['specVersion']}, {len(purls)} components, {want}")
 EOF
 done
+# The chart: stamped with the release's version, its ci/ left out; helm (from
+# scripts/deploytools.sh) reads it and renders the release's image tag.
+cv=${V#v}
+files=$(tar -tzf "$chart") || fail "$chart is not a gzipped tar"
+grep -qx fedgate/Chart.yaml <<<"$files" || fail "$chart has no fedgate/Chart.yaml:\n$files"
+grep -qx fedgate/templates/statefulset.yaml <<<"$files" || fail "$chart has no templates/statefulset.yaml"
+! grep -q '^fedgate/ci/' <<<"$files" || fail "$chart holds ci/"
+meta=$(tar -xzOf "$chart" fedgate/Chart.yaml)
+grep -qx "version: $cv" <<<"$meta" || fail "$chart: Chart.yaml version is not $cv:\n$meta"
+grep -qx "appVersion: \"$cv\"" <<<"$meta" || fail "$chart: Chart.yaml appVersion is not $cv:\n$meta"
+HELM=${FEDGATE_TESTENV_CACHE:-$HOME/.cache/fedgate-testenv}/bin/helm
+[ -x "$HELM" ] || HELM=$(command -v helm || true)
+if [ -n "$HELM" ]; then
+  out=$(HELM_CACHE_HOME=$WORK/helm HELM_CONFIG_HOME=$WORK/helm HELM_DATA_HOME=$WORK/helm "$HELM" show chart "$chart") || fail "helm show chart $chart"
+  grep -qx "version: $cv" <<<"$out" || fail "helm show chart $chart:\n$out"
+  out=$(HELM_CACHE_HOME=$WORK/helm HELM_CONFIG_HOME=$WORK/helm HELM_DATA_HOME=$WORK/helm "$HELM" template r "$chart") || fail "helm template $chart"
+  grep -q "image: fedgate/fedgate:$cv\$" <<<"$out" || fail "helm template $chart does not run image tag $cv"
+  echo "$chart: version $cv, image tag $cv (helm template)"
+elif [ -n "${CI:-}" ]; then
+  fail "helm is not installed (CI is set; scripts/deploytools.sh install helm)"
+else
+  echo "SKIP: helm is not installed: the chart package is checked without it (scripts/deploytools.sh install helm)"
+fi
+
 ls -l "$DIST"
 echo "PASS: release (${SECONDS}s)"
