@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -33,7 +34,11 @@ type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // Config configures New.
 type Config struct {
 	// Bind is the TCP address to listen on ("127.0.0.1:0" picks a port).
-	// Empty gives an in-memory transport at "inmem:"+LocalID.
+	// Empty gives an in-memory transport at "inmem:"+LocalID. A host name
+	// (not an IP) is resolved to listen, and kept as the advertised
+	// address when Advertise is empty: peers then dial the name, so a node
+	// whose IP changes (a Kubernetes pod rescheduled, a stable DNS name)
+	// stays reachable at the address its peers recorded.
 	Bind string
 	// Advertise is the address peers dial when Bind is not one (for
 	// example "0.0.0.0:7000").
@@ -78,7 +83,8 @@ func New(cfg Config) (Transport, error) {
 		}
 		adv = a
 	}
-	if cfg.TLS == nil && cfg.Dial == nil {
+	named := adv == nil && bindsName(cfg.Bind)
+	if cfg.TLS == nil && cfg.Dial == nil && !named {
 		t, err := raft.NewTCPTransportWithConfig(cfg.Bind, adv, &raft.NetworkTransportConfig{
 			MaxPool: cfg.MaxPool, Timeout: cfg.Timeout, Logger: cfg.Logger, MaxRPCsInFlight: NoPipelining})
 		if err != nil {
@@ -89,6 +95,11 @@ func New(cfg Config) (Transport, error) {
 	ln, err := net.Listen("tcp", cfg.Bind)
 	if err != nil {
 		return nil, fmt.Errorf("raft: transport: %w", err)
+	}
+	if named {
+		// The name, with the port actually bound (Bind's may be 0).
+		host, _, _ := net.SplitHostPort(cfg.Bind)
+		adv = NameAddr(net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)))
 	}
 	if adv == nil {
 		adv = ln.Addr()
@@ -102,6 +113,24 @@ func New(cfg Config) (Transport, error) {
 	}
 	return NewNetwork(NewStream(ln, adv, cfg.TLS, cfg.Dial), cfg), nil
 }
+
+// bindsName reports whether bind's host is a DNS name rather than an IP
+// literal (or empty, or a wildcard).
+func bindsName(bind string) bool {
+	host, _, err := net.SplitHostPort(bind)
+	return err == nil && host != "" && net.ParseIP(host) == nil
+}
+
+// NameAddr is an advertised TCP address that is a host name and port:
+// hashicorp/raft records its String() as the member's address, and peers
+// resolve it each time they dial.
+type NameAddr string
+
+// Network implements net.Addr.
+func (NameAddr) Network() string { return "tcp" }
+
+// String implements net.Addr.
+func (a NameAddr) String() string { return string(a) }
 
 // NewNetwork is the network transport over stream, without pipelining.
 func NewNetwork(stream *Stream, cfg Config) *raft.NetworkTransport {

@@ -163,3 +163,44 @@ func TestMux(t *testing.T) {
 		t.Fatal("Drain did not return")
 	}
 }
+
+// A Bind whose host is a name is advertised as that name (with the port
+// bound), so that peers record the name and resolve it on every dial: a
+// node whose IP changes (a Kubernetes pod rescheduled behind its stable
+// DNS name) stays reachable. An IP Bind advertises the IP, as before, and
+// a vote over the name reaches the node.
+func TestBindByNameAdvertisesName(t *testing.T) {
+	for name, cfg := range map[string]transport.Config{
+		"tcp":  {Bind: "localhost:0"},
+		"dial": {Bind: "localhost:0", Dial: plainDial},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tr, err := transport.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			host, port, err := net.SplitHostPort(string(tr.LocalAddr()))
+			if err != nil || host != "localhost" || port == "0" {
+				t.Fatalf("LocalAddr %q: want localhost:<the bound port>", tr.LocalAddr())
+			}
+			peer, err := transport.New(transport.Config{Bind: "127.0.0.1:0", Dial: cfg.Dial})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer peer.Close()
+			answerVotes(tr)
+			if err := vote(peer, tr.LocalAddr()); err != nil {
+				t.Fatalf("RequestVote to %s: %v", tr.LocalAddr(), err)
+			}
+		})
+	}
+	tr, err := transport.New(transport.Config{Bind: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if host, _, _ := net.SplitHostPort(string(tr.LocalAddr())); host != "127.0.0.1" {
+		t.Fatalf("an IP Bind advertises %q", tr.LocalAddr())
+	}
+}
