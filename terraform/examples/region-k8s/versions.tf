@@ -1,0 +1,17 @@
+terraform {
+  required_version = ">= 1.5.0"
+
+  required_providers {
+    helm = {
+      source  = "hashicorp/helm"
+      version = ">= 3.0.0, < 4.0.0"
+    }
+  }
+}
+
+provider "helm" {
+  kubernetes = {
+    config_path    = var.kubeconfig
+    config_context = var.kube_context
+  }
+}
