@@ -3,15 +3,18 @@
 # internal/deploycheck): OpenTofu (`tofu fmt`) and tflint with its bundled
 # terraform ruleset; staticcheck, which `make lint` runs over the Go code; and
 # helm, whose `helm lint --strict` the chart check (deploy/helm/check) runs on
-# deploy/helm/fedgate. All are built from the Go module proxy.
+# deploy/helm/fedgate; and the Helm Terraform provider (hashicorp/helm 3.2.0),
+# built from its source, in a plugin directory for `tofu init -plugin-dir`
+# (terraform/modules/region-k8s). All are built from the Go module proxy.
 #
-#   scripts/deploytools.sh install [tofu|tflint|staticcheck|helm ...]   install (default: all); idempotent
-#   scripts/deploytools.sh status                                  what is installed
+#   scripts/deploytools.sh install [tofu|tflint|staticcheck|helm|helm-provider ...]   install (default: all); idempotent
+#   scripts/deploytools.sh status                                                     what is installed
 #
 # Binaries go to $FEDGATE_TESTENV_CACHE/bin (default ~/.cache/fedgate-testenv/bin),
 # next to the cloud stand-ins of scripts/testenv.sh; the tests look there.
 # OpenTofu refuses `go install` (its go.mod has replace directives), so its
-# module is downloaded, copied to a writable directory and built there.
+# module is downloaded, copied to a writable directory and built there; the
+# Helm provider too, into $FEDGATE_TESTENV_CACHE/tofu-plugins.
 set -euo pipefail
 
 CACHE=${FEDGATE_TESTENV_CACHE:-$HOME/.cache/fedgate-testenv}
@@ -28,6 +31,14 @@ STATICCHECK_VERSION=v0.8.2
 # imports the same version as a library.
 HELM_MOD=helm.sh/helm/v4
 HELM_VERSION=v4.3.2
+# The Helm provider: the proxy serves its v2/v3 tags with 403 (they are not
+# Go-module versions), but serves the main branch's commit of 2026-06-29 as
+# a pseudo-version; its version/VERSION and CHANGELOG say 3.2.0. It is built
+# into a plugin directory laid out as `tofu init -plugin-dir` reads it.
+HELM_PROVIDER_MOD=github.com/hashicorp/terraform-provider-helm
+HELM_PROVIDER_PSEUDO=v1.3.3-0.20260629194918-a4f1c1d8b008
+HELM_PROVIDER_VERSION=3.2.0
+PLUGINS=$CACHE/tofu-plugins
 
 log() { echo "deploytools: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -57,6 +68,18 @@ staticcheck_version() {
 helm_version() {
   [ -x "$BIN/helm" ] || return 0
   go version -m "$BIN/helm" 2>/dev/null | awk '$1 == "mod" { print $3; exit }'
+}
+
+helm_provider_bin() {
+  echo "$PLUGINS/registry.opentofu.org/hashicorp/helm/$HELM_PROVIDER_VERSION/$(go env GOOS)_$(go env GOARCH)/terraform-provider-helm_v$HELM_PROVIDER_VERSION"
+}
+
+# helm_provider_version: the module version the plugin was built from (its
+# .source stamp; a build from a copy of the module records no version), or "".
+helm_provider_version() {
+  local b; b=$(helm_provider_bin)
+  [ -x "$b" ] && [ -f "$b.source" ] || return 0
+  cat "$b.source"
 }
 
 # build_tofu runs in a subshell so that its work directory goes however it ends.
@@ -122,9 +145,37 @@ install_helm() {
     die "helm: built binary reports '$(helm_version)', want $HELM_VERSION"
 }
 
+# build_helm_provider: like tofu, from a writable copy of the module.
+build_helm_provider() (
+  src=$(cd "$CACHE" && GOFLAGS=-mod=mod go mod download -json "$HELM_PROVIDER_MOD@$HELM_PROVIDER_PSEUDO" |
+    awk -F'"' '$2 == "Dir" { print $4 }')
+  [ -n "$src" ] && [ -d "$src" ] || die "helm-provider: go mod download $HELM_PROVIDER_MOD@$HELM_PROVIDER_PSEUDO failed"
+  out=$(helm_provider_bin)
+  work=$(mktemp -d "$CACHE/helm-provider-src.XXXXXX")
+  trap 'rm -rf "$work" "$out.new"' EXIT
+  cp -R "$src/." "$work/"
+  chmod -R u+w "$work"
+  mkdir -p "$(dirname "$out")"
+  cd "$work"
+  GOFLAGS=-buildvcs=false go build -trimpath -ldflags "-s -w -X main.Version=$HELM_PROVIDER_VERSION" -o "$out.new" .
+  mv "$out.new" "$out"
+  echo "$HELM_PROVIDER_PSEUDO" >"$out.source"
+)
+
+install_helm_provider() {
+  local have; have=$(helm_provider_version)
+  if [ "$have" = "$HELM_PROVIDER_PSEUDO" ]; then
+    log "helm-provider: present ($(helm_provider_bin))"; return
+  fi
+  [ -n "$have" ] && log "helm-provider: have $have, want $HELM_PROVIDER_PSEUDO"
+  log "helm-provider: building $HELM_PROVIDER_MOD@$HELM_PROVIDER_PSEUDO ($HELM_PROVIDER_VERSION) (~5 min on 2 cores)"
+  timed helm-provider build_helm_provider
+  [ -x "$(helm_provider_bin)" ] || die "helm-provider: $(helm_provider_bin) was not built"
+}
+
 cmd_install() {
   local kinds=("$@") k
-  [ ${#kinds[@]} -eq 0 ] && kinds=(tofu tflint staticcheck helm)
+  [ ${#kinds[@]} -eq 0 ] && kinds=(tofu tflint staticcheck helm helm-provider)
   mkdir -p "$BIN"
   # One installer at a time per cache (the same lock as scripts/testenv.sh).
   exec 9>"$CACHE/.install.lock"
@@ -135,7 +186,8 @@ cmd_install() {
       tflint) install_tflint ;;
       staticcheck) install_staticcheck ;;
       helm) install_helm ;;
-      *) die "unknown tool $k (tofu, tflint, staticcheck, helm)" ;;
+      helm-provider) install_helm_provider ;;
+      *) die "unknown tool $k (tofu, tflint, staticcheck, helm, helm-provider)" ;;
     esac
   done
 }
@@ -150,10 +202,12 @@ cmd_status() {
   if [ -n "$v" ]; then echo "staticcheck:     installed $v (want $STATICCHECK_VERSION)"; else echo "staticcheck:     missing"; fi
   v=$(helm_version)
   if [ -n "$v" ]; then echo "helm:            installed $v (want $HELM_VERSION)"; else echo "helm:            missing"; fi
+  v=$(helm_provider_version)
+  if [ -n "$v" ]; then echo "helm-provider:   installed $HELM_PROVIDER_VERSION ($v) in $PLUGINS"; else echo "helm-provider:   missing"; fi
 }
 
 case ${1:-} in
   install) shift; cmd_install "$@" ;;
   status) cmd_status ;;
-  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -105,6 +105,43 @@ func (m *Module) Evaluate(inputs map[string]cty.Value) (*Result, error) {
 	return r, nil
 }
 
+// resourceMeta are the arguments of a resource block that are not the
+// provider's.
+var resourceMeta = map[string]bool{"count": true, "for_each": true, "provider": true, "depends_on": true}
+
+// ResourceArgs evaluates the arguments of resource addr ("TYPE.NAME", or
+// "data.TYPE.NAME" for a data source) that are attributes, the way the
+// provider receives them at plan time: values of other resources are
+// unknown. Nested blocks (lifecycle, provider-specific blocks) are left out,
+// and so is a resource with count or for_each (its arguments may use
+// count.index or each).
+func (r *Result) ResourceArgs(addr string) (map[string]cty.Value, error) {
+	body, ok := r.Module.ResourceBodies[addr]
+	if !ok {
+		return nil, fmt.Errorf("%s: no resource %s", r.Module.Dir, addr)
+	}
+	if _, ok := body.Attributes["count"]; ok {
+		return nil, fmt.Errorf("%s: %s has count: its arguments are per instance", r.Module.Dir, addr)
+	}
+	if _, ok := body.Attributes["for_each"]; ok {
+		return nil, fmt.Errorf("%s: %s has for_each: its arguments are per instance", r.Module.Dir, addr)
+	}
+	args := map[string]cty.Value{}
+	var errs []error
+	for name, a := range body.Attributes {
+		if resourceMeta[name] {
+			continue
+		}
+		v, diags := a.Expr.Value(r.ctx(a.Expr))
+		if diags.HasErrors() {
+			errs = append(errs, diagError(diags))
+			continue
+		}
+		args[name] = v
+	}
+	return args, errors.Join(errs...)
+}
+
 // callArgs evaluates a module call's inputs; nil when its count is 0 or its
 // for_each is empty (Terraform then evaluates none of them).
 func (r *Result) callArgs(c *Call) (map[string]cty.Value, error) {

@@ -42,6 +42,11 @@ func TestFunctions(t *testing.T) {
 		{"tostring", []cty.Value{n(3)}, s("3")},
 		{"length", []cty.Value{s("héllo")}, n(5)},
 		{"length", []cty.Value{list(s("a"), s("b"))}, n(2)},
+		{"length", []cty.Value{cty.ObjectVal(map[string]cty.Value{"a": s("x"), "b": n(1)})}, n(2)},
+		{"length", []cty.Value{cty.EmptyObjectVal}, n(0)},
+		{"coalesce", []cty.Value{cty.NullVal(cty.String), s(""), s("x")}, s("x")},
+		{"coalesce", []cty.Value{s("a"), s("x")}, s("a")},
+		{"coalesce", []cty.Value{cty.NullVal(cty.Number), n(0)}, n(0)},
 		{"one", []cty.Value{list(s("a"))}, s("a")},
 		{"base64encode", []cty.Value{s("fedgate")}, s("ZmVkZ2F0ZQ==")},
 		{"base64decode", []cty.Value{s("ZmVkZ2F0ZQ==")}, s("fedgate")},
@@ -64,6 +69,9 @@ func TestFunctions(t *testing.T) {
 	}
 	if _, err := call(t, "one", list(s("a"), s("b"))); err == nil {
 		t.Error("one of two elements: no error")
+	}
+	if _, err := call(t, "coalesce", s(""), cty.NullVal(cty.String)); err == nil {
+		t.Error("coalesce of an empty string and null: no error (Terraform refuses it)")
 	}
 }
 

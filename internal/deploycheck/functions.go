@@ -42,7 +42,7 @@ func Functions() map[string]function.Function {
 			"ceil":            stdlib.CeilFunc,
 			"chomp":           stdlib.ChompFunc,
 			"chunklist":       stdlib.ChunklistFunc,
-			"coalesce":        stdlib.CoalesceFunc,
+			"coalesce":        coalesceFunc,
 			"coalescelist":    stdlib.CoalesceListFunc,
 			"compact":         stdlib.CompactFunc,
 			"concat":          stdlib.ConcatFunc,
@@ -183,7 +183,40 @@ var lengthFunc = function.New(&function.Spec{
 			}
 			return cty.NumberIntVal(int64(utf8.RuneCountInString(v.AsString()))), nil
 		}
+		if v.Type().IsObjectType() {
+			// Terraform's length counts an object's attributes.
+			return cty.NumberIntVal(int64(len(v.Type().AttributeTypes()))), nil
+		}
 		return stdlib.LengthFunc.Call([]cty.Value{v})
+	},
+})
+
+// coalesceFunc is Terraform's coalesce, which (unlike cty's) skips empty
+// strings as well as nulls: coalesce("", "x") is "x".
+var coalesceFunc = function.New(&function.Spec{
+	VarParam: &function.Parameter{Name: "vals", Type: cty.DynamicPseudoType, AllowUnknown: true, AllowDynamicType: true, AllowNull: true},
+	Type: func(args []cty.Value) (cty.Type, error) {
+		types := make([]cty.Type, len(args))
+		for i, a := range args {
+			types[i] = a.Type()
+		}
+		return stdlib.CoalesceFunc.ReturnType(types)
+	},
+	Impl: func(args []cty.Value, retType cty.Type) (cty.Value, error) {
+		for _, a := range args {
+			a, err := convert.Convert(a, retType)
+			if err != nil {
+				return cty.NilVal, err
+			}
+			if !a.IsKnown() {
+				return cty.UnknownVal(retType), nil
+			}
+			if a.IsNull() || retType == cty.String && a.RawEquals(cty.StringVal("")) {
+				continue
+			}
+			return a, nil
+		}
+		return cty.NilVal, fmt.Errorf("no non-null, non-empty-string arguments")
 	},
 })
 

@@ -46,6 +46,9 @@ type Module struct {
 	// Resources lists "TYPE.NAME" for every resource and "data.TYPE.NAME"
 	// for every data source.
 	Resources []string
+	// ResourceBodies maps each entry of Resources to its block's body
+	// ([Result.ResourceArgs] evaluates its arguments).
+	ResourceBodies map[string]*hclsyntax.Body
 	// Providers maps a required_providers name to its source address.
 	Providers map[string]string
 	// Files maps each file's base name to its parsed form.
@@ -152,7 +155,8 @@ func LoadModule(dir string) (*Module, error) {
 	}
 	sort.Strings(names)
 	m := &Module{Dir: abs, Variables: map[string]*Variable{}, Locals: map[string]*hcl.Attribute{},
-		Outputs: map[string]*Output{}, Calls: map[string]*Call{}, Providers: map[string]string{}, Files: map[string]*hcl.File{}}
+		Outputs: map[string]*Output{}, Calls: map[string]*Call{}, Providers: map[string]string{}, Files: map[string]*hcl.File{},
+		ResourceBodies: map[string]*hclsyntax.Body{}}
 	var diags hcl.Diagnostics
 	for _, name := range names {
 		src, err := os.ReadFile(name)
@@ -197,13 +201,20 @@ func (m *Module) load(f *hcl.File) hcl.Diagnostics {
 		case "module":
 			d = m.loadCall(b)
 		case "resource":
-			m.Resources = append(m.Resources, b.Labels[0]+"."+b.Labels[1])
+			m.addResource(b.Labels[0]+"."+b.Labels[1], b)
 		case "data":
-			m.Resources = append(m.Resources, "data."+b.Labels[0]+"."+b.Labels[1])
+			m.addResource("data."+b.Labels[0]+"."+b.Labels[1], b)
 		}
 		diags = append(diags, d...)
 	}
 	return diags
+}
+
+func (m *Module) addResource(addr string, b *hcl.Block) {
+	m.Resources = append(m.Resources, addr)
+	if body, ok := b.Body.(*hclsyntax.Body); ok {
+		m.ResourceBodies[addr] = body
+	}
 }
 
 func (m *Module) loadTerraform(b *hcl.Block) hcl.Diagnostics {

@@ -103,6 +103,7 @@ var moduleOutputs = map[string][]string{
 	"region-gcp":    {"s3_endpoint", "node_ids", "node_addresses", "identity", "identity_id", "granted_buckets", "instance_ids", "server_args"},
 	"region-azure":  {"s3_endpoint", "node_ids", "node_addresses", "identity", "identity_client_id", "granted_containers", "instance_ids", "server_args"},
 	"region-onprem": {"s3_endpoint", "node_ids", "node_addresses", "files", "server_args", "units", "ports"},
+	"region-k8s":    {"s3_endpoint", "s3_service", "headless_service", "namespace", "release"},
 	"node-config":   {"server_args", "units", "files", "cloud_init", "install_script", "region_location", "s3_port", "raft_port", "internal_port"},
 	"peer-tls":      {"certs", "ca_cert_pem"},
 }

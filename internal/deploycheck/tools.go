@@ -63,3 +63,42 @@ func ToolEnv(extra ...string) []string {
 	}
 	return append(append(env, "TF_CLI_CONFIG_FILE=/dev/null", "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1"), extra...)
 }
+
+// HelmProviderVersion is the hashicorp/helm provider scripts/deploytools.sh
+// builds from its source into [PluginDir].
+const HelmProviderVersion = "3.2.0"
+
+// PluginDir returns the directory `tofu init -plugin-dir` reads the Helm
+// provider from (testenv.CacheDir()/tofu-plugins, where
+// scripts/deploytools.sh builds it). When the provider is not there the
+// test is skipped, or fails when CI is set, as with [Tool].
+func PluginDir(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(testenv.CacheDir(), "tofu-plugins")
+	bin := filepath.Join(dir, "registry.opentofu.org", "hashicorp", "helm", HelmProviderVersion,
+		runtime.GOOS+"_"+runtime.GOARCH, "terraform-provider-helm_v"+HelmProviderVersion)
+	if isExecutable(bin) {
+		return dir
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("deploycheck: the hashicorp/helm provider is not built at %s (CI is set, so this fails instead of skipping; run scripts/deploytools.sh install helm-provider)", bin)
+	}
+	t.Skipf("deploycheck: the hashicorp/helm provider is not built at %s; build it with scripts/deploytools.sh install helm-provider", bin)
+	return ""
+}
+
+// ChartDir returns the fedgate Helm chart (deploy/helm/fedgate) that
+// terraform/modules/region-k8s installs. When this checkout has no chart
+// the test is skipped, or fails when CI is set, as with [Tool].
+func ChartDir(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(RepoRoot(), "deploy", "helm", "fedgate")
+	if _, err := os.Stat(filepath.Join(dir, "values.yaml")); err == nil {
+		return dir
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("deploycheck: %s/values.yaml is missing (CI is set, so this fails instead of skipping)", dir)
+	}
+	t.Skipf("deploycheck: %s/values.yaml is missing in this checkout: the chart's values cannot be compared", dir)
+	return ""
+}

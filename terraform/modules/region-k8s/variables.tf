@@ -185,7 +185,7 @@ variable "storage" {
   }
   validation {
     condition = alltrue([for v in [var.storage.data, var.storage.cache, var.storage.staging] :
-    v.storage_class == null || can(regex("^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?)?$", coalesce(v.storage_class, "-")))])
+    v.storage_class == null || can(regex("^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?)?$", v.storage_class))])
     error_message = "storage classes are StorageClass names (lowercase DNS names), or \"\" for the cluster's default."
   }
 }
