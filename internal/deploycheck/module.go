@@ -14,10 +14,15 @@
 // region-aws and region-gcp into node-config, the provider-less module that
 // renders every node's command line, systemd unit, environment file,
 // policy file and cloud-init, and to render those with the example's
-// values. The tests in this package then check what was rendered with the
-// real fedgate binary (flag parsing, a 3-node region formed from the
-// rendered units, `fedgate policy validate`), and, where OpenTofu is
-// installed, compare the evaluation of node-config with `tofu apply`.
+// values. [Result.ResourceArgs] evaluates a resource's arguments the same
+// way: region-k8s's helm_release, whose values are compared with the
+// chart's values.yaml (deploy/helm/fedgate). The tests in this package then
+// check what was rendered with the real fedgate binary (flag parsing, a
+// 3-node region formed from the rendered units, `fedgate policy validate`),
+// and, where OpenTofu is installed, compare the evaluation of node-config
+// with `tofu apply`, and run region-k8s through `tofu validate`, `tofu plan`
+// and the chart's rendering with the real hashicorp/helm provider (built
+// from its source by scripts/deploytools.sh: no registry is reached).
 //
 // The functions it knows are the subset of Terraform's that the modules use
 // ([Functions]); an expression that calls another fails loudly.

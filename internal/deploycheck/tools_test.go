@@ -32,7 +32,7 @@ func runTool(t *testing.T, dir, bin string, args ...string) (string, error) {
 	return string(out), err
 }
 
-// TestTofuFmt runs `tofu fmt -check -recursive terraform/` (and formats the
+// TestTofuFmt runs `tofu fmt -check -recursive terraform/` (and formats each
 // example's terraform.tfvars.example, which tofu fmt does not pick up by
 // its name, through stdin).
 func TestTofuFmt(t *testing.T) {
@@ -40,19 +40,25 @@ func TestTofuFmt(t *testing.T) {
 	if out, err := runTool(t, deploycheck.RepoRoot(), tofu, "fmt", "-check", "-recursive", "-diff", "terraform/"); err != nil {
 		t.Fatalf("tofu fmt -check -recursive terraform/: %v\n%s", err, out)
 	}
-	src, err := os.ReadFile(exampleVars)
-	if err != nil {
-		t.Fatal(err)
+	vars, err := filepath.Glob(filepath.Join(tfDir, "examples", "*", "terraform.tfvars.example"))
+	if err != nil || len(vars) < 3 {
+		t.Fatalf("examples' terraform.tfvars.example: %v %v", vars, err)
 	}
-	cmd := exec.Command(tofu, "fmt", "-")
-	cmd.Env = deploycheck.ToolEnv()
-	cmd.Stdin = bytes.NewReader(src)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("tofu fmt - < %s: %v", exampleVars, err)
-	}
-	if !bytes.Equal(out, src) {
-		t.Errorf("%s is not formatted; tofu fmt gives:\n%s", exampleVars, out)
+	for _, path := range vars {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(tofu, "fmt", "-")
+		cmd.Env = deploycheck.ToolEnv()
+		cmd.Stdin = bytes.NewReader(src)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("tofu fmt - < %s: %v", path, err)
+		}
+		if !bytes.Equal(out, src) {
+			t.Errorf("%s is not formatted; tofu fmt gives:\n%s", path, out)
+		}
 	}
 }
 
