@@ -31,10 +31,11 @@ STATICCHECK_VERSION=v0.8.2
 # imports the same version as a library.
 HELM_MOD=helm.sh/helm/v4
 HELM_VERSION=v4.3.2
-# The Helm provider: the proxy serves its v2/v3 tags with 403 (they are not
-# Go-module versions), but serves the main branch's commit of 2026-06-29 as
-# a pseudo-version; its version/VERSION and CHANGELOG say 3.2.0. It is built
-# into a plugin directory laid out as `tofu init -plugin-dir` reads it.
+# The Helm provider: the proxy answers its v2/v3 release tags with 403, but
+# serves a commit of its main branch (2026-06-29, after the 3.2.0 release;
+# its version/VERSION and newest CHANGELOG entry say 3.2.0) as a v1
+# pseudo-version. It is built into a plugin directory laid out as
+# `tofu init -plugin-dir` reads it, as version 3.2.0.
 HELM_PROVIDER_MOD=github.com/hashicorp/terraform-provider-helm
 HELM_PROVIDER_PSEUDO=v1.3.3-0.20260629194918-a4f1c1d8b008
 HELM_PROVIDER_VERSION=3.2.0

@@ -507,6 +507,9 @@ func TestRegionK8sRejectsBadInputs(t *testing.T) {
 		{"store env name", map[string]cty.Value{"store_credentials": cty.MapVal(map[string]cty.Value{"FEDGATE_SECRET_KEY": s("x")})}, "var.store_credentials"},
 		{"image pull policy", map[string]cty.Value{"image": obj("pull_policy", s("Sometimes"))}, "var.image"},
 		{"anti-affinity", map[string]cty.Value{"anti_affinity": obj("zone", s("maybe"))}, "var.anti_affinity"},
+		{"mount without credentials", map[string]cty.Value{"mount": obj("enabled", cty.True)}, "var.mount"},
+		{"shutdown timeout", map[string]cty.Value{"shutdown_timeout": s("1m30s")}, "var.shutdown_timeout"},
+		{"server_config shutdown-timeout", map[string]cty.Value{"server_config": obj("shutdown-timeout", s("60s"))}, "var.server_config"},
 		{"mount endpoint", map[string]cty.Value{"mount": obj("endpoint", s("fg:9000"))}, "var.mount"},
 		{"extra_values", map[string]cty.Value{"extra_values": cty.ListVal([]cty.Value{s("- a list")})}, "var.extra_values"},
 		{"chart version", map[string]cty.Value{"chart_version": s("v0.1.0")}, "var.chart_version"},
@@ -529,13 +532,15 @@ func TestRegionK8sRejectsBadInputs(t *testing.T) {
 }
 
 // followK8sExample evaluates examples/region-k8s with its
-// terraform.tfvars.example and then region-k8s with what it gives it.
-func followK8sExample(t *testing.T) (map[string]cty.Value, *deploycheck.Result, *helmRelease) {
+// terraform.tfvars.example (and set) and then region-k8s with what it
+// gives it.
+func followK8sExample(t *testing.T, set map[string]cty.Value) (map[string]cty.Value, *deploycheck.Result, *helmRelease) {
 	t.Helper()
 	vars, err := deploycheck.ReadTFVars(filepath.Join(k8sExampleDir, "terraform.tfvars.example"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	maps.Copy(vars, set)
 	root, err := deploycheck.LoadModule(k8sExampleDir)
 	if err != nil {
 		t.Fatal(err)
@@ -579,7 +584,7 @@ func sameDir(a, b string) bool {
 // classes and sizes reach the chart's persistence values, and every value
 // path is one of the chart's.
 func TestRegionK8sExample(t *testing.T) {
-	vars, root, r := followK8sExample(t)
+	vars, root, r := followK8sExample(t, nil)
 	policy := root.Locals["policy"].AsString()
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	if err := os.WriteFile(path, []byte(policy), 0o644); err != nil {
@@ -615,7 +620,7 @@ func TestRegionK8sExample(t *testing.T) {
 		"replicas": uint64(3), "region": "k8s-gpu", "persistence.cache.storageClass": "local-nvme",
 		"persistence.staging.storageClass": "local-nvme", "persistence.cache.size": "1Ti",
 		"persistence.staging.size": "200Gi", "persistence.data.storageClass": "", "serverConfig.staging-size": "180GiB",
-		"image.repository": "registry.example.com/fedgate/fedgate", "mount.enabled": true, "localSocket.enabled": true,
+		"image.repository": "registry.example.com/fedgate/fedgate", "mount.enabled": false, "localSocket.enabled": true,
 	} {
 		if got, _ := lookupPath(r.values, p); !reflect.DeepEqual(got, w) {
 			t.Errorf("%s = %#v, want %#v", p, got, w)
@@ -625,6 +630,14 @@ func TestRegionK8sExample(t *testing.T) {
 		t.Error("image.tag is set: without image_tag the chart's appVersion must apply")
 	}
 	checkChartHas(t, chartValues(t), r.values, "")
+
+	// The second apply: the mount, with its user's Secret.
+	_, _, r = followK8sExample(t, map[string]cty.Value{"mount_credentials_secret": cty.StringVal("fedgate-mount")})
+	for p, w := range map[string]any{"mount.enabled": true, "mount.existingSecret": "fedgate-mount", "mount.bucket": "datasets"} {
+		if got, _ := lookupPath(r.values, p); !reflect.DeepEqual(got, w) {
+			t.Errorf("with mount_credentials_secret: %s = %#v, want %#v", p, got, w)
+		}
+	}
 }
 
 // copyTree copies the files under src to dst.
@@ -663,7 +676,8 @@ func copyTree(t *testing.T, src, dst string) {
 // schema (no cluster is contacted at plan time); the plan refused for 4
 // replicas; and the chart rendered by the provider's helm_template (Helm's
 // client-only install, as `helm template`) with exactly the arguments the
-// module gives helm_release for the example, whose Secret must hold the
+// module gives helm_release for the example's second apply (with the
+// mount), whose Secret must hold the
 // example's store key byte for byte (commas, braces and all).
 func TestRegionK8sTofu(t *testing.T) {
 	tofu := deploycheck.Tool(t, "tofu")
@@ -702,8 +716,9 @@ func TestRegionK8sTofu(t *testing.T) {
 		t.Errorf("tofu plan with 4 replicas: %v, want the validation's refusal:\n%s", err, out)
 	}
 
-	// Render the chart with the module's arguments for the example.
-	vars, _, r := followK8sExample(t)
+	// Render the chart with the module's arguments for the example (its
+	// second apply, with the mount).
+	vars, _, r := followK8sExample(t, map[string]cty.Value{"mount_credentials_secret": cty.StringVal("fedgate-mount")})
 	args := map[string]cty.Value{
 		"name": r.args["name"], "namespace": r.args["namespace"], "values": r.args["values"],
 		"set_sensitive": r.args["set_sensitive"], "chart": cty.StringVal(filepath.Join(work, "deploy", "helm", "fedgate")),

@@ -43,9 +43,12 @@ module "region" {
     DATASETS_SK = var.store_secret_key
   }
 
+  # The mount needs a fedgate user's keys, which exist only once the region
+  # runs: apply once without mount_credentials_secret, then create the user
+  # and the Secret (docs/kubernetes.md) and apply again with it.
   local_socket = true
   mount = {
-    enabled         = true
+    enabled         = var.mount_credentials_secret != null
     bucket          = "datasets"
     existing_secret = var.mount_credentials_secret
   }

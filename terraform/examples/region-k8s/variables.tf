@@ -114,7 +114,7 @@ variable "staging_size_fedgate" {
 }
 
 variable "mount_credentials_secret" {
-  description = "A Secret in the namespace with the S3 keys (access-key, secret-key) of the fedgate user the GPU nodes' mounts sign with (create the user with `fedgate user add` once the region runs)."
+  description = "A Secret in the namespace with the S3 keys (access-key, secret-key) of the fedgate user the GPU nodes' mounts sign with (create the user with `fedgate user add` once the region runs); null: no mount DaemonSet yet."
   type        = string
-  default     = "fedgate-mount"
+  default     = null
 }

@@ -102,23 +102,25 @@ variable "server_config" {
   default     = {}
 
   validation {
+    # The keys the chart sets itself (its template fedgate.serverConfig).
     condition = can(keys(var.server_config)) && alltrue([for k in try(keys(var.server_config), []) : can(regex("^[a-z][a-z0-9-]*$", k)) && !contains([
-      "listen", "raft-addr", "internal-addr", "node-id", "join", "bootstrap-expect", "config", "data-dir", "cache-dir",
-      "region", "s3-region", "cert-file", "key-file", "ca-file", "peer-cert-file", "peer-key-file", "peer-ca-file",
-      "local-socket", "server-config",
+      "listen", "raft-addr", "internal-addr", "node-id", "join", "bootstrap-expect", "bootstrap", "config", "data-dir",
+      "cache-dir", "region", "s3-region", "cert-file", "key-file", "ca-file", "peer-cert-file", "peer-key-file",
+      "peer-ca-file", "peer-server-name", "local-socket", "local-socket-mode", "shutdown-timeout", "access-key",
+      "secret-key", "server-config",
     ], k)])
-    error_message = "server_config is a map of `fedgate server` flag names (without dashes) to values; the chart sets listen, raft-addr, internal-addr, node-id, join, bootstrap-expect, config, data-dir, cache-dir, region, s3-region, the TLS files, local-socket and server-config itself."
+    error_message = "server_config is a map of `fedgate server` flag names (without dashes) to values; the chart sets listen, raft-addr, internal-addr, node-id, join, bootstrap(-expect), config, data-dir, cache-dir, region, s3-region, the TLS files, local-socket(-mode), shutdown-timeout (see shutdown_timeout), the root keys and server-config itself."
   }
 }
 
 variable "shutdown_timeout" {
-  description = "--shutdown-timeout: how long SIGTERM drains in-flight requests (a Go duration such as 60s); null: the chart's."
+  description = "--shutdown-timeout: how long SIGTERM drains in-flight requests, whole seconds or minutes (60s, 2m); the pods' termination grace period follows it. null: the chart's."
   type        = string
   default     = null
 
   validation {
-    condition     = var.shutdown_timeout == null || can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$", var.shutdown_timeout))
-    error_message = "shutdown_timeout is a Go duration such as 60s or 1m30s."
+    condition     = var.shutdown_timeout == null || can(regex("^[0-9]+[sm]$", var.shutdown_timeout))
+    error_message = "shutdown_timeout is whole seconds or minutes, such as 60s or 2m."
   }
 }
 
@@ -337,7 +339,7 @@ variable "tolerations" {
 }
 
 variable "anti_affinity" {
-  description = "How gateway pods spread over hosts and zones: required (a pod stays Pending rather than share) or preferred (the scheduler tries); null fields keep the chart's (hostname required, zone preferred)."
+  description = "How gateway pods spread over hosts and zones: required (a pod stays Pending rather than share), preferred (the scheduler tries) or none; null fields keep the chart's (hostname required, zone preferred)."
   type = object({
     hostname = optional(string)
     zone     = optional(string)
@@ -345,8 +347,8 @@ variable "anti_affinity" {
   default = {}
 
   validation {
-    condition     = alltrue([for v in [var.anti_affinity.hostname, var.anti_affinity.zone] : v == null || contains(["required", "preferred"], coalesce(v, "-"))])
-    error_message = "anti_affinity.hostname and .zone are required or preferred."
+    condition     = alltrue([for v in [var.anti_affinity.hostname, var.anti_affinity.zone] : v == null || contains(["required", "preferred", "none"], coalesce(v, "-"))])
+    error_message = "anti_affinity.hostname and .zone are required, preferred or none."
   }
 }
 
@@ -388,6 +390,10 @@ variable "mount" {
   validation {
     condition     = var.mount.endpoint == null || can(regex("^https?://[^\\s/]+$", coalesce(var.mount.endpoint, "-")))
     error_message = "mount.endpoint is http(s)://HOST[:PORT] without a path."
+  }
+  validation {
+    condition     = !var.mount.enabled || var.mount.existing_secret != null
+    error_message = "mount.existing_secret names the Secret with the S3 keys of a fedgate user (fedgate user add) for the mount: the chart needs it when the mount is enabled."
   }
 }
 
