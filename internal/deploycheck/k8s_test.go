@@ -718,62 +718,9 @@ func TestRegionK8sTofu(t *testing.T) {
 
 	// Render the chart with the module's arguments for the example (its
 	// second apply, with the mount).
+	chartCopy := filepath.Join(work, "deploy", "helm", "fedgate")
 	vars, _, r := followK8sExample(t, map[string]cty.Value{"mount_credentials_secret": cty.StringVal("fedgate-mount")})
-	args := map[string]cty.Value{
-		"name": r.args["name"], "namespace": r.args["namespace"], "values": r.args["values"],
-		"set_sensitive": r.args["set_sensitive"], "chart": cty.StringVal(filepath.Join(work, "deploy", "helm", "fedgate")),
-	}
-	obj := cty.ObjectVal(args)
-	js, err := ctyjson.Marshal(obj, obj.Type())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tpl := filepath.Join(work, "template")
-	if err := os.MkdirAll(tpl, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mainTF := `terraform {
-  required_providers {
-    helm = {
-      source  = "hashicorp/helm"
-      version = "` + deploycheck.HelmProviderVersion + `"
-    }
-  }
-}
-
-variable "release" {
-  type      = any
-  sensitive = true
-}
-
-data "helm_template" "region" {
-  name          = var.release.name
-  namespace     = var.release.namespace
-  chart         = var.release.chart
-  values        = var.release.values
-  set_sensitive = var.release.set_sensitive
-}
-
-output "manifest" {
-  value     = data.helm_template.region.manifest
-  sensitive = true
-}
-`
-	if err := os.WriteFile(filepath.Join(tpl, "main.tf"), []byte(mainTF), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	vj, _ := json.Marshal(map[string]json.RawMessage{"release": js})
-	if err := os.WriteFile(filepath.Join(tpl, "release.tfvars.json"), vj, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	initDir(tpl)
-	if out, err := runTool(t, tpl, tofu, "apply", "-auto-approve", "-input=false", "-no-color", "-var-file=release.tfvars.json"); err != nil {
-		t.Fatalf("tofu apply (helm_template of the example's release): %v\n%s", err, out)
-	}
-	manifest, err := runTool(t, tpl, tofu, "output", "-raw", "-no-color", "manifest")
-	if err != nil {
-		t.Fatalf("tofu output manifest: %v\n%s", err, manifest)
-	}
+	manifest := renderChart(t, tofu, plugins, filepath.Join(work, "template"), chartCopy, r)
 	var kinds []string
 	secretFound := false
 	for _, doc := range strings.Split(manifest, "\n---") {
@@ -838,4 +785,81 @@ output "manifest" {
 			t.Errorf("the rendered chart has no %s; it has %v", want, kinds)
 		}
 	}
+
+	// Every input set: the chart accepts every value the module gives it
+	// (its own checks: shutdownTimeout, serverConfig, antiAffinity, ...).
+	in := k8sFullInputs()
+	in["chart"] = cty.StringVal(chartCopy)
+	delete(in, "chart_repository")
+	delete(in, "chart_version")
+	full := renderChart(t, tofu, plugins, filepath.Join(work, "template-full"), chartCopy, evalRelease(t, in))
+	for _, want := range []string{"kind: StatefulSet", "kind: DaemonSet", "replicas: 5", "type: LoadBalancer", "fg-s3-tls"} {
+		if !strings.Contains(full, want) {
+			t.Errorf("the chart rendered with every input has no %q", want)
+		}
+	}
+}
+
+// renderChart renders chart with the provider's helm_template and the
+// name, namespace, values and set_sensitive the module gives helm_release
+// (Helm's client-only render, as `helm template`), in dir.
+func renderChart(t *testing.T, tofu, plugins, dir, chart string, r *helmRelease) string {
+	t.Helper()
+	args := map[string]cty.Value{
+		"name": r.args["name"], "namespace": r.args["namespace"], "values": r.args["values"],
+		"set_sensitive": r.args["set_sensitive"], "chart": cty.StringVal(chart),
+	}
+	obj := cty.ObjectVal(args)
+	js, err := ctyjson.Marshal(obj, obj.Type())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mainTF := `terraform {
+  required_providers {
+    helm = {
+      source  = "hashicorp/helm"
+      version = "` + deploycheck.HelmProviderVersion + `"
+    }
+  }
+}
+
+variable "release" {
+  type      = any
+  sensitive = true
+}
+
+data "helm_template" "region" {
+  name          = var.release.name
+  namespace     = var.release.namespace
+  chart         = var.release.chart
+  values        = var.release.values
+  set_sensitive = var.release.set_sensitive
+}
+
+output "manifest" {
+  value     = data.helm_template.region.manifest
+  sensitive = true
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(mainTF), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vj, _ := json.Marshal(map[string]json.RawMessage{"release": js})
+	if err := os.WriteFile(filepath.Join(dir, "release.tfvars.json"), vj, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runTool(t, dir, tofu, "init", "-backend=false", "-input=false", "-no-color", "-plugin-dir="+plugins); err != nil {
+		t.Fatalf("tofu init -plugin-dir in %s: %v\n%s", dir, err, out)
+	}
+	if out, err := runTool(t, dir, tofu, "apply", "-auto-approve", "-input=false", "-no-color", "-var-file=release.tfvars.json"); err != nil {
+		t.Fatalf("tofu apply (helm_template of the module's release): %v\n%s", err, out)
+	}
+	manifest, err := runTool(t, dir, tofu, "output", "-raw", "-no-color", "manifest")
+	if err != nil {
+		t.Fatalf("tofu output manifest: %v\n%s", err, manifest)
+	}
+	return manifest
 }
