@@ -224,3 +224,65 @@ func TestLocalsCycle(t *testing.T) {
 		t.Errorf("Evaluate: %v, want a cycle error", err)
 	}
 }
+
+// TestResourceArgs evaluates a resource's attribute arguments: values of
+// other resources are unknown, nested blocks and meta arguments are left
+// out, and a resource with count is refused (its arguments are per
+// instance).
+func TestResourceArgs(t *testing.T) {
+	dir := writeModule(t, `
+variable "name" {
+  type = string
+}
+locals {
+  vals = { replicas = 3, name = var.name }
+}
+resource "null_resource" "a" {
+}
+resource "helm_release" "r" {
+  name       = var.name
+  values     = [yamlencode(local.vals)]
+  depends_on = [null_resource.a]
+  id_of_a    = null_resource.a.id
+  lifecycle {
+    ignore_changes = [values]
+  }
+}
+resource "helm_release" "n" {
+  count = 2
+  name  = "x${count.index}"
+}
+`)
+	m, err := LoadModule(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Evaluate(map[string]cty.Value{"name": cty.StringVal("fg")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := res.ResourceArgs("helm_release.r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := args["name"]; !got.RawEquals(cty.StringVal("fg")) {
+		t.Errorf("name = %#v", got)
+	}
+	if got := args["values"]; !got.RawEquals(cty.TupleVal([]cty.Value{cty.StringVal("\"name\": \"fg\"\n\"replicas\": 3\n")})) {
+		t.Errorf("values = %#v", got)
+	}
+	if got := args["id_of_a"]; got.IsKnown() {
+		t.Errorf("another resource's id is known: %#v", got)
+	}
+	for _, meta := range []string{"depends_on", "lifecycle"} {
+		if _, ok := args[meta]; ok {
+			t.Errorf("%s is among the arguments", meta)
+		}
+	}
+	if _, err := res.ResourceArgs("helm_release.n"); err == nil || !strings.Contains(err.Error(), "count") {
+		t.Errorf("a resource with count: %v", err)
+	}
+	if _, err := res.ResourceArgs("helm_release.none"); err == nil {
+		t.Error("no error for a resource that does not exist")
+	}
+}
