@@ -9,10 +9,10 @@ import (
 )
 
 // batch applies a run of log entries on the FSM goroutine. It works on a
-// copy of the current catalog: buckets, users and access keys are
-// persistent maps (pmap, O(log n) a write), the smaller maps are cloned
-// the first time the batch writes them; collects the disk writes, and is published (one
-// atomic store) and persisted (one bbolt transaction) once at the end.
+// copy of the current catalog, whose tables are persistent maps (pmap,
+// spmap: O(log n) a write, whatever the table's size; no table is cloned
+// whole); collects the disk writes, and is published (one atomic store)
+// and persisted (one bbolt transaction) once at the end.
 type batch struct {
 	cat   catalog
 	dirty uint8
@@ -41,26 +41,14 @@ const (
 
 func newBatch(base *catalog) *batch { return &batch{cat: *base} }
 
-func (b *batch) clone(bit uint8, clone func()) {
-	if b.dirty&bit == 0 {
-		clone()
-		b.dirty |= bit
-	}
-}
-
-func (b *batch) settings() map[string]string {
-	b.clone(dSettings, func() { b.cat.settings = maps.Clone(b.cat.settings) })
-	return b.cat.settings
-}
-
 // clearBucketConfig removes every configuration of bucket.
 func (b *batch) clearBucketConfig(bucket string) {
-	kinds := b.cat.bconf[bucket]
-	if len(kinds) == 0 {
+	kinds, ok := b.cat.bconf.get(bucket)
+	if !ok {
 		return
 	}
-	b.clone(dBucketConf, func() { b.cat.bconf = maps.Clone(b.cat.bconf) })
-	delete(b.cat.bconf, bucket)
+	b.cat.bconf = b.cat.bconf.del(bucket)
+	b.dirty |= dBucketConf
 	for _, kind := range slices.Sorted(maps.Keys(kinds)) {
 		b.del(tBucketConf, bconfKey(bucket, kind))
 	}
@@ -68,24 +56,26 @@ func (b *batch) clearBucketConfig(bucket string) {
 
 // setGrant sets user's level on bucket (0 removes the grant).
 func (b *batch) setGrant(user, bucket string, level int) {
-	b.clone(dGrants, func() { b.cat.grants = maps.Clone(b.cat.grants) })
-	inner := maps.Clone(b.cat.grants[user])
 	key := grantKey(user, bucket)
+	b.cat.setGrant(user, bucket, permOf(level))
+	b.dirty |= dGrants
 	if level == 0 {
-		delete(inner, bucket)
 		b.del(tGrant, key)
 	} else {
-		if inner == nil {
-			inner = map[string]Perm{}
-		}
-		inner[bucket] = permOf(level)
 		b.put(tGrant, key, []byte(permOf(level)))
 	}
-	if len(inner) == 0 {
-		delete(b.cat.grants, user)
+}
+
+// setSetting sets a region setting; del removes it.
+func (b *batch) setSetting(key, val string, del bool) {
+	if del {
+		b.cat.settings = b.cat.settings.del(key)
+		b.del(tSetting, key)
 	} else {
-		b.cat.grants[user] = inner
+		b.cat.settings = b.cat.settings.set(key, val)
+		b.put(tSetting, key, []byte(val))
 	}
+	b.dirty |= dSettings
 }
 
 func (b *batch) put(t table, key string, val []byte) {
@@ -135,7 +125,7 @@ func (c *CreateBucket) apply(b *batch) error {
 		return &BucketExistsError{Bucket: bk.Name, Owner: old.Owner}
 	}
 	bk.Created = b.stamp(bk.Created)
-	b.cat.buckets = b.cat.buckets.set(bk.Name, bk)
+	b.cat.addBucket(bk)
 	b.dirty |= dBuckets
 	b.put(tBucket, bk.Name, mustJSON(bk))
 	// A configuration or versions left by an earlier bucket of this name
@@ -146,21 +136,18 @@ func (c *CreateBucket) apply(b *batch) error {
 }
 
 func (c *DeleteBucket) apply(b *batch) error {
-	if !b.cat.buckets.has(c.Name) {
+	old, ok := b.cat.buckets.get(c.Name)
+	if !ok {
 		return ErrNoSuchBucket
 	}
-	b.cat.buckets = b.cat.buckets.del(c.Name)
+	b.cat.removeBucket(old)
 	b.dirty |= dBuckets
 	b.del(tBucket, c.Name)
-	var users []string
-	for user, g := range b.cat.grants {
-		if _, ok := g[c.Name]; ok {
-			users = append(users, user)
+	grantees, _ := b.cat.grantees.get(c.Name)
+	if grantees.m != nil {
+		for _, user := range grantees.keys() { // sorted: deterministic op order
+			b.setGrant(user, c.Name, 0)
 		}
-	}
-	slices.Sort(users) // deterministic op order
-	for _, user := range users {
-		b.setGrant(user, c.Name, 0)
 	}
 	b.clearBucketConfig(c.Name)
 	b.dropBucketVersions(c.Name)
@@ -177,23 +164,24 @@ func (c *SetBucketConfig) apply(b *batch) error {
 	if len(c.Value) > MaxBucketConfig {
 		return invalid("bucket configuration %s of %d bytes (at most %d)", c.Kind, len(c.Value), MaxBucketConfig)
 	}
-	_, had := b.cat.bconf[c.Bucket][c.Kind]
+	cur, _ := b.cat.bconf.get(c.Bucket)
+	_, had := cur[c.Kind]
 	if c.Delete && !had {
 		return nil
 	}
 	// Object lock needs versioning Enabled, and keeps it so: it is never
 	// removed, and versioning cannot be suspended while it is set.
-	_, locked := b.cat.bconf[c.Bucket][BucketConfObjectLock]
+	_, locked := cur[BucketConfObjectLock]
 	switch {
 	case c.Kind == BucketConfObjectLock && c.Delete:
 		return ErrBucketState
-	case c.Kind == BucketConfObjectLock && b.cat.bconf[c.Bucket][BucketConfVersioning] != "Enabled":
+	case c.Kind == BucketConfObjectLock && cur[BucketConfVersioning] != "Enabled":
 		return ErrBucketState
 	case c.Kind == BucketConfVersioning && locked && (c.Delete || c.Value != "Enabled"):
 		return ErrBucketState
 	}
-	b.clone(dBucketConf, func() { b.cat.bconf = maps.Clone(b.cat.bconf) })
-	inner := maps.Clone(b.cat.bconf[c.Bucket])
+	b.dirty |= dBucketConf
+	inner := maps.Clone(cur) // this bucket's kinds only: the published map stays as it is
 	if c.Delete {
 		delete(inner, c.Kind)
 		b.del(tBucketConf, bconfKey(c.Bucket, c.Kind))
@@ -205,9 +193,9 @@ func (c *SetBucketConfig) apply(b *batch) error {
 		b.put(tBucketConf, bconfKey(c.Bucket, c.Kind), []byte(c.Value))
 	}
 	if len(inner) == 0 {
-		delete(b.cat.bconf, c.Bucket)
+		b.cat.bconf = b.cat.bconf.del(c.Bucket)
 	} else {
-		b.cat.bconf[c.Bucket] = inner
+		b.cat.bconf = b.cat.bconf.set(c.Bucket, inner)
 	}
 	return nil
 }
@@ -253,8 +241,14 @@ func (c *DeleteUser) apply(b *batch) error {
 	b.cat.byKey = b.cat.byKey.del(old.AccessKey)
 	b.dirty |= dUsers
 	b.del(tUser, c.Name)
-	for _, bucket := range slices.Sorted(maps.Keys(b.cat.grants[c.Name])) {
-		b.setGrant(c.Name, bucket, 0)
+	if g, ok := b.cat.grants.get(c.Name); ok {
+		var buckets []string
+		for bucket := range g.all() { // in name order
+			buckets = append(buckets, bucket)
+		}
+		for _, bucket := range buckets {
+			b.setGrant(c.Name, bucket, 0)
+		}
 	}
 	return nil
 }
@@ -283,7 +277,7 @@ func (c *Revoke) apply(b *batch) error {
 	if c.Perm != "" && c.Perm.level() == 0 {
 		return invalid("unknown permission %q", c.Perm)
 	}
-	cur := b.cat.grants[c.User][c.Bucket].level()
+	cur := b.cat.grant(c.User, c.Bucket).level()
 	if next := max(0, min(cur, c.Perm.level()-1)); next != cur {
 		b.setGrant(c.User, c.Bucket, next)
 	}
@@ -444,14 +438,13 @@ func (c *SetRegionID) apply(b *batch) error {
 	if err := validName("region id", c.ID); err != nil {
 		return err
 	}
-	if cur, ok := b.cat.settings[RegionIDSetting]; ok {
+	if cur, ok := b.cat.settings.get(RegionIDSetting); ok {
 		if cur == c.ID {
 			return nil
 		}
 		return ErrRegionIDSet
 	}
-	b.settings()[RegionIDSetting] = c.ID
-	b.put(tSetting, RegionIDSetting, []byte(c.ID))
+	b.setSetting(RegionIDSetting, c.ID, false)
 	return nil
 }
 
@@ -462,14 +455,9 @@ func (c *SetSetting) apply(b *batch) error {
 	if c.Key == RegionIDSetting {
 		return invalid("the region id is set once, with SetRegionID")
 	}
-	if c.Delete {
-		if _, ok := b.cat.settings[c.Key]; ok {
-			delete(b.settings(), c.Key)
-			b.del(tSetting, c.Key)
-		}
+	if c.Delete && !b.cat.settings.has(c.Key) {
 		return nil
 	}
-	b.settings()[c.Key] = c.Value
-	b.put(tSetting, c.Key, []byte(c.Value))
+	b.setSetting(c.Key, c.Value, c.Delete)
 	return nil
 }

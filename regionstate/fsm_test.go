@@ -96,6 +96,16 @@ func TestFSMSnapshotIsPointInTime(t *testing.T) {
 		DeleteUser{Name: "bob1"},
 		SetPolicy{YAML: []byte("late"), Version: 99},
 		SetSetting{Key: "region", Value: "late"},
+		SetSetting{Key: "other", Value: "late"},
+		Grant{User: "alice1", Bucket: "logs1", Perm: PermRead},
+		Revoke{User: "alice1", Bucket: "imagenet"},
+		SetBucketConfig{Bucket: "imagenet", Kind: BucketConfACL, Value: "private"},
+		SetBucketConfig{Bucket: "data1", Kind: BucketConfTagging, Value: "late"},
+		SetPin{Pin: Pin{Bucket: "data1", Prefix: "hot/"}, Delete: true},
+		SetPin{Pin: Pin{Bucket: "logs1", Prefix: "late/"}},
+		JobProgressUpdate{ID: "job1", Node: "n2", Progress: JobProgress{Objects: 1}},
+		PutJob{Job: PreloadJob{ID: "late", Bucket: "logs1"}},
+		CreateBucket{Bucket: Bucket{Name: "late", Owner: "alice1", Store: "posix", Prefix: "late/"}},
 		AbortUpload{UploadID: "up1"}))
 	sink := &memSink{}
 	if err := snap.Persist(sink); err != nil {
@@ -167,7 +177,7 @@ func TestFSMSnapshotUnknownTags(t *testing.T) {
 		var buf bytes.Buffer
 		w := bufio.NewWriter(&buf)
 		s := &fsmSnapshot{cat: newCatalog(), applied: 7}
-		s.cat.settings["k"] = "v"
+		s.cat.settings = s.cat.settings.set("k", "v")
 		if err := s.writeTo(w); err != nil {
 			t.Fatal(err)
 		}

@@ -384,19 +384,20 @@ func (c *SetPin) apply(b *batch) error {
 		return err
 	}
 	k := pinKey(p.Bucket, p.Prefix)
-	b.clone(dPins, func() { b.cat.pins = maps.Clone(b.cat.pins) })
 	if c.Delete {
-		if _, ok := b.cat.pins[k]; ok {
-			delete(b.cat.pins, k)
+		if b.cat.pins.has(k) {
+			b.cat.pins = b.cat.pins.del(k)
+			b.dirty |= dPins
 			b.del(tPin, k)
 		}
 		return nil
 	}
-	if old, ok := b.cat.pins[k]; ok {
+	if old, ok := b.cat.pins.get(k); ok {
 		p.Created = old.Created
 	}
 	p.Created = b.stamp(p.Created)
-	b.cat.pins[k] = p
+	b.cat.pins = b.cat.pins.set(k, p)
+	b.dirty |= dPins
 	b.put(tPin, k, mustJSON(p))
 	return nil
 }
@@ -410,14 +411,14 @@ func (c *PutJob) apply(b *batch) error {
 		return err
 	}
 	j.Created = b.stamp(j.Created)
-	b.clone(dJobs, func() { b.cat.jobs = maps.Clone(b.cat.jobs) })
-	b.cat.jobs[j.ID] = j
+	b.cat.jobs = b.cat.jobs.set(j.ID, j)
+	b.dirty |= dJobs
 	b.put(tJob, j.ID, mustJSON(j))
 	return nil
 }
 
 func (c *JobProgressUpdate) apply(b *batch) error {
-	old, ok := b.cat.jobs[c.ID]
+	old, ok := b.cat.jobs.get(c.ID)
 	if !ok {
 		return ErrNoSuchJob
 	}
@@ -434,18 +435,18 @@ func (c *JobProgressUpdate) apply(b *batch) error {
 	if c.TotalObjects > 0 || c.TotalBytes > 0 {
 		j.TotalObjects, j.TotalBytes = c.TotalObjects, c.TotalBytes
 	}
-	b.clone(dJobs, func() { b.cat.jobs = maps.Clone(b.cat.jobs) })
-	b.cat.jobs[j.ID] = j
+	b.cat.jobs = b.cat.jobs.set(j.ID, j)
+	b.dirty |= dJobs
 	b.put(tJob, j.ID, mustJSON(j))
 	return nil
 }
 
 func (c *DeleteJob) apply(b *batch) error {
-	if _, ok := b.cat.jobs[c.ID]; !ok {
+	if !b.cat.jobs.has(c.ID) {
 		return ErrNoSuchJob
 	}
-	b.clone(dJobs, func() { b.cat.jobs = maps.Clone(b.cat.jobs) })
-	delete(b.cat.jobs, c.ID)
+	b.cat.jobs = b.cat.jobs.del(c.ID)
+	b.dirty |= dJobs
 	b.del(tJob, c.ID)
 	return nil
 }
@@ -512,20 +513,20 @@ func (s *State) JournalStats() (entries int, bytes int64, oldest time.Time) {
 
 // Pins returns the cache pins sorted by bucket, then prefix.
 func (s *State) Pins() []Pin {
-	return sortedValues(maps.All(s.load().pins), func(a, b Pin) int {
+	return sortedValues(s.load().pins.all(), func(a, b Pin) int {
 		return cmp.Or(strings.Compare(a.Bucket, b.Bucket), strings.Compare(a.Prefix, b.Prefix))
 	})
 }
 
 // Job returns the preload job id.
 func (s *State) Job(id string) (PreloadJob, bool) {
-	j, ok := s.load().jobs[id]
+	j, ok := s.load().jobs.get(id)
 	return j.clone(), ok
 }
 
 // Jobs returns the preload jobs, oldest first.
 func (s *State) Jobs() []PreloadJob {
-	out := sortedValues(maps.All(s.load().jobs), func(a, b PreloadJob) int {
+	out := sortedValues(s.load().jobs.all(), func(a, b PreloadJob) int {
 		return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID))
 	})
 	for i := range out {

@@ -113,27 +113,49 @@ func (e *badRecord) Error() string { return e.err.Error() }
 
 // loaders add a record of each table to a catalog.
 var loaders = map[table]func(c *catalog, key, val []byte) error{
-	tBucket: loadJSON(func(c *catalog, b Bucket) { c.buckets = c.buckets.set(b.Name, b) }),
+	tBucket: loadJSON(func(c *catalog, b Bucket) { c.addBucket(b) }),
 	tUser: loadJSON(func(c *catalog, u User) {
 		c.users = c.users.set(u.Name, u)
 		c.byKey = c.byKey.set(u.AccessKey, u)
 	}),
-	tGrant: func(c *catalog, key, val []byte) error { return putNested(c.grants, key, "grant", Perm(val)) },
+	tGrant: func(c *catalog, key, val []byte) error {
+		user, bucket, ok := strings.Cut(string(key), "\x00")
+		if !ok {
+			return &badRecord{fmt.Errorf("raft: malformed grant key %q", key)}
+		}
+		c.setGrant(user, bucket, Perm(val))
+		return nil
+	},
 	tUpload: loadJSON(func(c *catalog, u MultipartUpload) {
 		u.Parts = nil
 		c.uploads.add(&uploadRec{up: u})
 	}),
-	tPart:           (*catalog).loadPart,
-	tPolicy:         loadJSON(func(c *catalog, p Policy) { c.policy = &p }),
-	tSetting:        func(c *catalog, key, val []byte) error { c.settings[string(key)] = string(val); return nil },
+	tPart:   (*catalog).loadPart,
+	tPolicy: loadJSON(func(c *catalog, p Policy) { c.policy = &p }),
+	tSetting: func(c *catalog, key, val []byte) error {
+		c.settings = c.settings.set(string(key), string(val))
+		return nil
+	},
 	tJournal:        (*catalog).loadJournal,
-	tPin:            loadJSON(func(c *catalog, p Pin) { c.pins[pinKey(p.Bucket, p.Prefix)] = p }),
+	tPin:            loadJSON(func(c *catalog, p Pin) { c.pins = c.pins.set(pinKey(p.Bucket, p.Prefix), p) }),
 	tEgress:         (*catalog).loadEgress,
-	tJob:            loadJSON(func(c *catalog, j PreloadJob) { c.jobs[j.ID] = j }),
+	tJob:            loadJSON(func(c *catalog, j PreloadJob) { c.jobs = c.jobs.set(j.ID, j) }),
 	tVersion:        loadJSON(func(c *catalog, v ObjectVersion) { c.versions.add(v) }),
 	tVersionGarbage: loadJSON(func(c *catalog, g VersionGarbage) { c.versions.garbage[g.key()] = g }),
 	tBucketConf: func(c *catalog, key, val []byte) error {
-		return putNested(c.bconf, key, "bucket configuration", string(val))
+		bucket, kind, ok := strings.Cut(string(key), "\x00")
+		if !ok {
+			return &badRecord{fmt.Errorf("raft: malformed bucket configuration key %q", key)}
+		}
+		kinds, _ := c.bconf.get(bucket)
+		if kinds == nil {
+			kinds = map[string]string{}
+		}
+		// Loading builds a catalog nobody reads yet: the map is
+		// changed in place, not copied.
+		kinds[kind] = string(val)
+		c.bconf = c.bconf.set(bucket, kinds)
+		return nil
 	},
 }
 
@@ -147,19 +169,6 @@ func loadJSON[T any](add func(*catalog, T)) func(c *catalog, key, val []byte) er
 		add(c, v)
 		return nil
 	}
-}
-
-// putNested sets m[a][b] for a record keyed "a\x00b".
-func putNested[V any](m map[string]map[string]V, key []byte, what string, v V) error {
-	a, b, ok := strings.Cut(string(key), "\x00")
-	if !ok {
-		return &badRecord{fmt.Errorf("raft: malformed %s key %q", what, key)}
-	}
-	if m[a] == nil {
-		m[a] = map[string]V{}
-	}
-	m[a][b] = v
-	return nil
 }
 
 func (c *catalog) loadPart(key, val []byte) error {
@@ -277,15 +286,16 @@ func (s *fsmSnapshot) writeTo(w *bufio.Writer) error {
 	c := s.cat
 	w.WriteString(snapshotMagic)
 	rec(tMeta, appliedKey, u64(s.applied))
-	for _, bk := range sortedValues(c.buckets.all(), func(a, b Bucket) int { return strings.Compare(a.Name, b.Name) }) {
+	for _, bk := range c.buckets.all() { // in name order
 		rec(tBucket, bk.Name, mustJSON(bk))
 	}
 	for _, u := range sortedValues(c.users.all(), func(a, b User) int { return strings.Compare(a.Name, b.Name) }) {
 		rec(tUser, u.Name, mustJSON(u))
 	}
-	for _, user := range slices.Sorted(maps.Keys(c.grants)) {
-		for _, bucket := range slices.Sorted(maps.Keys(c.grants[user])) {
-			rec(tGrant, grantKey(user, bucket), []byte(c.grants[user][bucket]))
+	for _, user := range c.grants.keys() {
+		g, _ := c.grants.get(user)
+		for bucket, p := range g.all() { // in name order
+			rec(tGrant, grantKey(user, bucket), []byte(p))
 		}
 	}
 	for _, r := range s.uploads {
@@ -297,17 +307,20 @@ func (s *fsmSnapshot) writeTo(w *bufio.Writer) error {
 	if c.policy != nil {
 		rec(tPolicy, policyKey, mustJSON(c.policy))
 	}
-	for _, k := range slices.Sorted(maps.Keys(c.settings)) {
-		rec(tSetting, k, []byte(c.settings[k]))
+	for _, k := range c.settings.keys() {
+		v, _ := c.settings.get(k)
+		rec(tSetting, k, []byte(v))
 	}
 	for _, e := range s.journal {
 		rec(tJournal, journalKey(e.Bucket, e.Key), mustJSON(e))
 	}
-	for _, k := range slices.Sorted(maps.Keys(c.pins)) {
-		rec(tPin, k, mustJSON(c.pins[k]))
+	for _, k := range c.pins.keys() {
+		p, _ := c.pins.get(k)
+		rec(tPin, k, mustJSON(p))
 	}
-	for _, id := range slices.Sorted(maps.Keys(c.jobs)) {
-		rec(tJob, id, mustJSON(c.jobs[id]))
+	for _, id := range c.jobs.keys() {
+		j, _ := c.jobs.get(id)
+		rec(tJob, id, mustJSON(j))
 	}
 	for _, r := range s.egress {
 		rec(tEgress, r.key(), mustJSON(r))
@@ -318,9 +331,10 @@ func (s *fsmSnapshot) writeTo(w *bufio.Writer) error {
 	for _, g := range s.garbage {
 		rec(tVersionGarbage, g.key(), mustJSON(g))
 	}
-	for _, bucket := range slices.Sorted(maps.Keys(c.bconf)) {
-		for _, kind := range slices.Sorted(maps.Keys(c.bconf[bucket])) {
-			rec(tBucketConf, bconfKey(bucket, kind), []byte(c.bconf[bucket][kind]))
+	for _, bucket := range c.bconf.keys() {
+		kinds, _ := c.bconf.get(bucket)
+		for _, kind := range slices.Sorted(maps.Keys(kinds)) {
+			rec(tBucketConf, bconfKey(bucket, kind), []byte(kinds[kind]))
 		}
 	}
 	w.WriteByte(byte(tEnd))

@@ -12,42 +12,124 @@ import (
 	"github.com/google/btree"
 )
 
-// catalog is one version of the FSM's in-memory state. Its maps are never
-// written after the catalog is published (copy-on-write, see batch), so
-// readers need no lock: the read-hot tables cost one atomic load and a map
-// lookup. Multipart sessions, which change with every part, live in a
-// separately locked table that a catalog points to.
+// catalog is one version of the FSM's in-memory state. Its tables are
+// never written after the catalog is published: the tables a write touches
+// are persistent maps (pmap, spmap), so a batch's write copies O(log n) of
+// a table's nodes, never the whole table, and readers need no lock: the
+// read-hot tables cost one atomic load and a lookup. Multipart sessions,
+// journal entries, egress rows and object versions, which change with
+// every object write, live in separately locked tables that a catalog
+// points to.
 type catalog struct {
-	buckets  pmap[Bucket]
-	users    pmap[User]
-	byKey    pmap[User]                 // access key -> user
-	grants   map[string]map[string]Perm // user -> bucket -> perm
-	policy   *Policy                    // nil: none applied yet
-	settings map[string]string
+	buckets spmap[Bucket] // name -> bucket, in name order
+	// byOwner lists each owner's buckets in name order (the values are
+	// in buckets), so a user's ListBuckets page does not scan every bucket.
+	byOwner pmap[spmap[struct{}]]
+	users   pmap[User]
+	byKey   pmap[User]        // access key -> user
+	grants  pmap[spmap[Perm]] // user -> bucket -> perm, buckets in name order
+	// grantees is grants by bucket (bucket -> user -> perm), so deleting
+	// a bucket finds its grants without visiting every user.
+	grantees pmap[pmap[Perm]]
+	policy   *Policy // nil: none applied yet
+	settings pmap[string]
 	uploads  *uploadTable
 	journal  *journalTable
-	pins     map[string]Pin        // bucket NUL prefix -> pin
-	jobs     map[string]PreloadJob // id -> job
+	pins     pmap[Pin]        // bucket NUL prefix -> pin
+	jobs     pmap[PreloadJob] // id -> job
 	egress   *egressTable
-	bconf    map[string]map[string]string // bucket -> kind -> value
+	// bconf maps bucket -> kind -> value. An inner map is never changed
+	// once published: a write replaces the bucket's map by a copy (a
+	// handful of kinds at most).
+	bconf    pmap[map[string]string]
 	versions *versionTable
 }
 
 func newCatalog() *catalog {
 	return &catalog{
-		buckets:  newPMap[Bucket](),
+		buckets:  newSPMap[Bucket](),
+		byOwner:  newPMap[spmap[struct{}]](),
 		users:    newPMap[User](),
 		byKey:    newPMap[User](),
-		grants:   map[string]map[string]Perm{},
-		settings: map[string]string{},
+		grants:   newPMap[spmap[Perm]](),
+		grantees: newPMap[pmap[Perm]](),
+		settings: newPMap[string](),
 		uploads:  newUploadTable(),
 		journal:  &journalTable{m: map[string]map[string]*JournalEntry{}},
-		pins:     map[string]Pin{},
-		jobs:     map[string]PreloadJob{},
+		pins:     newPMap[Pin](),
+		jobs:     newPMap[PreloadJob](),
 		egress:   &egressTable{m: map[string]EgressRow{}},
-		bconf:    map[string]map[string]string{},
+		bconf:    newPMap[map[string]string](),
 		versions: newVersionTable(),
 	}
+}
+
+// addBucket and removeBucket keep buckets and byOwner together.
+func (c *catalog) addBucket(bk Bucket) {
+	c.buckets = c.buckets.set(bk.Name, bk)
+	owned, ok := c.byOwner.get(bk.Owner)
+	if !ok {
+		owned = newSPMap[struct{}]()
+	}
+	c.byOwner = c.byOwner.set(bk.Owner, owned.set(bk.Name, struct{}{}))
+}
+
+func (c *catalog) removeBucket(bk Bucket) {
+	c.buckets = c.buckets.del(bk.Name)
+	owned, _ := c.byOwner.get(bk.Owner)
+	if owned.m == nil {
+		return
+	}
+	if owned = owned.del(bk.Name); owned.len() == 0 {
+		c.byOwner = c.byOwner.del(bk.Owner)
+	} else {
+		c.byOwner = c.byOwner.set(bk.Owner, owned)
+	}
+}
+
+// setGrant sets user's perm on bucket ("" removes the grant) in grants
+// and grantees.
+func (c *catalog) setGrant(user, bucket string, p Perm) {
+	byUser, ok := c.grants.get(user)
+	if !ok {
+		byUser = newSPMap[Perm]()
+	}
+	byBucket, ok := c.grantees.get(bucket)
+	if !ok {
+		byBucket = newPMap[Perm]()
+	}
+	if p == "" {
+		byUser, byBucket = byUser.del(bucket), byBucket.del(user)
+	} else {
+		byUser, byBucket = byUser.set(bucket, p), byBucket.set(user, p)
+	}
+	if byUser.len() == 0 {
+		c.grants = c.grants.del(user)
+	} else {
+		c.grants = c.grants.set(user, byUser)
+	}
+	if byBucket.len() == 0 {
+		c.grantees = c.grantees.del(bucket)
+	} else {
+		c.grantees = c.grantees.set(bucket, byBucket)
+	}
+}
+
+// grant is user's perm on bucket ("" for none).
+func (c *catalog) grant(user, bucket string) Perm {
+	p, _ := c.grants.get(user)
+	if p.m == nil {
+		return ""
+	}
+	v, _ := p.get(bucket)
+	return v
+}
+
+// bucketConf is one configuration of a bucket.
+func (c *catalog) bucketConf(bucket, kind string) (string, bool) {
+	kinds, _ := c.bconf.get(bucket)
+	v, ok := kinds[kind]
+	return v, ok
 }
 
 // uploadTable holds the multipart sessions. Only the FSM goroutine writes
@@ -134,9 +216,88 @@ func (s *State) Bucket(name string) (Bucket, bool) {
 	return b, ok
 }
 
-// Buckets returns all buckets sorted by name.
+// Buckets returns all buckets sorted by name. It costs O(n); a page of a
+// listing is VisibleBuckets.
 func (s *State) Buckets() []Bucket {
-	return sortedValues(s.load().buckets.all(), func(a, b Bucket) int { return strings.Compare(a.Name, b.Name) })
+	c := s.load()
+	out := make([]Bucket, 0, c.buckets.len())
+	for _, b := range c.buckets.all() {
+		out = append(out, b)
+	}
+	return out
+}
+
+// VisibleBuckets yields, in name order, the buckets user may read (see
+// CanRead; root: the caller knows the user is root, whether or not the
+// region's users say so) whose name starts with prefix and comes after
+// after ("": from the first). It reads one version of the state. A root
+// user's page costs O(log n + page); another user's O(log n + page) over
+// the buckets they own and the grants they hold (a grant on a bucket that
+// no longer exists is skipped: they are removed with the bucket, so only
+// grants made on names never created are stepped over), never a scan of
+// every bucket.
+func (s *State) VisibleBuckets(user string, root bool, prefix, after string) iter.Seq[Bucket] {
+	c := s.load()
+	start := prefix
+	if after != "" && after+"\x00" > start {
+		start = after + "\x00" // names hold no NUL: the first name after after
+	}
+	if u, ok := c.users.get(user); ok && u.Root {
+		root = true
+	}
+	return func(yield func(Bucket) bool) {
+		if root {
+			for name, b := range c.buckets.from(start) {
+				if !strings.HasPrefix(name, prefix) || !yield(b) {
+					return
+				}
+			}
+			return
+		}
+		owned, _ := c.byOwner.get(user)
+		granted, _ := c.grants.get(user)
+		for name := range mergeNames(owned.from(start), granted.from(start)) {
+			if !strings.HasPrefix(name, prefix) {
+				return
+			}
+			b, ok := c.buckets.get(name)
+			if !ok || (b.Owner != user && c.grant(user, name).level() < PermRead.level()) {
+				continue
+			}
+			if !yield(b) {
+				return
+			}
+		}
+	}
+}
+
+// mergeNames yields the keys of two sequences sorted by key, in order,
+// each once.
+func mergeNames[A, B any](a iter.Seq2[string, A], b iter.Seq2[string, B]) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		nextB, stop := iter.Pull2(b)
+		defer stop()
+		bk, _, bok := nextB()
+		for ak := range a {
+			for bok && bk < ak {
+				if !yield(bk) {
+					return
+				}
+				bk, _, bok = nextB()
+			}
+			if bok && bk == ak {
+				bk, _, bok = nextB()
+			}
+			if !yield(ak) {
+				return
+			}
+		}
+		for ; bok; bk, _, bok = nextB() {
+			if !yield(bk) {
+				return
+			}
+		}
+	}
 }
 
 // User returns the user named name.
@@ -158,7 +319,15 @@ func (s *State) Users() []User {
 
 // Grants returns user's grants as bucket -> perm (a fresh map, nil if none).
 func (s *State) Grants(user string) map[string]Perm {
-	return maps.Clone(s.load().grants[user])
+	g, ok := s.load().grants.get(user)
+	if !ok {
+		return nil
+	}
+	out := make(map[string]Perm, g.len())
+	for b, p := range g.all() {
+		out[b] = p
+	}
+	return out
 }
 
 // CanRead reports whether user may read bucket: root users, the bucket's
@@ -181,7 +350,7 @@ func (s *State) can(user, bucket string, need Perm) bool {
 	if b, ok := c.buckets.get(bucket); ok && b.Owner == user {
 		return true
 	}
-	return c.grants[user][bucket].level() >= need.level()
+	return c.grant(user, bucket).level() >= need.level()
 }
 
 // Upload returns the multipart session id with its parts.
@@ -269,21 +438,19 @@ func (s *State) Policy() (Policy, bool) {
 
 // Setting returns the value of a region setting.
 func (s *State) Setting(key string) (string, bool) {
-	v, ok := s.load().settings[key]
-	return v, ok
+	return s.load().settings.get(key)
 }
 
 // BucketConfig returns one S3 configuration of a bucket (kind is one of
 // the BucketConf* names).
 func (s *State) BucketConfig(bucket, kind string) (string, bool) {
-	v, ok := s.load().bconf[bucket][kind]
-	return v, ok
+	return s.load().bucketConf(bucket, kind)
 }
 
 // BucketConfigs returns every configuration of every bucket (fresh maps).
 func (s *State) BucketConfigs() map[string]map[string]string {
 	out := map[string]map[string]string{}
-	for b, kinds := range s.load().bconf {
+	for b, kinds := range s.load().bconf.all() {
 		out[b] = maps.Clone(kinds)
 	}
 	return out
@@ -296,7 +463,7 @@ func (s *State) RegionID() string {
 }
 
 // Settings returns all region settings (a fresh map).
-func (s *State) Settings() map[string]string { return maps.Clone(s.load().settings) }
+func (s *State) Settings() map[string]string { return maps.Collect(s.load().settings.all()) }
 
 func sortedValues[V any](all iter.Seq2[string, V], cmp func(a, b V) int) []V {
 	var out []V
