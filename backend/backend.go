@@ -54,6 +54,17 @@ type Backend interface {
 	PublicAccessDefault() policies.PublicAccessBlock
 }
 
+// BucketPager is implemented by a Backend that lists buckets a page at a
+// time without building the whole list (the gateway's ListBuckets uses it
+// when the backend has it, and cuts pages from ListBuckets otherwise).
+type BucketPager interface {
+	// ListBucketsPage returns, sorted by name, at most limit (all if
+	// limit < 0) of the buckets u may read whose name starts with prefix
+	// and comes after after ("": from the first); more reports that more
+	// follow.
+	ListBucketsPage(u User, prefix, after string, limit int) (page []Bucket, more bool)
+}
+
 // Bucket configuration kinds (Bucket.Config). The values are the documents
 // the gateway validated and stores as they are.
 const (

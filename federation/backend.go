@@ -28,10 +28,11 @@ type NamespaceBackend struct{ n *Namespace }
 func (nb *NamespaceBackend) AwaitAcked(ctx context.Context) error { return nb.n.AwaitAcked(ctx) }
 
 var (
-	_ backend.Backend = (*NamespaceBackend)(nil)
-	_ backend.Admin   = (*NamespaceBackend)(nil)
-	_ backend.Bucket  = bucketHandle{}
-	_ backend.Users   = usersHandle{}
+	_ backend.Backend     = (*NamespaceBackend)(nil)
+	_ backend.Admin       = (*NamespaceBackend)(nil)
+	_ backend.BucketPager = (*NamespaceBackend)(nil)
+	_ backend.Bucket      = bucketHandle{}
+	_ backend.Users       = usersHandle{}
 )
 
 func (nb *NamespaceBackend) Ready(ctx context.Context) error { return nb.n.Ready(ctx) }
@@ -53,6 +54,15 @@ func (nb *NamespaceBackend) ListBuckets(u backend.User) []backend.Bucket {
 		out[i] = bucketHandle{b}
 	}
 	return out
+}
+
+func (nb *NamespaceBackend) ListBucketsPage(u backend.User, prefix, after string, limit int) ([]backend.Bucket, bool) {
+	bs, more := nb.n.ListBucketsPage(u, prefix, after, limit)
+	out := make([]backend.Bucket, len(bs))
+	for i, b := range bs {
+		out[i] = bucketHandle{b}
+	}
+	return out, more
 }
 
 func (nb *NamespaceBackend) CreateBucket(ctx context.Context, u backend.User, name string) error {

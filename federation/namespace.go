@@ -15,7 +15,9 @@ import (
 	"log/slog"
 	"maps"
 	"path"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -485,45 +487,85 @@ func (n *Namespace) fromRecord(rec regionstate.Bucket) (*Bucket, error) {
 
 // ListBuckets returns the buckets u may read, sorted by name.
 func (n *Namespace) ListBuckets(u User) []*Bucket {
-	var out []*Bucket
-	view := n.v()
-	for _, b := range view.global {
-		if n.Authorize(u, b, false) == nil {
-			out = append(out, b)
-		}
-	}
-	if n.catalog != nil {
-		for _, cb := range n.catalog.Buckets() {
-			if _, dup := view.global[cb.Name]; dup {
-				continue
-			}
-			b, _, err := n.catalogBucket(cb.Name)
-			if err != nil || b == nil {
-				n.log.Warn("bucket skipped in listing", "bucket", cb.Name, "error", err)
-				continue
-			}
-			if n.Authorize(u, b, false) == nil {
-				out = append(out, b)
-			}
-		}
-		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-		return out
-	}
-	for _, rec := range n.rs.State().Buckets() {
-		if _, dup := view.global[rec.Name]; dup {
-			continue
-		}
-		b, err := n.fromRecord(rec)
-		if err != nil {
-			n.log.Warn("bucket skipped in listing", "bucket", rec.Name, "error", err)
-			continue
-		}
-		if n.Authorize(u, b, false) == nil {
-			out = append(out, b)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	out, _ := n.ListBucketsPage(u, "", "", -1)
 	return out
+}
+
+// ListBucketsPage returns, sorted by name, at most limit (every one if
+// limit < 0) of the buckets u may read whose name starts with prefix and
+// comes after after ("": from the first); more reports that more follow.
+// A page of the region's own buckets costs O(log n + page) (the region
+// state keeps them sorted, and indexed by owner and by grant, see
+// regionstate.State.VisibleBuckets) plus a sort of the policy file's
+// buckets; a peered region's page is still cut from the catalog's full
+// list.
+func (n *Namespace) ListBucketsPage(u User, prefix, after string, limit int) (page []*Bucket, more bool) {
+	view := n.v()
+	var out []*Bucket
+	var globals []*Bucket // the policy file's: few
+	for _, b := range view.global {
+		if strings.HasPrefix(b.Name, prefix) && b.Name > after && n.Authorize(u, b, false) == nil {
+			globals = append(globals, b)
+		}
+	}
+	sort.Slice(globals, func(i, j int) bool { return globals[i].Name < globals[j].Name })
+	// full: the page holds limit+1 buckets (one more than it returns, so
+	// that more is known).
+	full := func() bool { return limit >= 0 && len(out) > limit }
+	for b := range n.regionBuckets(u, prefix, after) {
+		if _, dup := view.global[b.Name]; dup {
+			continue
+		}
+		for len(globals) > 0 && globals[0].Name < b.Name && !full() {
+			out, globals = append(out, globals[0]), globals[1:]
+		}
+		if full() {
+			break
+		}
+		out = append(out, b)
+	}
+	for len(globals) > 0 && !full() {
+		out, globals = append(out, globals[0]), globals[1:]
+	}
+	if full() {
+		return out[:limit], true
+	}
+	return out, false
+}
+
+// regionBuckets yields, by name, the buckets beside the policy file's that
+// u may read, whose name starts with prefix and comes after after.
+func (n *Namespace) regionBuckets(u User, prefix, after string) iter.Seq[*Bucket] {
+	return func(yield func(*Bucket) bool) {
+		if n.catalog != nil {
+			cbs := slices.Clone(n.catalog.Buckets()) // sorted here, not in the catalog's copy
+			sort.Slice(cbs, func(i, j int) bool { return cbs[i].Name < cbs[j].Name })
+			for _, cb := range cbs {
+				if !strings.HasPrefix(cb.Name, prefix) || cb.Name <= after {
+					continue
+				}
+				b, _, err := n.catalogBucket(cb.Name)
+				if err != nil || b == nil {
+					n.log.Warn("bucket skipped in listing", "bucket", cb.Name, "error", err)
+					continue
+				}
+				if n.Authorize(u, b, false) == nil && !yield(b) {
+					return
+				}
+			}
+			return
+		}
+		for rec := range n.rs.State().VisibleBuckets(u.Name, u.Root, prefix, after) {
+			b, err := n.fromRecord(rec)
+			if err != nil {
+				n.log.Warn("bucket skipped in listing", "bucket", rec.Name, "error", err)
+				continue
+			}
+			if n.Authorize(u, b, false) == nil && !yield(b) {
+				return
+			}
+		}
+	}
 }
 
 // Authorize returns nil when u may read (write=false) or write the bucket.

@@ -58,24 +58,38 @@ func (s *Server) listBuckets(q *request) error {
 		writeXML(q.w, http.StatusOK, res) // every bucket here is in s.cfg.Region
 		return nil
 	}
-	all := s.be.ListBuckets(q.user) // sorted by name
+	page, more := s.bucketsPage(q.user, prefix, after, limit)
+	for _, b := range page {
+		res.Buckets = append(res.Buckets, bucketElem{Name: b.Name(), CreationDate: s3Time(b.Created()), BucketRegion: s.cfg.Region})
+	}
+	if more && len(page) > 0 {
+		res.ContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(page[len(page)-1].Name()))
+	}
+	writeXML(q.w, http.StatusOK, res)
+	return nil
+}
+
+// bucketsPage returns at most limit (all if limit < 0) of the buckets u
+// may read whose name starts with prefix and comes after after, by name,
+// and whether more follow: from the backend's pager when it has one (a
+// page without the whole list), else cut from ListBuckets.
+func (s *Server) bucketsPage(u backend.User, prefix, after string, limit int) ([]backend.Bucket, bool) {
+	if p, ok := s.be.(backend.BucketPager); ok {
+		return p.ListBucketsPage(u, prefix, after, limit)
+	}
+	all := s.be.ListBuckets(u) // sorted by name
 	i := sort.Search(len(all), func(i int) bool { return all[i].Name() >= prefix })
 	if after != "" {
 		i = max(i, sort.Search(len(all), func(i int) bool { return all[i].Name() > after }))
 	}
-	for ; i < len(all); i++ {
-		b := all[i]
-		if !strings.HasPrefix(b.Name(), prefix) {
-			break // sorted: no later name has the prefix
-		}
-		if limit >= 0 && len(res.Buckets) == limit {
-			res.ContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(res.Buckets[limit-1].Name))
-			break
-		}
-		res.Buckets = append(res.Buckets, bucketElem{Name: b.Name(), CreationDate: s3Time(b.Created()), BucketRegion: s.cfg.Region})
+	j := i
+	for j < len(all) && strings.HasPrefix(all[j].Name(), prefix) {
+		j++ // sorted: no later name has the prefix
 	}
-	writeXML(q.w, http.StatusOK, res)
-	return nil
+	if limit >= 0 && j-i > limit {
+		return all[i : i+limit], true
+	}
+	return all[i:j], false
 }
 
 func (s *Server) createBucket(q *request) error {

@@ -1,0 +1,143 @@
+package federation_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fedgate/fedgate/federation"
+	"github.com/fedgate/fedgate/gateway"
+	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/store"
+)
+
+// TestListBucketsPagedThroughGateway pages ListBuckets with the SDK's
+// paginator through the gateway and a real namespace (region state, the
+// policy file's buckets among the created ones) for root and for a user who
+// owns one bucket in nine and holds grants on a few others: every bucket the
+// caller may read once, in order, in pages of max-buckets, and no other.
+func TestListBucketsPagedThroughGateway(t *testing.T) {
+	ctx := context.Background()
+	node := openState(t)
+	pol := &policies.Policy{Buckets: []policies.Bucket{{Name: "b-0500p"}, {Name: "zz-policy"}}}
+	ns, err := federation.New(federation.Config{State: node, Stores: map[string]store.Store{"local": posixStore(t, "local", testLoc)},
+		DefaultStore: "local", Policy: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := federation.Credentials{AccessKey: "ROOTLISTKEY000000001", SecretKey: "root-list-secret-0123456789abcdef"}
+	if err := ns.Users().EnsureRoot(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	alice := federation.Credentials{AccessKey: "ALICELISTKEY00000001", SecretKey: "alice-list-secret-0123456789abcdef"}
+	if _, err := ns.Users().Add(ctx, "alice", alice); err != nil {
+		t.Fatal(err)
+	}
+	const n = 2500
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				owner := federation.User{Name: federation.RootUser, Root: true}
+				if i%9 == 0 {
+					owner = federation.User{Name: "alice"}
+				}
+				if err := ns.CreateBucket(ctx, owner, fmt.Sprintf("b-%04d", i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	rootUser := federation.User{Name: federation.RootUser, Root: true}
+	for _, name := range []string{"b-0001", "b-1300", "b-0500p"} {
+		b, err := ns.Bucket(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ns.Users().Grant(ctx, rootUser, "alice", b, "read"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all, alices []string
+	for i := range n {
+		name := fmt.Sprintf("b-%04d", i)
+		all = append(all, name)
+		if i%9 == 0 || i == 1 || i == 1300 {
+			alices = append(alices, name)
+		}
+		if i == 500 {
+			all = append(all, "b-0500p")
+			alices = append(alices, "b-0500p")
+		}
+	}
+	all = append(all, "zz-policy")
+
+	srv, err := gateway.New(gateway.Config{Backend: ns.Backend()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	client := func(c federation.Credentials) *s3.Client {
+		return s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(hs.URL), UsePathStyle: true,
+			Credentials: credentials.NewStaticCredentialsProvider(c.AccessKey, c.SecretKey, "")})
+	}
+	list := func(c *s3.Client, in *s3.ListBucketsInput) (names []string, pages int) {
+		t.Helper()
+		p := s3.NewListBucketsPaginator(c, in)
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			max := aws.ToInt32(in.MaxBuckets)
+			if n := int32(len(page.Buckets)); max > 0 && (n > max || n < max && page.ContinuationToken != nil) {
+				t.Fatalf("max-buckets %d: a page of %d, token %v", max, n, page.ContinuationToken)
+			}
+			for _, b := range page.Buckets {
+				names = append(names, aws.ToString(b.Name))
+			}
+			pages++
+		}
+		return names, pages
+	}
+	for _, tc := range []struct {
+		who  string
+		c    *s3.Client
+		want []string
+	}{{"root", client(root), all}, {"alice", client(alice), alices}} {
+		if got, _ := list(tc.c, &s3.ListBucketsInput{}); !slices.Equal(got, tc.want) {
+			t.Errorf("%s unpaged: %d buckets, want %d", tc.who, len(got), len(tc.want))
+		}
+		for _, max := range []int32{1000, 7, 10000} {
+			got, pages := list(tc.c, &s3.ListBucketsInput{MaxBuckets: aws.Int32(max)})
+			if want := (len(tc.want) + int(max) - 1) / int(max); !slices.Equal(got, tc.want) || pages != want {
+				t.Errorf("%s max-buckets %d: %d buckets in %d pages, want %d in %d", tc.who, max, len(got), pages, len(tc.want), want)
+			}
+		}
+		var want []string
+		for _, name := range tc.want {
+			if strings.HasPrefix(name, "b-05") {
+				want = append(want, name)
+			}
+		}
+		if got, _ := list(tc.c, &s3.ListBucketsInput{Prefix: aws.String("b-05"), MaxBuckets: aws.Int32(9)}); !slices.Equal(got, want) {
+			t.Errorf("%s prefix b-05: %q, want %q", tc.who, got, want)
+		}
+	}
+}
