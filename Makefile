@@ -57,9 +57,10 @@ test-go:
 test-chart: build
 	cd $(CHART_CHECK) && $(GO) vet ./... && FEDGATE_BIN=$(abspath $(BIN)) $(GO) test -count=1 ./...
 
-## test-cli: the aws CLI, s3cmd, rclone and boto3 at their defaults, a 10,000-file tree as a bucket (fs store), two peered regions (3 nodes + 1), and the Python client (clients/python) with PyTorch, against servers the scripts start
+## test-cli: the aws CLI, s3cmd, rclone and boto3 at their defaults, ListBuckets of 1,350 buckets (CLI, boto3, paged with curl), a 10,000-file tree as a bucket (fs store), two peered regions (3 nodes + 1), and the Python client (clients/python) with PyTorch, against servers the scripts start
 test-cli: build
 	./scripts/test-awscli.sh ./$(BIN)
+	./scripts/test-listbuckets.sh ./$(BIN)
 	./scripts/test-tools.sh ./$(BIN)
 	./scripts/test-fs-tree.sh ./$(BIN)
 	./scripts/test-regions.sh ./$(BIN)
