@@ -114,8 +114,9 @@ func BenchmarkScaleUserCreate(b *testing.B) {
 	}
 }
 
-// BenchmarkScaleListBuckets times State.Buckets, the sorted list every
-// ListBuckets answer (each page) is cut from.
+// BenchmarkScaleListBuckets times State.Buckets, the whole sorted list (an
+// unpaged ListBuckets of root; before issue 40's paging every page was cut
+// from it).
 func BenchmarkScaleListBuckets(b *testing.B) {
 	for _, size := range stateSizes {
 		b.Run(fmt.Sprintf("buckets=%d", size), func(b *testing.B) {
@@ -127,6 +128,99 @@ func BenchmarkScaleListBuckets(b *testing.B) {
 				if got := len(n.State().Buckets()); got != size {
 					b.Fatalf("%d buckets, want %d", got, size)
 				}
+			}
+		})
+	}
+}
+
+// fillBuckets creates size buckets bucket-00000000..., every tenth owned
+// by "alice", the rest by root.
+func fillBuckets(b *testing.B, n *regionstate.Node, size int) {
+	b.Helper()
+	applyAll(b, n, 0, 1, func(int) regionstate.Command {
+		return regionstate.PutUser{User: regionstate.User{Name: "alice", AccessKey: "AKALICE", SecretKey: "secret-key-of-forty-characters-00000000"}}
+	})
+	applyAll(b, n, 0, size, func(i int) regionstate.Command {
+		owner := "root"
+		if i%10 == 0 {
+			owner = "alice"
+		}
+		return regionstate.CreateBucket{Bucket: regionstate.Bucket{Name: fmt.Sprintf("bucket-%08d", i), Owner: owner}}
+	})
+}
+
+// BenchmarkScaleListBucketsPage times one ListBuckets page as the
+// namespace reads it (State.VisibleBuckets, the region's part of
+// Namespace.ListBucketsPage): root's page of 1,000 from the middle of the
+// list, and the page of 100 of a user who owns one bucket in ten, from the
+// middle of theirs.
+func BenchmarkScaleListBucketsPage(b *testing.B) {
+	for _, size := range stateSizes {
+		b.Run(fmt.Sprintf("buckets=%d", size), func(b *testing.B) {
+			n := openScaleNode(b)
+			fillBuckets(b, n, size)
+			st := n.State()
+			page := func(b *testing.B, user string, root bool, after string, limit int) {
+				for b.Loop() {
+					got := 0
+					for range st.VisibleBuckets(user, root, "", after) {
+						if got++; got == limit {
+							break
+						}
+					}
+					if got != limit {
+						b.Fatalf("page of %d, want %d", got, limit)
+					}
+				}
+			}
+			mid := fmt.Sprintf("bucket-%08d", size/2)
+			b.Run("root-1000", func(b *testing.B) { page(b, "root", true, mid, min(1000, size/2-1)) })
+			b.Run("owner-100", func(b *testing.B) { page(b, "alice", false, mid, min(100, size/20-1)) })
+		})
+	}
+}
+
+// BenchmarkScaleConfigWrite times grants and bucket configuration writes
+// with size buckets, each with one grant (to one of 100 users) and one
+// configuration: rounds of 2,000 writes (each changes a value, so each is
+// a write) by 16 appliers.
+func BenchmarkScaleConfigWrite(b *testing.B) {
+	for _, size := range stateSizes {
+		b.Run(fmt.Sprintf("buckets=%d", size), func(b *testing.B) {
+			n := openScaleNode(b)
+			fillBuckets(b, n, size)
+			applyAll(b, n, 0, 100, func(i int) regionstate.Command {
+				return regionstate.PutUser{User: regionstate.User{Name: fmt.Sprintf("user-%03d", i),
+					AccessKey: fmt.Sprintf("AKUSER%014d", i), SecretKey: "secret-key-of-forty-characters-00000000"}}
+			})
+			grant := func(i int) regionstate.Command {
+				perm := regionstate.PermRead
+				if i/size%2 == 1 {
+					perm = regionstate.PermWrite
+				}
+				return regionstate.Grant{User: fmt.Sprintf("user-%03d", i%size%100), Bucket: fmt.Sprintf("bucket-%08d", i%size), Perm: perm}
+			}
+			conf := func(i int) regionstate.Command {
+				return regionstate.SetBucketConfig{Bucket: fmt.Sprintf("bucket-%08d", i%size), Kind: regionstate.BucketConfTagging,
+					Value: fmt.Sprintf("<Tagging><TagSet><Tag><Key>round</Key><Value>%d</Value></Tag></TagSet></Tagging>", i/size)}
+			}
+			applyAll(b, n, 0, size, grant)
+			applyAll(b, n, 0, size, conf)
+			for _, w := range []struct {
+				name string
+				cmd  func(int) regionstate.Command
+			}{{"grant", grant}, {"bucket-config", conf}} {
+				b.Run(w.name, func(b *testing.B) {
+					next, spent, rounds := size, time.Duration(0), 0
+					for b.Loop() {
+						start := time.Now()
+						applyAll(b, n, next, next+scaleRound, w.cmd)
+						spent += time.Since(start)
+						next += scaleRound
+						rounds++
+					}
+					b.ReportMetric(float64(rounds*scaleRound)/spent.Seconds(), "writes/s")
+				})
 			}
 		})
 	}
