@@ -42,6 +42,12 @@ type Backend interface {
 	Bucket(name string) (Bucket, error)
 	// ListBuckets returns the buckets u may read, sorted by name.
 	ListBuckets(u User) []Bucket
+	// ListBucketsPage returns, sorted by name, at most limit (all if
+	// limit < 0) of the buckets u may read whose name starts with prefix
+	// and comes after after ("": from the first); more reports that more
+	// follow. A page costs what it returns, not the number of buckets
+	// (the gateway's paged ListBuckets).
+	ListBucketsPage(u User, prefix, after string, limit int) (page []Bucket, more bool)
 	// CreateBucket creates a bucket owned by u. It returns
 	// ErrInvalidBucketName, a *BucketExistsError, or a region error.
 	CreateBucket(ctx context.Context, u User, name string) error
@@ -52,17 +58,6 @@ type Backend interface {
 	// PublicAccessDefault is the region-wide Block Public Access setting
 	// of the policy file (zero: none).
 	PublicAccessDefault() policies.PublicAccessBlock
-}
-
-// BucketPager is implemented by a Backend that lists buckets a page at a
-// time without building the whole list (the gateway's ListBuckets uses it
-// when the backend has it, and cuts pages from ListBuckets otherwise).
-type BucketPager interface {
-	// ListBucketsPage returns, sorted by name, at most limit (all if
-	// limit < 0) of the buckets u may read whose name starts with prefix
-	// and comes after after ("": from the first); more reports that more
-	// follow.
-	ListBucketsPage(u User, prefix, after string, limit int) (page []Bucket, more bool)
 }
 
 // Bucket configuration kinds (Bucket.Config). The values are the documents

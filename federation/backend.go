@@ -28,11 +28,10 @@ type NamespaceBackend struct{ n *Namespace }
 func (nb *NamespaceBackend) AwaitAcked(ctx context.Context) error { return nb.n.AwaitAcked(ctx) }
 
 var (
-	_ backend.Backend     = (*NamespaceBackend)(nil)
-	_ backend.Admin       = (*NamespaceBackend)(nil)
-	_ backend.BucketPager = (*NamespaceBackend)(nil)
-	_ backend.Bucket      = bucketHandle{}
-	_ backend.Users       = usersHandle{}
+	_ backend.Backend = (*NamespaceBackend)(nil)
+	_ backend.Admin   = (*NamespaceBackend)(nil)
+	_ backend.Bucket  = bucketHandle{}
+	_ backend.Users   = usersHandle{}
 )
 
 func (nb *NamespaceBackend) Ready(ctx context.Context) error { return nb.n.Ready(ctx) }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -58,7 +57,7 @@ func (s *Server) listBuckets(q *request) error {
 		writeXML(q.w, http.StatusOK, res) // every bucket here is in s.cfg.Region
 		return nil
 	}
-	page, more := s.bucketsPage(q.user, prefix, after, limit)
+	page, more := s.be.ListBucketsPage(q.user, prefix, after, limit)
 	for _, b := range page {
 		res.Buckets = append(res.Buckets, bucketElem{Name: b.Name(), CreationDate: s3Time(b.Created()), BucketRegion: s.cfg.Region})
 	}
@@ -67,29 +66,6 @@ func (s *Server) listBuckets(q *request) error {
 	}
 	writeXML(q.w, http.StatusOK, res)
 	return nil
-}
-
-// bucketsPage returns at most limit (all if limit < 0) of the buckets u
-// may read whose name starts with prefix and comes after after, by name,
-// and whether more follow: from the backend's pager when it has one (a
-// page without the whole list), else cut from ListBuckets.
-func (s *Server) bucketsPage(u backend.User, prefix, after string, limit int) ([]backend.Bucket, bool) {
-	if p, ok := s.be.(backend.BucketPager); ok {
-		return p.ListBucketsPage(u, prefix, after, limit)
-	}
-	all := s.be.ListBuckets(u) // sorted by name
-	i := sort.Search(len(all), func(i int) bool { return all[i].Name() >= prefix })
-	if after != "" {
-		i = max(i, sort.Search(len(all), func(i int) bool { return all[i].Name() > after }))
-	}
-	j := i
-	for j < len(all) && strings.HasPrefix(all[j].Name(), prefix) {
-		j++ // sorted: no later name has the prefix
-	}
-	if limit >= 0 && j-i > limit {
-		return all[i : i+limit], true
-	}
-	return all[i:j], false
 }
 
 func (s *Server) createBucket(q *request) error {

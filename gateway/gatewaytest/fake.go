@@ -19,6 +19,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -374,6 +375,24 @@ func (f *Fake) ListBuckets(u backend.User) []backend.Bucket {
 		}
 	}
 	return out
+}
+
+// ListBucketsPage cuts a page out of ListBuckets (the fake holds few
+// buckets; the namespace's pages do not build the whole list).
+func (f *Fake) ListBucketsPage(u backend.User, prefix, after string, limit int) ([]backend.Bucket, bool) {
+	all := f.ListBuckets(u) // sorted by name
+	i := sort.Search(len(all), func(i int) bool { return all[i].Name() >= prefix })
+	if after != "" {
+		i = max(i, sort.Search(len(all), func(i int) bool { return all[i].Name() > after }))
+	}
+	j := i
+	for j < len(all) && strings.HasPrefix(all[j].Name(), prefix) {
+		j++ // sorted: no later name has the prefix
+	}
+	if limit >= 0 && j-i > limit {
+		return all[i : i+limit], true
+	}
+	return all[i:j], false
 }
 
 // CreateBucket creates a bucket owned by u.
