@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -157,8 +158,8 @@ func getAttr(f *os.File, buf []byte) ([]byte, error) {
 // parseRecord decodes a record and checks it against the file's size.
 // A format 1 file that a conversion left with its trailer is formHalf.
 func parseRecord(f *os.File, fi os.FileInfo, js []byte, fm form) (record, form, error) {
-	var r record
-	if err := json.Unmarshal(js, &r); err != nil {
+	r, err := decodeRecord(js)
+	if err != nil {
 		return r, fm, fmt.Errorf("%w: %s: metadata record: %v", ErrCorrupt, f.Name(), err)
 	}
 	switch {
@@ -357,7 +358,18 @@ func validatorOf(fi os.FileInfo) store.Validator {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		ino = uint64(st.Ino)
 	}
-	return store.Validator(fmt.Sprintf("%x-%x-%x", ino, fi.ModTime().UnixNano(), fi.Size()))
+	return makeValidator(ino, fi.ModTime().UnixNano(), fi.Size())
+}
+
+// makeValidator formats a validator as fmt's "%x-%x-%x" would, without fmt.
+func makeValidator(ino uint64, mtimeNs, size int64) store.Validator {
+	b := make([]byte, 0, 48)
+	b = strconv.AppendUint(b, ino, 16)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, mtimeNs, 16)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, size, 16)
+	return store.Validator(b)
 }
 
 func infoOf(key string, size int64, m meta, fi os.FileInfo) store.ObjectInfo {

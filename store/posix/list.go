@@ -52,6 +52,7 @@ type lister struct {
 	opts   store.ListOptions
 	yield  func(store.Entry, error) bool
 	lastCP string
+	buf    []byte // the metadata attribute of the file being listed
 }
 
 type child struct {
@@ -63,7 +64,14 @@ type child struct {
 // walk lists directory d, which holds keys starting with base. It returns
 // false when the listing must stop.
 func (l *lister) walk(d *os.Root, base string) bool {
-	ix, err := l.s.readChildren(d, base)
+	df, err := d.Open(".")
+	if err != nil {
+		l.yield(store.Entry{}, mapErr("list", base, err))
+		return false
+	}
+	defer df.Close()
+	dirfd := int(df.Fd())
+	ix, err := l.s.readChildren(df, base)
 	if err != nil {
 		l.yield(store.Entry{}, mapErr("list", base, err))
 		return false
@@ -83,7 +91,7 @@ func (l *lister) walk(d *os.Root, base string) bool {
 			continue
 		}
 		if k.typ == typeFile {
-			if k.key > after && !l.emitFile(d, k) {
+			if k.key > after && !l.emitFile(d, dirfd, k) {
 				return false
 			}
 			continue
@@ -137,16 +145,12 @@ func childName(typ byte, frag string) string {
 	return string(typ) + escape(frag)
 }
 
-// readChildren returns d's entries the encoding produced, sorted by key:
-// the store's cached index when d has not changed since it was read (so
-// the pages of a listing of one large directory read it once), else read
-// 64 KiB of entries at a time.
-func (s *Store) readChildren(d *os.Root, base string) (*dirindex.Index, error) {
-	f, err := d.Open(".")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
+// readChildren returns the entries of the open directory f that the
+// encoding produced, sorted by key: the store's cached index when the
+// directory has not changed since it was read (so the pages of a listing
+// of one large directory read it once), else read 64 KiB of entries at a
+// time.
+func (s *Store) readChildren(f *os.File, base string) (*dirindex.Index, error) {
 	return s.dirs.Get(f, base, func(f *os.File, b *dirindex.Builder) error {
 		return dirindex.ReadNames(f, func(name string, t int) {
 			typ, frag, ok := decodeName(name)
@@ -172,13 +176,19 @@ func (l *lister) fold(key string) (string, bool) {
 	return key[:len(p)+i+len(delim)], true
 }
 
-func (l *lister) emitFile(d *os.Root, k child) bool {
+func (l *lister) emitFile(d *os.Root, dirfd int, k child) bool {
 	if cp, ok := l.fold(k.key); ok {
 		if cp <= l.opts.StartAfter || cp == l.lastCP {
 			return true
 		}
 		l.lastCP = cp
 		return l.yield(store.Entry{Key: cp, IsPrefix: true}, nil)
+	}
+	if l.buf == nil {
+		l.buf = make([]byte, 2048)
+	}
+	if info, ok := l.s.listInfo(dirfd, k.name, k.key, l.buf); ok {
+		return l.yield(store.Entry{Key: k.key, Info: info}, nil)
 	}
 	f, err := d.Open(k.name)
 	if err != nil {
