@@ -141,3 +141,63 @@ func TestListBucketsPagedThroughGateway(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantDoesNotOutliveItsBucket: a grant on a policy-file bucket stays
+// in the region state when the bucket leaves the policy file (no
+// DeleteBucket removes it); a bucket another user then creates under the
+// name must not be readable, nor listed, for the old grantee.
+func TestGrantDoesNotOutliveItsBucket(t *testing.T) {
+	ctx := context.Background()
+	node := openState(t)
+	stores := map[string]store.Store{"local": posixStore(t, "local", testLoc)}
+	ns, err := federation.New(federation.Config{State: node, Stores: stores, DefaultStore: "local",
+		Policy: &policies.Policy{Buckets: []policies.Bucket{{Name: "shared"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"alice", "bob"} {
+		c := federation.Credentials{AccessKey: fmt.Sprintf("GRANTKEY%012d", i), SecretKey: "grant-secret-0123456789abcdef-" + name}
+		if _, err := ns.Users().Add(ctx, name, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rootUser := federation.User{Name: federation.RootUser, Root: true}
+	bob, alice := federation.User{Name: "bob"}, federation.User{Name: "alice"}
+	b, err := ns.Bucket("shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Users().Grant(ctx, rootUser, "bob", b, "read"); err != nil {
+		t.Fatal(err)
+	}
+	if got := bucketNames(ns.ListBuckets(bob)); !slices.Equal(got, []string{"shared"}) {
+		t.Fatalf("bob lists %v with his grant on the policy file's bucket", got)
+	}
+	if err := ns.ApplyPolicy(&policies.Policy{}, stores, "local", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.CreateBucket(ctx, alice, "shared"); err != nil {
+		t.Fatal(err)
+	}
+	if got := bucketNames(ns.ListBuckets(bob)); len(got) != 0 {
+		t.Fatalf("bob lists %v: the grant on the old bucket carried over to alice's new one", got)
+	}
+	if page, _ := ns.ListBucketsPage(bob, "", "", 10); len(page) != 0 {
+		t.Fatalf("bob's page holds %v", bucketNames(page))
+	}
+	nb, err := ns.Bucket("shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Authorize(bob, nb, false); err == nil {
+		t.Fatal("bob may read alice's new bucket through the old bucket's grant")
+	}
+}
+
+func bucketNames(bs []*federation.Bucket) []string {
+	var out []string
+	for _, b := range bs {
+		out = append(out, b.Name)
+	}
+	return out
+}

@@ -54,6 +54,17 @@ func (b *batch) clearBucketConfig(bucket string) {
 	}
 }
 
+// clearGrants removes every grant on bucket.
+func (b *batch) clearGrants(bucket string) {
+	grantees, _ := b.cat.grantees.get(bucket)
+	if grantees.m == nil {
+		return
+	}
+	for _, user := range grantees.keys() { // sorted: deterministic op order
+		b.setGrant(user, bucket, 0)
+	}
+}
+
 // setGrant sets user's level on bucket (0 removes the grant).
 func (b *batch) setGrant(user, bucket string, level int) {
 	key := grantKey(user, bucket)
@@ -129,7 +140,12 @@ func (c *CreateBucket) apply(b *batch) error {
 	b.dirty |= dBuckets
 	b.put(tBucket, bk.Name, mustJSON(bk))
 	// A configuration or versions left by an earlier bucket of this name
-	// (set while it was being deleted) must not apply to the new one.
+	// (set while it was being deleted) must not apply to the new one, nor
+	// grants: one made on a policy-file bucket since removed from the
+	// file, or one applied after the bucket it was made for was deleted,
+	// would otherwise let its grantee read a bucket its new owner never
+	// shared. A new bucket is its owner's alone.
+	b.clearGrants(bk.Name)
 	b.clearBucketConfig(bk.Name)
 	b.dropBucketVersions(bk.Name)
 	return nil
@@ -143,12 +159,7 @@ func (c *DeleteBucket) apply(b *batch) error {
 	b.cat.removeBucket(old)
 	b.dirty |= dBuckets
 	b.del(tBucket, c.Name)
-	grantees, _ := b.cat.grantees.get(c.Name)
-	if grantees.m != nil {
-		for _, user := range grantees.keys() { // sorted: deterministic op order
-			b.setGrant(user, c.Name, 0)
-		}
-	}
+	b.clearGrants(c.Name)
 	b.clearBucketConfig(c.Name)
 	b.dropBucketVersions(c.Name)
 	return nil

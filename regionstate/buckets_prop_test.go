@@ -41,6 +41,9 @@ func (m *bucketModel) apply(c Command) {
 	case CreateBucket:
 		if _, ok := m.buckets[c.Bucket.Name]; !ok {
 			m.buckets[c.Bucket.Name] = c.Bucket.Owner
+			for user := range m.grants { // a new bucket is its owner's alone
+				m.setGrant(user, c.Bucket.Name, 0)
+			}
 		}
 	case DeleteBucket:
 		if _, ok := m.buckets[c.Name]; ok {
