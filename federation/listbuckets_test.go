@@ -2,6 +2,7 @@ package federation_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"slices"
@@ -200,4 +201,59 @@ func bucketNames(bs []*federation.Bucket) []string {
 		out = append(out, b.Name)
 	}
 	return out
+}
+
+// TestGrantOnStaleBucketHandle: an owner's grant checked against their
+// bucket must not land on a bucket another user created under the name
+// after the owner's was deleted (the handle is stale by the time the
+// grant applies).
+func TestGrantOnStaleBucketHandle(t *testing.T) {
+	ctx := context.Background()
+	node := openState(t)
+	ns, err := federation.New(federation.Config{State: node, Stores: map[string]store.Store{"local": posixStore(t, "local", testLoc)},
+		DefaultStore: "local", Policy: &policies.Policy{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"alice", "bob", "carol"} {
+		c := federation.Credentials{AccessKey: fmt.Sprintf("STALEKEY%012d", i), SecretKey: "stale-secret-0123456789abcdef-" + name}
+		if _, err := ns.Users().Add(ctx, name, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice, bob, carol := federation.User{Name: "alice"}, federation.User{Name: "bob"}, federation.User{Name: "carol"}
+	if err := ns.CreateBucket(ctx, alice, "xbucket"); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := ns.Bucket("xbucket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.DeleteBucket(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	// Deleted, not yet recreated: nothing to grant on.
+	if err := ns.Users().Grant(ctx, alice, "carol", stale, "read"); !errors.Is(err, federation.ErrNoSuchBucket) {
+		t.Fatalf("grant on a deleted bucket: %v, want ErrNoSuchBucket", err)
+	}
+	if err := ns.CreateBucket(ctx, bob, "xbucket"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Users().Grant(ctx, alice, "carol", stale, "read"); !errors.Is(err, federation.ErrNoSuchBucket) {
+		t.Fatalf("alice's grant through her stale handle on bob's new bucket: %v, want ErrNoSuchBucket", err)
+	}
+	if got := bucketNames(ns.ListBuckets(carol)); len(got) != 0 {
+		t.Fatalf("carol lists %v", got)
+	}
+	// Through a fresh handle the owner grants as before.
+	cur, err := ns.Bucket("xbucket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Users().Grant(ctx, bob, "carol", cur, "read"); err != nil {
+		t.Fatal(err)
+	}
+	if got := bucketNames(ns.ListBuckets(carol)); !slices.Equal(got, []string{"xbucket"}) {
+		t.Fatalf("carol lists %v after bob's grant", got)
+	}
 }

@@ -224,7 +224,22 @@ func (u *Users) Grant(ctx context.Context, caller User, name string, b *Bucket, 
 			return err
 		}
 	}
-	return mapUserErr(u.rs.Apply(ctx, regionstate.Grant{User: name, Bucket: b.Name, Perm: regionstate.Perm(perm)}))
+	g := regionstate.Grant{User: name, Bucket: b.Name, Perm: regionstate.Perm(perm)}
+	if !b.Global && b.remote == "" {
+		// A bucket of the region's: the grant is for this incarnation
+		// only (b may be a handle on a bucket deleted, and the name
+		// created again by someone else, since the caller's check). With
+		// a catalog, the region may not have recorded the bucket yet (see
+		// catalogCreate): the name alone is checked then.
+		if _, ok := u.rs.State().Bucket(b.Name); ok || u.cat == nil {
+			g.Prefix = b.prefix
+		}
+	}
+	err := u.rs.Apply(ctx, g)
+	if errors.Is(err, regionstate.ErrNoSuchBucket) {
+		return ErrNoSuchBucket
+	}
+	return mapUserErr(err)
 }
 
 // localCopy records a catalog user (made in another region) in this

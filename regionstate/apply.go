@@ -274,6 +274,11 @@ func (c *Grant) apply(b *batch) error {
 	if c.Perm.level() == 0 {
 		return invalid("unknown permission %q", c.Perm)
 	}
+	if c.Prefix != "" {
+		if bk, ok := b.cat.buckets.get(c.Bucket); !ok || bk.Prefix != c.Prefix {
+			return ErrNoSuchBucket
+		}
+	}
 	b.setGrant(c.User, c.Bucket, c.Perm.level())
 	return nil
 }

@@ -176,12 +176,18 @@ type DeleteUser struct {
 }
 
 // Grant gives User Perm on Bucket, replacing an earlier grant. The bucket
-// need not be recorded here (policy-file buckets are not). It fails with
-// ErrNoSuchUser, or ErrInvalid for a Perm other than read or write.
+// need not be recorded here (policy-file buckets are not). Prefix, when
+// set, names the incarnation of the bucket the grant is for: the grant
+// fails with ErrNoSuchBucket unless the bucket recorded under the name
+// has that prefix when the entry applies (so a grant checked against one
+// owner's bucket never lands on a bucket recreated under the name since).
+// It fails with ErrNoSuchUser, or ErrInvalid for a Perm other than read or
+// write.
 type Grant struct {
 	User   string
 	Bucket string
 	Perm   Perm
+	Prefix string `json:",omitempty"`
 }
 
 // Revoke takes Perm away from User on Bucket: revoking write leaves read,
