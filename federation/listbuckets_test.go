@@ -257,3 +257,89 @@ func TestGrantOnStaleBucketHandle(t *testing.T) {
 		t.Fatalf("carol lists %v after bob's grant", got)
 	}
 }
+
+// TestListBucketsPageModel pages ListBucketsPage for several users with
+// every page size 1..6 and a few prefixes, the policy file's buckets among
+// the region's, and compares the pages put together with the buckets the
+// user may read (Authorize over every bucket); the bucket a page ended on
+// is deleted before the next page is read, and nothing is skipped or
+// repeated for it.
+func TestListBucketsPageModel(t *testing.T) {
+	ctx := context.Background()
+	node := openState(t)
+	pol := &policies.Policy{Buckets: []policies.Bucket{{Name: "aaa-policy"}, {Name: "b-05p"}, {Name: "b-17p"}, {Name: "zzz-policy"}}}
+	ns, err := federation.New(federation.Config{State: node, Stores: map[string]store.Store{"local": posixStore(t, "local", testLoc)},
+		DefaultStore: "local", Policy: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := []federation.User{{Name: federation.RootUser, Root: true}, {Name: "alice"}, {Name: "bob"}, {Name: "carol"}}
+	for i, u := range users[1:] {
+		c := federation.Credentials{AccessKey: fmt.Sprintf("PAGEKEY%013d", i), SecretKey: "page-secret-0123456789abcdef-" + u.Name}
+		if _, err := ns.Users().Add(ctx, u.Name, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 30 {
+		if err := ns.CreateBucket(ctx, users[i%3], fmt.Sprintf("b-%02d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, g := range []struct{ user, bucket string }{{"carol", "b-04"}, {"carol", "b-05p"}, {"carol", "b-22"}, {"bob", "b-01"}, {"bob", "zzz-policy"}} {
+		b, err := ns.Bucket(g.bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ns.Users().Grant(ctx, users[0], g.user, b, "read"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readable := func(u federation.User, prefix string) []string {
+		var out []string
+		for _, b := range ns.ListBuckets(users[0]) {
+			if strings.HasPrefix(b.Name, prefix) && ns.Authorize(u, b, false) == nil {
+				out = append(out, b.Name)
+			}
+		}
+		return out
+	}
+	for _, u := range users {
+		for _, prefix := range []string{"", "b-0", "b-1", "zzz", "none"} {
+			want := readable(u, prefix)
+			for size := 1; size <= 6; size++ {
+				var got []string
+				after := ""
+				for range 100 {
+					page, more := ns.ListBucketsPage(u, prefix, after, size)
+					if len(page) > size || (more && len(page) < size) {
+						t.Fatalf("%s prefix %q size %d: a page of %d, more %v", u.Name, prefix, size, len(page), more)
+					}
+					got = append(got, bucketNames(page)...)
+					if !more {
+						break
+					}
+					after = page[len(page)-1].Name
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s prefix %q size %d:\n got %v\nwant %v", u.Name, prefix, size, got, want)
+				}
+			}
+		}
+	}
+	// The bucket a page ends on goes before the next page is read.
+	page, more := ns.ListBucketsPage(users[0], "b-1", "", 3)
+	if !more || len(page) != 3 {
+		t.Fatalf("first page %v, more %v", bucketNames(page), more)
+	}
+	last := page[2]
+	if last.Global {
+		t.Fatalf("page ends on the policy file's %s", last.Name)
+	}
+	if err := ns.DeleteBucket(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := ns.ListBucketsPage(users[0], "b-1", last.Name, -1)
+	if got, want := append(bucketNames(page), bucketNames(rest)...), append(readable(users[0], "b-1")[:2], last.Name); !slices.Equal(got[:3], want) || slices.Contains(got[3:], last.Name) || len(got) != len(readable(users[0], "b-1"))+1 {
+		t.Fatalf("pages across a deleted bucket: %v", got)
+	}
+}
