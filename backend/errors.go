@@ -20,6 +20,7 @@ var (
 	ErrNoSuchUser         = errors.New("federation: no such user")
 	ErrUserExists         = errors.New("federation: user exists")
 	ErrAccessKeyInUse     = errors.New("federation: access key in use")
+	ErrUserOwnsBuckets    = errors.New("federation: user owns buckets")
 	ErrEntityTooSmall     = errors.New("federation: part smaller than the 5 MiB minimum")
 	ErrInvalidPartOrder   = errors.New("federation: parts not in ascending order")
 	ErrStagingUnavailable = errors.New("federation: write-back staging unavailable")

@@ -18,6 +18,7 @@ import (
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/gateway"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/regionstate"
 	"github.com/fedgate/fedgate/store"
 )
 
@@ -341,5 +342,58 @@ func TestListBucketsPageModel(t *testing.T) {
 	rest, _ := ns.ListBucketsPage(users[0], "b-1", last.Name, -1)
 	if got, want := append(bucketNames(page), bucketNames(rest)...), append(readable(users[0], "b-1")[:2], last.Name); !slices.Equal(got[:3], want) || slices.Contains(got[3:], last.Name) || len(got) != len(readable(users[0], "b-1"))+1 {
 		t.Fatalf("pages across a deleted bucket: %v", got)
+	}
+}
+
+// TestRemovedUserNameDoesNotInheritBuckets: buckets are owned by name, so
+// a user who owns buckets cannot be removed (a user added later under the
+// name would own them), and removing works once they are gone.
+func TestRemovedUserNameDoesNotInheritBuckets(t *testing.T) {
+	ctx := context.Background()
+	node := openState(t)
+	stores := map[string]store.Store{"local": posixStore(t, "local", testLoc)}
+	ns, err := federation.New(federation.Config{State: node, Stores: stores, DefaultStore: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := federation.Credentials{AccessKey: "OWNERKEY000000000001", SecretKey: "owner-secret-0123456789abcdef"}
+	if _, err := ns.Users().Add(ctx, "alice", c); err != nil {
+		t.Fatal(err)
+	}
+	alice := federation.User{Name: "alice"}
+	if err := ns.CreateBucket(ctx, alice, "alices-data"); err != nil {
+		t.Fatal(err)
+	}
+	err = ns.Users().Remove(ctx, "alice")
+	if !errors.Is(err, federation.ErrUserOwnsBuckets) || !strings.Contains(err.Error(), "alices-data") {
+		t.Fatalf("removing a user who owns a bucket: %v, want ErrUserOwnsBuckets naming alices-data", err)
+	}
+	if _, ok := ns.Users().ByAccessKey(c.AccessKey); !ok {
+		t.Fatal("the refused removal removed alice's keys")
+	}
+	b, err := ns.Bucket("alices-data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.DeleteBucket(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Users().Remove(ctx, "alice"); err != nil {
+		t.Fatalf("removing alice once her bucket is gone: %v", err)
+	}
+	// A name that still owns buckets (left by an older version, which
+	// removed owners) is not given to a new user.
+	if err := node.Apply(ctx, regionstate.PutUser{User: regionstate.User{Name: "carol", AccessKey: "CAROLKEY000000000001", SecretKey: "carol-secret-0123456789abcdef"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.CreateBucket(ctx, federation.User{Name: "carol"}, "carols-data"); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Apply(ctx, regionstate.DeleteUser{Name: "carol"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ns.Users().Add(ctx, "carol", federation.Credentials{})
+	if !errors.Is(err, federation.ErrUserOwnsBuckets) {
+		t.Fatalf("adding a user under a name that owns buckets: %v, want ErrUserOwnsBuckets", err)
 	}
 }

@@ -42,6 +42,7 @@ var (
 	ErrAccessDenied      = backend.ErrAccessDenied
 	ErrNoSuchUser        = backend.ErrNoSuchUser
 	ErrUserExists        = backend.ErrUserExists
+	ErrUserOwnsBuckets   = backend.ErrUserOwnsBuckets
 	ErrAccessKeyInUse    = backend.ErrAccessKeyInUse
 )
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/fedgate/fedgate/backend"
@@ -146,6 +147,9 @@ func (u *Users) Add(ctx context.Context, name string, c Credentials) (Credential
 	if err := validCredentials(c); err != nil {
 		return Credentials{}, err
 	}
+	if err := u.ownsNothing(name, "its buckets were left by a user of that name removed by an older version: delete them as root first (or they would belong to the new user)"); err != nil {
+		return Credentials{}, err
+	}
 	rec := regionstate.User{Name: name, AccessKey: c.AccessKey, SecretKey: c.SecretKey, Created: u.now().UTC()}
 	if u.cat != nil {
 		if root, ok := u.rs.State().User(RootUser); ok && root.AccessKey == c.AccessKey {
@@ -194,6 +198,11 @@ func (u *Users) EnsureRoot(ctx context.Context, c Credentials) error {
 func (u *Users) Remove(ctx context.Context, name string) error {
 	if name == RootUser {
 		return errors.New("the root user cannot be removed; change its keys with --access-key/--secret-key on the server")
+	}
+	// Buckets are owned by name: a user added later under this name would
+	// own them.
+	if err := u.ownsNothing(name, "delete them first (aws s3 rb), or a user added later under this name would own them"); err != nil {
+		return err
 	}
 	if u.cat != nil {
 		if _, known := u.cat.UserNamed(name); known {
@@ -277,4 +286,18 @@ func mapUserErr(err error) error {
 		return ErrAccessKeyInUse
 	}
 	return err
+}
+
+// ownsNothing is nil when no bucket of the region is owned by name, else
+// ErrUserOwnsBuckets naming a few of them and what to do.
+func (u *Users) ownsNothing(name, what string) error {
+	owned := u.rs.State().OwnedBuckets(name, 4)
+	if len(owned) == 0 {
+		return nil
+	}
+	list := strings.Join(owned[:min(len(owned), 3)], ", ")
+	if len(owned) > 3 {
+		list += ", ..."
+	}
+	return fmt.Errorf("%w: %q owns %s; %s", ErrUserOwnsBuckets, name, list, what)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -85,6 +86,8 @@ func adminFail(w http.ResponseWriter, err error, user, bucket string) {
 		status, code, msg = http.StatusNotFound, "NoSuchBucket", fmt.Sprintf("bucket %q does not exist", bucket)
 	case errors.Is(err, backend.ErrUserExists):
 		status, code, msg = http.StatusConflict, "Conflict", fmt.Sprintf("user %q already exists", user)
+	case errors.Is(err, backend.ErrUserOwnsBuckets):
+		status, code, msg = http.StatusConflict, "UserOwnsBuckets", strings.TrimPrefix(msg, backend.ErrUserOwnsBuckets.Error()+": ")
 	case errors.Is(err, backend.ErrAccessKeyInUse):
 		status, code, msg = http.StatusConflict, "Conflict", "that access key belongs to another user"
 	case errors.Is(err, backend.ErrAccessDenied):

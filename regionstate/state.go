@@ -227,6 +227,23 @@ func (s *State) Buckets() []Bucket {
 	return out
 }
 
+// OwnedBuckets returns, in name order, at most max of the buckets user
+// owns (O(log n + max)).
+func (s *State) OwnedBuckets(user string, max int) []string {
+	owned, _ := s.load().byOwner.get(user)
+	if owned.m == nil {
+		return nil
+	}
+	var out []string
+	for name := range owned.all() {
+		if len(out) == max {
+			break
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
 // VisibleBuckets yields, in name order, the buckets user may read (see
 // CanRead; root: the caller knows the user is root, whether or not the
 // region's users say so) whose name starts with prefix and comes after

@@ -291,7 +291,7 @@ func newUserCmd() *cobra.Command {
 
 	remove := &cobra.Command{
 		Use:   "remove NAME",
-		Short: "Remove a user, its keys and grants",
+		Short: "Remove a user, its keys and grants (refused while it owns buckets)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := c.do(cmd.Context(), http.MethodDelete, "/users/"+url.PathEscape(args[0]), nil, nil); err != nil {
