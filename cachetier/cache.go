@@ -284,12 +284,21 @@ type Cache struct {
 	// has brought in (names up to it are resolved); tombs names the chunks
 	// removed while loading, invKeys the keys invalidated meanwhile (their
 	// records are not loaded again). All nil once loaded.
-	loading  bool
-	cursor   []byte
-	tombs    map[[32]byte]struct{}
-	invKeys  map[storeKey]struct{}
-	beyond   map[[32]byte]struct{} // entries made beyond the cursor (for repin)
-	loadedCh chan struct{}
+	loading bool
+	cursor  []byte
+	tombs   map[[32]byte]struct{}
+	invKeys map[storeKey]struct{}
+	beyond  map[[32]byte]struct{} // entries made beyond the cursor (for repin)
+	// invPending: keys invalidated during the load, to be kept in index.db
+	// (bucket "invalidated") so that a restart before the loader met their
+	// records still drops them; invClear: the load ended, the kept ones are
+	// spent; recount: the load found index.db's totals off its records, so
+	// flush recounts them. Written by the next flush.
+	invPending []storeKey
+	invKept    bool // index.db holds (or invPending will give it) kept keys
+	invClear   bool
+	recount    bool
+	loadedCh   chan struct{}
 	// Background verification (verify.go): the entries brought in from
 	// index.db and not checked yet, handed to verifyLoop (verifyWake says
 	// there are more, or loading ended); fresh names the files committed
@@ -462,8 +471,14 @@ func (c *Cache) Invalidate(storeName, key string) int {
 	n := 0
 	drop := c.keyChainLocked(storeName, key)
 	if c.loading {
-		// Its records not loaded yet are dropped as the loader meets them.
-		c.invKeys[storeKey{storeName, key}] = struct{}{}
+		// Its records not loaded yet are dropped as the loader meets them
+		// (and, after a restart, by the next load: invPending).
+		k := storeKey{storeName, key}
+		if _, ok := c.invKeys[k]; !ok {
+			c.invKeys[k] = struct{}{}
+			c.invPending = append(c.invPending, k)
+			c.invKept = true
+		}
 	}
 	for _, e := range drop {
 		c.removeLocked(e, true)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"os"
 	"slices"
 	"time"
 
@@ -133,7 +134,12 @@ func decodeLoaded(k, v []byte) loaded {
 	}
 	if len(k) != len(r.name) || chunkName(r.ck) != [32]byte(k) {
 		l := loaded{r: r, stale: true, counted: true}
-		copy(l.r.name[:], k)
+		// A key of another length names no chunk (its first 32 bytes
+		// may be another chunk's name, whose record and file must stay):
+		// the zero name, which nothing deletes.
+		if len(k) == len(l.r.name) {
+			l.r.name = [32]byte(k)
+		}
 		return l
 	}
 	r.name = [32]byte(k)
@@ -213,6 +219,13 @@ func (c *Cache) dropRecordLocked(l *loaded) {
 		g.used -= l.r.length
 	}
 	c.pending = append(c.pending, op{key: l.r.name})
+	// Its file goes with it: left to the orphan sweep, it stays whenever
+	// the sweep reads index.db before this delete is written.
+	if l.r.name != ([32]byte{}) && !c.nameInUseLocked(l.r.name) {
+		if err := os.Remove(c.chunkPath(l.r.name)); err != nil && !os.IsNotExist(err) {
+			c.log.Warn("remove chunk file", "err", err)
+		}
+	}
 }
 
 // appendBatchLocked puts es (newest first) at the cold end of their
@@ -296,9 +309,13 @@ func (c *Cache) faultInLocked(ck chunkID, name [32]byte) *entry {
 func (c *Cache) finishLoadLocked() {
 	c.loading = false
 	c.cursor, c.tombs, c.invKeys, c.beyond = nil, nil, nil, nil
+	// Every record of an invalidated key met so far is dropped (its delete
+	// queued before this): the invalidations kept in index.db are spent.
+	c.invClear, c.invPending = c.invKept, nil
 	if c.idx.unloaded != 0 || c.idx.unloadedBytes != 0 {
 		c.log.Warn("cache index totals did not match its records: corrected",
 			"chunks", c.idx.unloaded, "bytes", c.idx.unloadedBytes)
+		c.recount = true // and in index.db, at the next write (flush)
 		for _, g := range c.idx.groups {
 			g.used -= g.unloadedBytes
 			g.unloaded, g.unloadedBytes = 0, 0

@@ -184,18 +184,34 @@ func (c *Cache) persistLoop() {
 	}
 }
 
+// writeBatch is what one flush writes: the queued ops, the changed
+// last-access times (at Close), the keys invalidated during the load, and
+// whether the load ended (the kept invalidations are spent) or found the
+// totals off (recount them).
+type writeBatch struct {
+	ops      []op
+	dirty    []touched
+	inv      []storeKey
+	invClear bool
+	recount  bool
+}
+
+type touched struct {
+	nm [32]byte
+	at int64
+}
+
+func (w *writeBatch) empty() bool {
+	return len(w.ops) == 0 && len(w.dirty) == 0 && len(w.inv) == 0 && !w.invClear && !w.recount
+}
+
 // flush writes the queued ops and, when all, every changed last-access time,
 // and reports whether it wrote anything.
 func (c *Cache) flush(all bool) bool {
 	c.mu.Lock()
-	ops := c.pending
-	c.pending = nil
-	c.writing = ops
-	type touched struct {
-		nm [32]byte
-		at int64
-	}
-	var dirty []touched
+	w := writeBatch{ops: c.pending, inv: c.invPending, invClear: c.invClear, recount: c.recount}
+	c.pending, c.invPending, c.invClear, c.recount = nil, nil, false, false
+	c.writing = w.ops
 	if all {
 		lists := []*elist{&c.idx.pinned}
 		for i := range c.idx.lru {
@@ -204,7 +220,7 @@ func (c *Cache) flush(all bool) bool {
 		for _, l := range lists {
 			for e := l.Front(); e != nil; e = l.Next(e) {
 				if e.dirty {
-					dirty = append(dirty, touched{e.nm, e.lastAccess})
+					w.dirty = append(w.dirty, touched{e.nm, e.lastAccess})
 					e.dirty = false
 				}
 			}
@@ -216,10 +232,10 @@ func (c *Cache) flush(all bool) bool {
 		c.writing = nil
 		c.mu.Unlock()
 	}()
-	if len(ops) == 0 && len(dirty) == 0 {
+	if w.empty() {
 		return false
 	}
-	if !c.cfg.NoSync && !c.syncBroken && slices.ContainsFunc(ops, func(o op) bool { return o.val != nil }) {
+	if !c.cfg.NoSync && !c.syncBroken && slices.ContainsFunc(w.ops, func(o op) bool { return o.val != nil }) {
 		if err := c.syncFS(); err != nil {
 			// Some chunk's bytes may not be on disk, and a later sync that
 			// succeeds does not say they are (the kernel reports a lost
@@ -231,57 +247,112 @@ func (c *Cache) flush(all bool) bool {
 		}
 	}
 	if c.syncBroken {
-		ops = slices.DeleteFunc(ops, func(o op) bool { return o.val != nil })
+		w.ops = slices.DeleteFunc(w.ops, func(o op) bool { return o.val != nil })
 	}
-	if len(ops) == 0 && len(dirty) == 0 {
+	if w.empty() {
 		return false
 	}
-	err := c.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketChunks)
-		d := make(map[string]total)
-		count := func(v []byte, sign int64) {
-			if r, err := decodeRecord(v); err == nil {
-				d[r.group] = total{d[r.group].bytes + sign*r.length, d[r.group].chunks + sign}
-			}
-		}
-		for _, o := range ops {
-			if old := b.Get(o.key[:]); old != nil {
-				count(old, -1)
-			}
-			var err error
-			if o.val == nil {
-				err = b.Delete(o.key[:])
-			} else {
-				err = b.Put(o.key[:], o.val)
-				count(o.val, 1)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		// Last-access times (at Close): the record read back, since
-		// memory keeps no identities (index.go).
-		for _, t := range dirty {
-			v := b.Get(t.nm[:])
-			if v == nil {
-				continue
-			}
-			r, err := decodeRecord(v)
-			if err != nil {
-				continue
-			}
-			r.lastAccess = t.at
-			if err := b.Put(t.nm[:], appendRecord(nil, &r)); err != nil {
-				return err
-			}
-		}
-		return addTotals(tx, d)
-	})
-	if err != nil {
+	if err := c.db.Update(func(tx *bolt.Tx) error { return w.write(tx) }); err != nil {
 		// Memory stays the truth; the next Open repairs what the file lacks.
-		c.log.Error("write cache index", "ops", len(ops), "err", err)
+		c.log.Error("write cache index", "ops", len(w.ops), "err", err)
 	}
 	return true
+}
+
+// write applies w in tx, keeping the totals the sum of the records.
+func (w *writeBatch) write(tx *bolt.Tx) error {
+	b := tx.Bucket(bucketChunks)
+	d := make(map[string]total)
+	count := func(v []byte, sign int64) {
+		if r, err := decodeRecord(v); err == nil {
+			d[r.group] = total{d[r.group].bytes + sign*r.length, d[r.group].chunks + sign}
+		}
+	}
+	for _, o := range w.ops {
+		if old := b.Get(o.key[:]); old != nil {
+			count(old, -1)
+		}
+		var err error
+		if o.val == nil {
+			err = b.Delete(o.key[:])
+		} else {
+			err = b.Put(o.key[:], o.val)
+			count(o.val, 1)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	// Last-access times (at Close): the record read back, since
+	// memory keeps no identities (index.go).
+	for _, t := range w.dirty {
+		v := b.Get(t.nm[:])
+		if v == nil {
+			continue
+		}
+		r, err := decodeRecord(v)
+		if err != nil {
+			continue
+		}
+		r.lastAccess = t.at
+		if err := b.Put(t.nm[:], appendRecord(nil, &r)); err != nil {
+			return err
+		}
+	}
+	if err := writeInvalidated(tx, w.inv, w.invClear); err != nil {
+		return err
+	}
+	if w.recount {
+		return recountTotals(tx)
+	}
+	return addTotals(tx, d)
+}
+
+// Bucket "invalidated" keeps the keys invalidated while the index was
+// loading (key: the length-prefixed store, then the key; no value) until a
+// load ends: a restart before the loader met their records drops them at
+// the next load all the same (load reads them into invKeys).
+var bucketInvalidated = []byte("invalidated")
+
+func invalidatedKey(k storeKey) []byte { return append(appendString(nil, k.store), k.key...) }
+
+func writeInvalidated(tx *bolt.Tx, inv []storeKey, clear bool) error {
+	if clear {
+		if err := tx.DeleteBucket(bucketInvalidated); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
+			return err
+		}
+		return nil
+	}
+	if len(inv) == 0 {
+		return nil
+	}
+	b, err := tx.CreateBucketIfNotExists(bucketInvalidated)
+	if err != nil {
+		return err
+	}
+	for _, k := range inv {
+		if err := b.Put(invalidatedKey(k), []byte{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readInvalidated returns the keys kept in bucket "invalidated".
+func readInvalidated(tx *bolt.Tx) []storeKey {
+	b := tx.Bucket(bucketInvalidated)
+	if b == nil {
+		return nil
+	}
+	var out []storeKey
+	b.ForEach(func(k, _ []byte) error {
+		n, m := binary.Uvarint(k)
+		if m > 0 && n <= uint64(len(k)-m) {
+			out = append(out, storeKey{string(k[m : m+int(n)]), string(k[m+int(n):])})
+		}
+		return nil
+	})
+	return out
 }
 
 // syncfs flushes the filesystem that holds dir.
@@ -305,6 +376,7 @@ func (c *Cache) load() error {
 	wantSize := binary.BigEndian.AppendUint64(nil, uint64(c.cfg.ChunkSize))
 	wantFormat := []byte{formatVersion}
 	var tot map[string]total
+	var inv []storeKey
 	err := c.db.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
@@ -316,7 +388,7 @@ func (c *Cache) load() error {
 			// records makes the orphan sweep remove the files.
 			c.log.Warn("chunk size or index format changed: emptying the cache",
 				"chunk_size", c.cfg.ChunkSize)
-			for _, name := range [][]byte{bucketChunks, bucketTotals} {
+			for _, name := range [][]byte{bucketChunks, bucketTotals, bucketInvalidated} {
 				if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
 					return err
 				}
@@ -339,6 +411,7 @@ func (c *Cache) load() error {
 			}
 		}
 		tot = readTotals(tx)
+		inv = readInvalidated(tx)
 		return nil
 	})
 	if err != nil {
@@ -351,6 +424,10 @@ func (c *Cache) load() error {
 		c.idx.unloaded += int(t.chunks)
 		c.idx.unloadedBytes += t.bytes
 	}
+	for _, k := range inv {
+		c.invKeys[k] = struct{}{}
+	}
+	c.invKept = len(inv) > 0
 	c.loading = true
 	if err := c.makeFanout(); err != nil {
 		return err
