@@ -178,7 +178,7 @@ func stageOnTakerAndLeader(t *testing.T, ctx context.Context, r *nodetest.Region
 	t.Helper()
 	for i := range 20 {
 		k := fmt.Sprintf("%s/%d", prefix, i)
-		blockDrain(t, r, "ckpt/"+k)
+		unblock := blockDrain(t, r, "ckpt/"+k)
 		if _, err := r.Client(taker).PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("ckpt"), Key: aws.String(k), Body: bytes.NewReader(data)}); err != nil {
 			t.Fatal(err)
 		}
@@ -186,6 +186,11 @@ func stageOnTakerAndLeader(t *testing.T, ctx context.Context, r *nodetest.Region
 		if e, ok := journaled(r, leader, "ckpt", k); ok && slices.Equal(e.Segments[0].Nodes, []string{r.Node(taker).ID(), r.Node(leader).ID()}) {
 			return k
 		}
+		// The second copy went to the other follower (one in two: the
+		// peers' order is a hash of the random stage id): let this one
+		// drain, or blocked writes fill the staging area before a try
+		// lands on the leader (seen in CI after 9 tries).
+		unblock()
 	}
 	t.Fatal("no write staged on the taker and the leader in 20 tries")
 	return ""
