@@ -132,9 +132,9 @@ func pollUntilReady(ctx context.Context, base string, c *s3.Client, last string)
 			return p
 		}
 		p.notReady++
-		// pacing: a refused connection returns at once; 1 ms keeps the
-		// poll far tighter than a kubelet's without spinning a core.
-		time.Sleep(time.Millisecond)
+		// A refused connection returns at once: 1 ms keeps the poll far
+		// tighter than a kubelet's without spinning a core.
+		time.Sleep(time.Millisecond) // pacing: the readyz poll's interval
 	}
 	_, p.headErr = c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(last)})
 	pc := peerapi.NewClient(peerapi.ClientConfig{AccessKey: nodetest.AccessKey, SecretKey: nodetest.SecretKey, SigningRegion: "us-east-1"})
