@@ -4,17 +4,33 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
 )
 
+// testGate is a gate a test hook waits on: closed by release (once, also
+// at the test's end, after undo).
+func testGate(t *testing.T, undo func()) (gate chan struct{}, release func()) {
+	gate = make(chan struct{})
+	release = sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(func() {
+		release()
+		undo()
+	})
+	return gate, release
+}
+
 // heldLoad makes the next Open's loader read all of index.db in one batch
 // and wait before bringing it into memory until the returned function is
 // called (or the cache closes).
 func heldLoad(t *testing.T) (release func()) {
-	gate := make(chan struct{})
 	saved := loadBatch
+	gate, release := testGate(t, func() {
+		testLoadBatch = nil
+		loadBatch = saved
+	})
 	loadBatch = 1 << 20
 	testLoadBatch = func(ctx context.Context) {
 		select {
@@ -22,18 +38,6 @@ func heldLoad(t *testing.T) (release func()) {
 		case <-ctx.Done():
 		}
 	}
-	released := false
-	release = func() {
-		if !released {
-			released = true
-			close(gate)
-		}
-	}
-	t.Cleanup(func() {
-		release()
-		testLoadBatch = nil
-		loadBatch = saved
-	})
 	return release
 }
 

@@ -55,19 +55,8 @@ func TestStaleTotalsRepaired(t *testing.T) {
 // holdVerify keeps verifyLoop (and so the orphan sweep) from starting
 // until the returned function is called (or the test ends).
 func holdVerify(t *testing.T) (release func()) {
-	gate := make(chan struct{})
+	gate, release := testGate(t, func() { testVerifyStart = nil })
 	testVerifyStart = func() { <-gate }
-	released := false
-	release = func() {
-		if !released {
-			released = true
-			close(gate)
-		}
-	}
-	t.Cleanup(func() {
-		release()
-		testVerifyStart = nil
-	})
 	return release
 }
 
