@@ -35,6 +35,7 @@ import (
 	"io"
 	iofs "io/fs"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -440,17 +441,30 @@ type fileID struct {
 
 func idOf(fi os.FileInfo) fileID {
 	id := fileID{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+	switch st := fi.Sys().(type) {
+	case *syscall.Stat_t:
+		id.ino = st.Ino
+		id.ctime = time.Unix(st.Ctim.Unix()).UnixNano()
+	case *unix.Stat_t: // the listing's statInfo
 		id.ino = st.Ino
 		id.ctime = time.Unix(st.Ctim.Unix()).UnixNano()
 	}
 	return id
 }
 
-// validatorOf is the file's change detector: inode, size, mtime, ctime.
+// validatorOf is the file's change detector: inode, size, mtime, ctime,
+// in hex ("%x.%x.%x.%x", written without fmt: listings make one per key).
 func validatorOf(fi os.FileInfo) store.Validator {
 	id := idOf(fi)
-	return store.Validator(fmt.Sprintf("%x.%x.%x.%x", id.ino, id.size, id.mtime, id.ctime))
+	b := make([]byte, 0, 64)
+	b = strconv.AppendUint(b, id.ino, 16)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, id.size, 16)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, id.mtime, 16)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, id.ctime, 16)
+	return store.Validator(b)
 }
 
 // infoOf is the object info of a file and its metadata attribute (m.ETag

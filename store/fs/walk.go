@@ -20,6 +20,9 @@ type walkEntry struct {
 	Key      string
 	IsPrefix bool
 	Info     fs.FileInfo // files only
+	// dirfd is the open descriptor of the file's directory, valid while
+	// the entry is yielded (-1: none).
+	dirfd int
 }
 
 // hidden reports names the walk never shows: fedgate's temporary files of
@@ -95,30 +98,32 @@ func (w *walker) dir(path string) bool {
 		return w.emit(walkEntry{Key: path}, err)
 	}
 	defer d.Close()
-	ix, err := w.children(d, path)
+	f, err := d.Open(".")
 	if err != nil {
 		return w.emit(walkEntry{Key: path}, err)
 	}
+	defer f.Close()
+	ix, err := w.children(f, path)
+	if err != nil {
+		return w.emit(walkEntry{Key: path}, err)
+	}
+	dirfd := int(f.Fd()) // a directory: Fd leaves it as it is
 	for i := ix.First(path, max(w.prefix, w.startAfter), isFileKind); i < ix.Len(); i++ {
 		frag, kind := ix.At(i)
 		key := path + frag
 		if key > w.prefix && !strings.HasPrefix(key, w.prefix) && !strings.HasPrefix(w.prefix, key) {
 			break // every later sibling sorts after the prefix too
 		}
-		if !w.visit(d, key, kind == kindDir) {
+		if !w.visit(d, dirfd, key, kind == kindDir) {
 			return false
 		}
 	}
 	return true
 }
 
-// children returns directory d's (path's) files and directories, sorted.
-func (w *walker) children(d *os.Root, path string) (*dirindex.Index, error) {
-	f, err := d.Open(".")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
+// children returns the open directory f's (path's) files and
+// directories, sorted.
+func (w *walker) children(f *os.File, path string) (*dirindex.Index, error) {
 	return w.dirs.Get(f, path, func(f *os.File, b *dirindex.Builder) error {
 		return dirindex.ReadNames(f, func(name string, typ int) {
 			if hidden(name) || !utf8.ValidString(name) {
@@ -137,9 +142,9 @@ func (w *walker) children(d *os.Root, path string) (*dirindex.Index, error) {
 	})
 }
 
-// visit walks one child of directory d: a file (key) or a directory
-// (key ends in "/").
-func (w *walker) visit(d *os.Root, key string, dir bool) bool {
+// visit walks one child of directory d (open as dirfd): a file (key) or
+// a directory (key ends in "/").
+func (w *walker) visit(d *os.Root, dirfd int, key string, dir bool) bool {
 	if !dir {
 		if !strings.HasPrefix(key, w.prefix) || key <= w.startAfter {
 			return true
@@ -147,7 +152,14 @@ func (w *walker) visit(d *os.Root, key string, dir bool) bool {
 		if cp, ok := w.commonPrefix(key); ok {
 			return w.emitPrefix(cp)
 		}
-		info, err := d.Lstat(key[strings.LastIndexByte(key, '/')+1:])
+		name := key[strings.LastIndexByte(key, '/')+1:]
+		var info fs.FileInfo
+		var err error
+		if fi, ok := lstatAt(dirfd, name); ok {
+			info = fi
+		} else {
+			info, err = d.Lstat(name) // the old path: its answers and errors
+		}
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return true // removed since the directory was read
@@ -157,7 +169,7 @@ func (w *walker) visit(d *os.Root, key string, dir bool) bool {
 		if !info.Mode().IsRegular() {
 			return true // replaced since the directory was read
 		}
-		return w.emit(walkEntry{Key: key, Info: info}, nil)
+		return w.emit(walkEntry{Key: key, Info: info, dirfd: dirfd}, nil)
 	}
 	// A directory: every key below it starts with key.
 	if !strings.HasPrefix(w.prefix, key) && !strings.HasPrefix(key, w.prefix) {
