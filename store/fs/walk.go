@@ -20,8 +20,8 @@ type walkEntry struct {
 	Key      string
 	IsPrefix bool
 	Info     fs.FileInfo // files only
-	// dirfd is the open descriptor of the file's directory, valid while
-	// the entry is yielded (-1: none).
+	// dirfd is the open descriptor of a file's directory (files only),
+	// valid while the entry is yielded.
 	dirfd int
 }
 
