@@ -147,7 +147,7 @@ func (u *Users) Add(ctx context.Context, name string, c Credentials) (Credential
 	if err := validCredentials(c); err != nil {
 		return Credentials{}, err
 	}
-	if err := u.ownsNothing(name, "its buckets were left by a user of that name removed by an older version: delete them as root first (or they would belong to the new user)"); err != nil {
+	if err := u.freeName(name); err != nil {
 		return Credentials{}, err
 	}
 	rec := regionstate.User{Name: name, AccessKey: c.AccessKey, SecretKey: c.SecretKey, Created: u.now().UTC()}
@@ -300,4 +300,20 @@ func (u *Users) ownsNothing(name, what string) error {
 		list += ", ..."
 	}
 	return fmt.Errorf("%w: %q owns %s; %s", ErrUserOwnsBuckets, name, list, what)
+}
+
+// freeName refuses, for a name no user has here or in the catalog, a name
+// that still owns buckets (left by an older version, which removed users
+// who owned buckets): the new user would own them. A name in use is left
+// to the existence checks (ErrUserExists).
+func (u *Users) freeName(name string) error {
+	if _, ok := u.rs.State().User(name); ok {
+		return nil
+	}
+	if u.cat != nil {
+		if _, ok := u.cat.UserNamed(name); ok {
+			return nil
+		}
+	}
+	return u.ownsNothing(name, "its buckets were left by a user of that name removed by an older version: delete them as root first (or they would belong to the new user)")
 }
