@@ -14,6 +14,7 @@ import (
 	"github.com/fedgate/fedgate/egress"
 	"github.com/fedgate/fedgate/federation"
 	"github.com/fedgate/fedgate/policies"
+	"github.com/fedgate/fedgate/regionstate"
 	"github.com/fedgate/fedgate/store"
 	"github.com/fedgate/fedgate/store/posix"
 )
@@ -331,5 +332,47 @@ func TestEgressRetention(t *testing.T) {
 	_, byPrefix := ledger(t, ns)
 	if byPrefix["plain old/"] != 0 || byPrefix["plain new/"] != int64(len(data)) {
 		t.Fatalf("after pruning: %v", byPrefix)
+	}
+}
+
+// failingState refuses the next n applies of AddEgress, as a node whose
+// leader was lost mid-flush does.
+type failingState struct {
+	federation.RegionState
+	fail atomic.Int32
+}
+
+func (f *failingState) Apply(ctx context.Context, cmd regionstate.Command) error {
+	if _, ok := cmd.(regionstate.AddEgress); ok && f.fail.Add(-1) >= 0 {
+		return errors.New("region: leadership lost, outcome unknown")
+	}
+	return f.RegionState.Apply(ctx, cmd)
+}
+
+// TestEgressFlushRetriedAfterFailure: counts a failed flush puts back are
+// added by the next one, at the locations they were counted at (they came
+// back without the region's location, and the ledger refused every flush
+// after: seen in the chaos test after a leader change).
+func TestEgressFlushRetriedAfterFailure(t *testing.T) {
+	var fs *failingState
+	ns := meterFixtureWith(t, nil, time.Now, 0, func(c *federation.Config) {
+		fs = &failingState{RegionState: c.State}
+		c.State = fs
+	})
+	const size = 1 << 20
+	data := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	putGet(t, ns, "rep", "train/a.tar", data)
+	fs.fail.Store(1)
+	if err := ns.FlushEgress(context.Background()); err == nil {
+		t.Fatal("the first flush did not fail")
+	}
+	byStore, _ := ledger(t, ns) // flushes again
+	for k, want := range map[string]int64{
+		"rep s3 write gcp:us-central1->aws:us-east-1":   size,
+		"rep gcs read gcp:us-central1->gcp:us-central1": size,
+	} {
+		if got := byStore[k]; got != want {
+			t.Errorf("%s: %d bytes after a failed flush and a retry, want %d\nledger: %v", k, got, want, byStore)
+		}
 	}
 }

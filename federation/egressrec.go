@@ -2,6 +2,7 @@ package federation
 
 import (
 	"context"
+	"errors"
 	"io"
 	"slices"
 	"strings"
@@ -361,16 +362,25 @@ func (n *Namespace) flushEgress(ctx context.Context) error {
 		return nil
 	}
 	if err := n.rs.Apply(ctx, regionstate.AddEgress{Rows: rows}); err != nil {
+		if errors.Is(err, regionstate.ErrInvalid) {
+			// Refused as malformed: retrying would refuse them (and every
+			// count added to them) forever.
+			n.log.Error("egress counts refused by the ledger; dropped", "rows", len(rows), "error", err)
+			return err
+		}
 		// Put them back (not counted in the metrics again): they are added
 		// to the next flush.
 		for _, r := range rows {
-			loc := r.Src
+			loc, region := r.Src, r.Dst
 			if r.Direction == "write" {
-				loc = r.Dst
+				loc, region = r.Dst, r.Src
 			}
 			c := egressCounts{bytes: r.Bytes, served: r.Served, logical: r.Logical, preloaded: r.Preloaded}
 			copy(c.reuse[:], r.Reuse)
-			n.egress.bump(egressKey{hour: r.Hour, store: r.Store, storeLoc: loc, bucket: r.Bucket, direction: r.Direction, prefix: r.Prefix}, c)
+			// The region's location the bytes were counted at goes back
+			// too: without it the next flush sent rows with an empty
+			// location, which the ledger refuses, every flush after.
+			n.egress.bump(egressKey{hour: r.Hour, store: r.Store, storeLoc: loc, region: region, bucket: r.Bucket, direction: r.Direction, prefix: r.Prefix}, c)
 		}
 		n.log.Warn("egress counts not recorded yet; retrying", "error", err)
 		return err
