@@ -269,6 +269,25 @@ func (r *chaosRegion) status(n *chaosNode) (adminapi.Cluster, error) {
 	return st, json.Unmarshal(out, &st)
 }
 
+// logBacklogs logs each node's own answer: its backlog, or why it gave
+// none, and the applied and commit index it reports for every member (a
+// backlog seen by one node only points at its state, not the region's).
+func (r *chaosRegion) logBacklogs(t *testing.T) {
+	for _, n := range r.nodes {
+		st, err := r.status(n)
+		if err != nil {
+			t.Logf("%s: %v", n.id, err)
+			continue
+		}
+		var members []string
+		for _, m := range st.Members {
+			members = append(members, fmt.Sprintf("%s applied %d commit %d %s", m.ID, m.Applied, m.Commit, m.State))
+		}
+		t.Logf("%s: leader %s, backlog %d objects (%d bytes, oldest %.0fs); %s", n.id, st.Leader,
+			st.DrainBacklog.Objects, st.DrainBacklog.Bytes, st.DrainBacklog.OldestSeconds, strings.Join(members, "; "))
+	}
+}
+
 func (r *chaosRegion) byID(id string) int {
 	for i, n := range r.nodes {
 		if n.id == id {
@@ -907,10 +926,13 @@ func runChaos(t *testing.T, cfg chaosConfig) {
 	if _, err := r.settled(90 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	wait.For(t, 3*time.Minute, "the write-back backlog to drain", func() bool {
+	if err := wait.Until(context.Background(), 3*time.Minute, func() bool {
 		st, err := r.status(r.nodes[0])
 		return err == nil && st.DrainBacklog.Objects == 0
-	})
+	}); err != nil {
+		r.logBacklogs(t)
+		t.Fatal("the write-back backlog did not drain in 3m (each node's view above)")
+	}
 	l.finalChecks(t, readClients)
 
 	report := l.report(runs, begin, end)
